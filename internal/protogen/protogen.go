@@ -1,0 +1,204 @@
+// Package protogen generates the JSON Schemas of every wire payload from the
+// Go types of pkg/events with invopop/jsonschema, so that docs/protocol.md
+// cannot drift from the code: TestProtocolDocUpToDate fails when the
+// generated section of the document differs, and `go test
+// ./internal/protogen -update` rewrites it.
+package protogen
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"strings"
+
+	"github.com/invopop/jsonschema"
+
+	"github.com/llmworker/llmworker/pkg/events"
+)
+
+// Entry is one payload: the CloudEvent types that carry it and its schema.
+type Entry struct {
+	Title string
+	Types []string
+	Value any
+}
+
+// Entries lists every payload of DESIGN.md §3–§8 in document order.
+func Entries() []Entry {
+	return []Entry{
+		{"Provider stream: ping", []string{events.TypeLLMPing}, events.PingEvent{}},
+		{"Provider stream: usage", []string{events.TypeLLMUsage}, events.UsageEvent{}},
+		{"Provider stream: status", []string{events.TypeLLMStatus}, events.StatusEvent{}},
+		{"Provider stream: error", []string{events.TypeLLMError}, events.ErrorEvent{}},
+		{"Provider stream: block start", []string{events.TypeLLMBlockStart}, events.BlockStart{}},
+		{"Provider stream: block delta", []string{events.TypeLLMBlockDelta}, events.BlockDelta{}},
+		{"Provider stream: block stop", []string{events.TypeLLMBlockStop}, events.BlockStop{}},
+		{"Provider stream: block abort", []string{events.TypeLLMBlockAbort}, events.BlockAbort{}},
+		{"Completion request", []string{events.TypeLLMComplete}, events.CompletionRequest{}},
+		{"Completion reply", []string{"(reply to " + events.TypeLLMComplete + ")"}, events.CompletionReply{}},
+		{"Message", []string{"(inside requests, transcripts and hook payloads)"}, events.Message{}},
+		{"Tool definition", []string{"(inside requests)"}, events.ToolDefinition{}},
+		{"Turn request", []string{events.TypeTurnSubmit}, events.TurnRequest{}},
+		{"Resume request", []string{events.TypeTurnResume}, events.ResumeRequest{}},
+		{"Turn started", []string{events.TypeTurnStarted}, events.TurnStarted{}},
+		{"Turn step", []string{events.TypeTurnStep}, events.TurnStep{}},
+		{"Turn paused", []string{events.TypeTurnPaused}, events.TurnPaused{}},
+		{"Turn resumed", []string{events.TypeTurnResumed}, events.TurnResumed{}},
+		{"Turn completed", []string{events.TypeTurnCompleted}, events.TurnCompleted{}},
+		{"Turn failed / aborted", []string{events.TypeTurnFailed, events.TypeTurnAborted}, events.TurnEnded{}},
+		{"Worker block start", []string{events.TypeBlockStart}, events.WorkerBlockStart{}},
+		{"Worker block delta", []string{events.TypeBlockDelta}, events.WorkerBlockDelta{}},
+		{"Worker block stop", []string{events.TypeBlockStop}, events.WorkerBlockStop{}},
+		{"Worker block abort", []string{events.TypeBlockAbort}, events.WorkerBlockAbort{}},
+		{"Text complete", []string{events.TypeTextComplete}, events.TextComplete{}},
+		{"Tool call complete", []string{events.TypeToolCallComplete}, events.ToolCallComplete{}},
+		{"Tool started", []string{events.TypeToolStarted}, events.ToolStarted{}},
+		{"Tool skipped", []string{events.TypeToolSkipped}, events.ToolSkipped{}},
+		{"Hook decision", []string{events.TypeHookDecision}, events.HookDecision{}},
+		{"Hook message", []string{events.TypeHookMessage}, events.HookMessage{}},
+		{"Usage report", []string{events.TypeUsage}, events.UsageReport{}},
+		{"Tool catalog entry (KV LLMW_TOOLS)", []string{"(KV value)"}, events.ToolCatalogEntry{}},
+		{"Tool call", []string{events.TypeToolCall}, events.ToolCallRequest{}},
+		{"Tool result", []string{events.TypeToolResult}, events.ToolCallResult{}},
+		{"Hook registration (KV LLMW_HOOKS)", []string{"(KV value)"}, events.HookRegistration{}},
+		{"Hook request", []string{events.TypeHookRequest}, events.HookRequest{}},
+		{"Hook response", []string{events.TypeHookResponse}, events.HookResponse{}},
+	}
+}
+
+func str(desc string) *jsonschema.Schema {
+	return &jsonschema.Schema{Type: "string", Description: desc}
+}
+
+func obj(required []string, props ...any) *jsonschema.Schema {
+	s := &jsonschema.Schema{Type: "object", Properties: jsonschema.NewProperties(), Required: required}
+	for i := 0; i+1 < len(props); i += 2 {
+		s.Properties.Set(props[i].(string), props[i+1].(*jsonschema.Schema))
+	}
+	return s
+}
+
+func integer() *jsonschema.Schema {
+	return &jsonschema.Schema{Type: "integer", Minimum: json.Number("0")}
+}
+
+func deltaSchema(withStep bool) *jsonschema.Schema {
+	var alts []*jsonschema.Schema
+	for _, k := range []string{"text", "thinking", "input_json"} {
+		props := []any{"index", integer(), k, str("")}
+		req := []string{"index", k}
+		if withStep {
+			props = append(props, "step", integer())
+			req = append(req, "step")
+		}
+		alts = append(alts, obj(req, props...))
+	}
+	return &jsonschema.Schema{OneOf: alts, Description: "exactly one of text, thinking and input_json"}
+}
+
+func partSchema() *jsonschema.Schema {
+	constant := func(v string) *jsonschema.Schema { return &jsonschema.Schema{Const: v} }
+	anyJSON := &jsonschema.Schema{Description: "any JSON value (an object for tool input)"}
+	b := &jsonschema.Schema{Type: "boolean"}
+	return &jsonschema.Schema{OneOf: []*jsonschema.Schema{
+		obj([]string{"type", "text"}, "type", constant("text"), "text", str(""), "signature", str("opaque provider data that must round-trip")),
+		obj([]string{"type", "thinking"}, "type", constant("thinking"), "thinking", str(""), "signature", str("opaque provider data that must round-trip"), "redacted", b),
+		obj([]string{"type", "id", "name", "input"}, "type", constant("tool_use"), "id", str(""), "name", str(""), "input", anyJSON, "signature", str("opaque provider data that must round-trip")),
+		obj([]string{"type", "tool_use_id", "content"}, "type", constant("tool_result"), "tool_use_id", str(""), "content", str(""), "is_error", b),
+	}}
+}
+
+func messageSchema() *jsonschema.Schema {
+	return obj([]string{"role", "content"},
+		"role", &jsonschema.Schema{Type: "string", Enum: []any{"user", "assistant", "tool"}},
+		"content", &jsonschema.Schema{OneOf: []*jsonschema.Schema{
+			str("one text part"),
+			{Type: "array", Items: partSchema()},
+		}})
+}
+
+func decisionSchema() *jsonschema.Schema {
+	return &jsonschema.Schema{OneOf: []*jsonschema.Schema{
+		{Type: "string", Enum: []any{"approve", "deny"}},
+		obj([]string{"input"}, "input", &jsonschema.Schema{Type: "object", Description: "run the call with this input"}),
+		obj([]string{"deny"}, "deny", str("deny, telling the model this reason")),
+	}}
+}
+
+func reflector() *jsonschema.Reflector {
+	return &jsonschema.Reflector{
+		DoNotReference:            true,
+		Anonymous:                 true,
+		AllowAdditionalProperties: true, // unknown fields are ignored (DESIGN.md §2)
+		Mapper: func(t reflect.Type) *jsonschema.Schema {
+			switch t {
+			case reflect.TypeOf(events.BlockDelta{}):
+				return deltaSchema(false)
+			case reflect.TypeOf(events.WorkerBlockDelta{}):
+				return deltaSchema(true)
+			case reflect.TypeOf(events.Message{}):
+				return messageSchema()
+			case reflect.TypeOf(events.Part{}):
+				return partSchema()
+			case reflect.TypeOf(events.Decision{}):
+				return decisionSchema()
+			case reflect.TypeOf(events.StopReason("")):
+				return &jsonschema.Schema{Type: "", OneOf: []*jsonschema.Schema{
+					{Type: "string", Enum: []any{"end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal", "content_filter"}},
+					{Type: "null"},
+				}}
+			case reflect.TypeOf(json.RawMessage(nil)):
+				return &jsonschema.Schema{Description: "any JSON value"}
+			}
+			return nil
+		},
+	}
+}
+
+// Schema returns the JSON Schema of v as indented JSON.
+func Schema(v any) ([]byte, error) {
+	s := reflector().Reflect(v)
+	s.Version = ""
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(s); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSpace(buf.Bytes()), nil
+}
+
+// Begin and End mark the generated section of docs/protocol.md.
+const (
+	Begin = "<!-- BEGIN GENERATED SCHEMAS (go test ./internal/protogen -update) -->"
+	End   = "<!-- END GENERATED SCHEMAS -->"
+)
+
+// Render returns the generated section, markers included.
+func Render() (string, error) {
+	var b strings.Builder
+	b.WriteString(Begin + "\n")
+	for _, e := range Entries() {
+		s, err := Schema(e.Value)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString("\n### " + e.Title + "\n\n")
+		b.WriteString("`" + strings.Join(e.Types, "`, `") + "`\n\n")
+		b.WriteString("```json\n")
+		b.Write(s)
+		b.WriteString("\n```\n")
+	}
+	b.WriteString("\n" + End)
+	return b.String(), nil
+}
+
+// Splice replaces the generated section of doc with gen.
+func Splice(doc, gen string) (string, bool) {
+	i := strings.Index(doc, Begin)
+	j := strings.Index(doc, End)
+	if i < 0 || j < i {
+		return doc, false
+	}
+	return doc[:i] + gen + doc[j+len(End):], true
+}

@@ -1,0 +1,128 @@
+package protogen
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/llmworker/llmworker/pkg/events"
+)
+
+func compile(t *testing.T, v any) *jsonschema.Schema {
+	t.Helper()
+	s, err := Schema(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("mem://s.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	sch, err := c.Compile("mem://s.json")
+	if err != nil {
+		t.Fatalf("%T: %v", v, err)
+	}
+	return sch
+}
+
+func validate(t *testing.T, sch *jsonschema.Schema, v any) error {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sch.Validate(inst)
+}
+
+// What the encoder writes is valid against the published schema, for a
+// filled-in sample of every payload.
+func TestSamplesMatchSchemas(t *testing.T) {
+	msgs := []events.Message{
+		events.UserText("hi"),
+		{Role: events.RoleAssistant, Content: []events.Part{
+			events.ThinkingPart("t", "sig"), events.TextPart("x"),
+			events.ToolUsePart("c1", "get_weather", json.RawMessage(`{"city":"Paris"}`)),
+		}},
+		{Role: events.RoleTool, Content: []events.Part{events.ToolResultPart("c1", "sunny", false)}},
+	}
+	temp := 0.2
+	retries := 2
+	tools := []events.ToolDefinition{{Name: "get_weather", Description: "d", InputSchema: json.RawMessage(`{"type":"object"}`)}}
+	usage := events.UsageEvent{InputTokens: events.Int64(1), OutputTokens: events.Int64(2)}
+	call := events.ToolCall{ID: "c1", Name: "get_weather", Input: json.RawMessage(`{}`)}
+	samples := []any{
+		events.PingEvent{Timestamp: 1}, usage, events.StatusEvent{Status: events.StatusFailed},
+		events.ErrorEvent{Code: "x", Message: "y"},
+		events.BlockStart{Index: 1, BlockType: events.BlockToolUse, ID: "c1", Name: "n"},
+		events.TextDelta(0, "a"), events.InputJSONDelta(1, "{"),
+		events.BlockStop{Index: 0, BlockType: events.BlockText, StopReason: events.StopEndTurn},
+		events.BlockStop{Index: 0, BlockType: events.BlockText},
+		events.BlockAbort{Index: 0, BlockType: events.BlockText, Reason: "r"},
+		events.CompletionRequest{RequestID: "r1", Model: "openai:gpt", System: "s", Messages: msgs, Tools: tools, MaxTokens: 10, Temperature: &temp, Thinking: &events.ThinkingConfig{BudgetTokens: 1024}},
+		events.CompletionReply{RequestID: "r1", StreamSubject: "llmw.llm.stream.r1"},
+		msgs[1], tools[0],
+		events.TurnRequest{TurnID: "t1", SessionID: "s1", Model: "anthropic:c", Messages: msgs, Tools: []string{"*"}, MaxSteps: 3, MaxTurnEndRetries: &retries, Metadata: map[string]any{"k": "v"}},
+		events.ResumeRequest{TurnID: "t1", Decisions: map[string]events.Decision{"a": {Kind: events.DecisionApprove}, "b": {Kind: events.DecisionEdit, Input: json.RawMessage(`{}`)}, "c": {Kind: events.DecisionDeny, Reason: "no"}}},
+		events.TurnStarted{TurnID: "t1"}, events.TurnStep{Step: 1},
+		events.TurnPaused{Reason: "approval", Pending: []events.ToolCall{call}},
+		events.TurnResumed{Decisions: map[string]events.Decision{"a": {Kind: events.DecisionDeny}}},
+		events.TurnCompleted{Messages: msgs, StopReason: events.StopEndTurn, Usage: usage},
+		events.TurnEnded{Reason: "r", Code: "max_steps"},
+		events.WorkerBlockStart{BlockStart: events.BlockStart{Index: 0, BlockType: events.BlockText}, Step: 1},
+		events.WorkerBlockDelta{BlockDelta: events.ThinkingDelta(0, "x"), Step: 2},
+		events.WorkerBlockStop{BlockStop: events.BlockStop{Index: 0, BlockType: events.BlockText}, Step: 1},
+		events.WorkerBlockAbort{BlockAbort: events.BlockAbort{Index: 0, BlockType: events.BlockText, Reason: "x"}, Step: 1},
+		events.TextComplete{Step: 1, Text: "x"},
+		events.ToolCallComplete{Step: 1, ID: "c1", Name: "n", Input: json.RawMessage(`{}`)},
+		events.ToolStarted{CallID: "c1", Name: "n"},
+		events.ToolSkipped{CallID: "c1", Name: "n", Hook: "h", Reason: "r"},
+		events.HookDecision{Hook: "h", Event: events.HookBeforeToolCall, Result: events.HookSkip, MS: 1.5},
+		events.HookMessage{Hook: "h", Event: events.HookOnTurnEnd, Messages: msgs[:1]},
+		events.UsageReport{Step: 1, Usage: usage, Total: usage},
+		events.ToolCatalogEntry{Name: "n", InputSchema: json.RawMessage(`{"type":"object"}`), TimeoutMS: 1000},
+		events.ToolCallRequest{CallID: "c1", TurnID: "t1", Name: "n", Input: json.RawMessage(`{}`), Deadline: time.Now()},
+		events.ToolCallResult{CallID: "c1", TurnID: "t1", Name: "n", Content: "ok"},
+		events.HookRegistration{Name: "h", Event: events.HookBeforeToolCall, Subject: "llmw.hook.h", Failure: events.FailOpen},
+		events.HookRequest{Event: events.HookBeforeToolCall, TurnID: "t1", ToolCall: &call, Tool: &tools[0], Variables: map[string]string{"a": "b"}},
+		events.HookResponse{Result: events.HookContinue, ToolCall: &call, Emit: msgs[:1]},
+	}
+	byType := map[reflect.Type]*jsonschema.Schema{}
+	for _, e := range Entries() {
+		byType[reflect.TypeOf(e.Value)] = compile(t, e.Value)
+	}
+	seen := map[reflect.Type]bool{}
+	for _, s := range samples {
+		sch := byType[reflect.TypeOf(s)]
+		if sch == nil {
+			t.Fatalf("no schema for %T", s)
+		}
+		seen[reflect.TypeOf(s)] = true
+		if err := validate(t, sch, s); err != nil {
+			t.Errorf("%T does not match its schema: %v", s, err)
+		}
+	}
+	for ty := range byType {
+		if !seen[ty] {
+			t.Errorf("no sample for %v", ty)
+		}
+	}
+	// And the schemas reject what the decoders reject.
+	if err := validate(t, byType[reflect.TypeOf(events.BlockDelta{})], map[string]any{"index": 0, "text": "a", "thinking": "b"}); err == nil {
+		t.Error("delta schema accepts two kinds")
+	}
+	if err := validate(t, byType[reflect.TypeOf(events.CompletionRequest{})], map[string]any{"model": "a:b", "messages": []any{}}); err == nil {
+		t.Error("request schema accepts a missing request_id")
+	}
+}

@@ -1,0 +1,93 @@
+package events_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/llmworker/llmworker/pkg/events"
+)
+
+func FuzzDecodeStreamEvent(f *testing.F) {
+	seeds := []struct{ typ, data string }{
+		{events.TypeLLMBlockDelta, `{"index":0,"text":"hi"}`},
+		{events.TypeLLMBlockStart, `{"index":1,"block_type":"tool_use","id":"c","name":"n"}`},
+		{events.TypeLLMBlockStop, `{"index":1,"block_type":"tool_use","stop_reason":"tool_use","signature":"s"}`},
+		{events.TypeLLMUsage, `{"input_tokens":1,"output_tokens":2}`},
+		{events.TypeLLMStatus, `{"status":"failed"}`},
+		{events.TypeLLMError, `{"code":"x","message":"y"}`},
+		{events.TypeLLMBlockAbort, `{"index":0,"block_type":"text","reason":"r"}`},
+	}
+	for _, s := range seeds {
+		f.Add(s.typ, []byte(s.data))
+	}
+	f.Fuzz(func(t *testing.T, typ string, data []byte) {
+		ev, err := events.DecodeStreamEvent(typ, data)
+		if err != nil {
+			return
+		}
+		// Whatever decodes re-encodes to JSON that decodes to the same event.
+		b, err := events.MarshalEvent(ev)
+		if err != nil {
+			t.Fatalf("marshal %#v: %v", ev, err)
+		}
+		ev2, err := events.DecodeStreamEvent(typ, b)
+		if err != nil {
+			t.Fatalf("re-decode %s: %v", b, err)
+		}
+		b2, _ := events.MarshalEvent(ev2)
+		if string(b) != string(b2) {
+			t.Fatalf("unstable: %s vs %s", b, b2)
+		}
+	})
+}
+
+func FuzzDecodeEnvelope(f *testing.F) {
+	e := testEnvelope()
+	structured, _ := e.StructuredBody()
+	f.Add([]byte("1.0"), []byte("id"), []byte("7"), structured)
+	f.Add([]byte(""), []byte(""), []byte(""), []byte(`{"specversion":"1.0","id":"a","source":"/s","type":"t","seq":"x"}`))
+	f.Fuzz(func(t *testing.T, spec, id, seq, body []byte) {
+		h := map[string][]string{}
+		if len(spec) > 0 {
+			h[events.HeaderSpecVersion] = []string{string(spec)}
+			h[events.HeaderID] = []string{string(id)}
+			h[events.HeaderSource] = []string{"/llmw/x/y"}
+			h[events.HeaderType] = []string{"t"}
+			h[events.HeaderSeq] = []string{string(seq)}
+		}
+		env, err := events.DecodeEnvelope(h, body)
+		if err != nil {
+			return
+		}
+		if env.ID == "" || env.Source == "" || env.Type == "" {
+			t.Fatalf("accepted an envelope without required attributes: %#v", env)
+		}
+	})
+}
+
+func FuzzDecodeRequests(f *testing.F) {
+	f.Add([]byte(`{"request_id":"r1","model":"openai:gpt","messages":[{"role":"user","content":"hi"}]}`))
+	f.Add([]byte(`{"turn_id":"t","model":"a:b","messages":[{"role":"assistant","content":[{"type":"tool_use","id":"c","name":"n","input":{}}]}]}`))
+	f.Add([]byte(`{"turn_id":"t","decisions":{"c":{"input":{}}}}`))
+	f.Add([]byte(`{"result":"skip","tool_call":{"id":"c","name":"n","input":{}}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if r, err := events.Decode[events.CompletionRequest](data); err == nil {
+			if _, err := json.Marshal(r); err != nil {
+				t.Fatalf("valid request does not marshal: %v", err)
+			}
+		}
+		if r, err := events.Decode[events.TurnRequest](data); err == nil {
+			b, err := json.Marshal(r)
+			if err != nil {
+				t.Fatalf("valid turn does not marshal: %v", err)
+			}
+			if _, err := events.Decode[events.TurnRequest](b); err != nil {
+				t.Fatalf("re-decode %s: %v", b, err)
+			}
+		}
+		_, _ = events.Decode[events.ResumeRequest](data)
+		_, _ = events.Decode[events.HookResponse](data)
+		_, _ = events.Decode[events.HookRequest](data)
+		_, _ = events.Decode[events.ToolCallRequest](data)
+	})
+}

@@ -1,0 +1,328 @@
+package events
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+)
+
+// Role is who wrote a message.
+type Role string
+
+const (
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// PartType is the type of one content part of a message.
+type PartType string
+
+const (
+	PartText       PartType = "text"
+	PartThinking   PartType = "thinking"
+	PartToolUse    PartType = "tool_use"
+	PartToolResult PartType = "tool_result"
+)
+
+// Message is one conversation message (DESIGN.md §4). On input, "content"
+// may be a plain string, read as one text part.
+type Message struct {
+	Role    Role   `json:"role" jsonschema:"enum=user,enum=assistant,enum=tool"`
+	Content []Part `json:"content"`
+}
+
+// Part is one content part. Which fields are meaningful depends on Type:
+//
+//	text:        Text (Signature: opaque provider data, e.g. a Gemini thought signature)
+//	thinking:    Thinking, Signature, Redacted
+//	tool_use:    ID, Name, Input (Signature as for text)
+//	tool_result: ToolUseID, Content, IsError
+//
+// MarshalJSON writes only the fields of the part's type.
+type Part struct {
+	Type      PartType        `json:"type" jsonschema:"enum=text,enum=thinking,enum=tool_use,enum=tool_result"`
+	Text      string          `json:"text,omitempty"`
+	Thinking  string          `json:"thinking,omitempty"`
+	Signature string          `json:"signature,omitempty"`
+	Redacted  bool            `json:"redacted,omitempty"`
+	ID        string          `json:"id,omitempty"`
+	Name      string          `json:"name,omitempty"`
+	Input     json.RawMessage `json:"input,omitempty"`
+	ToolUseID string          `json:"tool_use_id,omitempty"`
+	Content   string          `json:"content,omitempty"`
+	IsError   bool            `json:"is_error,omitempty"`
+}
+
+// UserText returns a user message with one text part.
+func UserText(text string) Message {
+	return Message{Role: RoleUser, Content: []Part{{Type: PartText, Text: text}}}
+}
+
+// AssistantText returns an assistant message with one text part.
+func AssistantText(text string) Message {
+	return Message{Role: RoleAssistant, Content: []Part{{Type: PartText, Text: text}}}
+}
+
+// TextPart, ThinkingPart, ToolUsePart and ToolResultPart build parts.
+func TextPart(text string) Part { return Part{Type: PartText, Text: text} }
+func ThinkingPart(thinking, signature string) Part {
+	return Part{Type: PartThinking, Thinking: thinking, Signature: signature}
+}
+func ToolUsePart(id, name string, input json.RawMessage) Part {
+	return Part{Type: PartToolUse, ID: id, Name: name, Input: input}
+}
+func ToolResultPart(toolUseID, content string, isError bool) Part {
+	return Part{Type: PartToolResult, ToolUseID: toolUseID, Content: content, IsError: isError}
+}
+
+// Text returns the concatenated text parts of m.
+func (m Message) Text() string {
+	var b bytes.Buffer
+	for _, p := range m.Content {
+		if p.Type == PartText {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String()
+}
+
+// ToolUses returns the tool_use parts of m.
+func (m Message) ToolUses() []Part {
+	var out []Part
+	for _, p := range m.Content {
+		if p.Type == PartToolUse {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// UnmarshalJSON accepts "content" as a string or an array of parts.
+func (m *Message) UnmarshalJSON(b []byte) error {
+	var w struct {
+		Role    Role            `json:"role"`
+		Content json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	m.Role = w.Role
+	m.Content = nil
+	c := bytes.TrimSpace(w.Content)
+	switch {
+	case len(c) == 0 || string(c) == "null":
+	case c[0] == '"':
+		var s string
+		if err := json.Unmarshal(c, &s); err != nil {
+			return err
+		}
+		m.Content = []Part{{Type: PartText, Text: s}}
+	case c[0] == '[':
+		if err := json.Unmarshal(c, &m.Content); err != nil {
+			return prefixJSONField("content", err)
+		}
+	default:
+		return &FieldError{Field: "content", Problem: "must be a string or an array of parts"}
+	}
+	return nil
+}
+
+func prefixJSONField(parent string, err error) error {
+	if te, ok := err.(*json.UnmarshalTypeError); ok {
+		cp := *te
+		if cp.Field == "" {
+			cp.Field = parent
+		} else {
+			cp.Field = parent + "." + cp.Field
+		}
+		return &cp
+	}
+	return err
+}
+
+// MarshalJSON writes only the fields that belong to the part's type, and
+// always writes the fields that type requires.
+func (p Part) MarshalJSON() ([]byte, error) {
+	b := make([]byte, 0, 64+len(p.Text)+len(p.Thinking)+len(p.Content)+len(p.Input)+len(p.Signature))
+	b = append(b, `{"type":`...)
+	b = AppendJSONString(b, string(p.Type))
+	switch p.Type {
+	case PartText:
+		b = append(b, `,"text":`...)
+		b = AppendJSONString(b, p.Text)
+		b = appendOptString(b, "signature", p.Signature)
+	case PartThinking:
+		b = append(b, `,"thinking":`...)
+		b = AppendJSONString(b, p.Thinking)
+		b = appendOptString(b, "signature", p.Signature)
+		if p.Redacted {
+			b = append(b, `,"redacted":true`...)
+		}
+	case PartToolUse:
+		b = append(b, `,"id":`...)
+		b = AppendJSONString(b, p.ID)
+		b = append(b, `,"name":`...)
+		b = AppendJSONString(b, p.Name)
+		b = append(b, `,"input":`...)
+		in := bytes.TrimSpace(p.Input)
+		if len(in) == 0 {
+			in = []byte("{}")
+		} else if !json.Valid(in) {
+			return nil, fmt.Errorf("events: tool_use %q input is not valid JSON", p.ID)
+		}
+		b = append(b, in...)
+		b = appendOptString(b, "signature", p.Signature)
+	case PartToolResult:
+		b = append(b, `,"tool_use_id":`...)
+		b = AppendJSONString(b, p.ToolUseID)
+		b = append(b, `,"content":`...)
+		b = AppendJSONString(b, p.Content)
+		b = append(b, `,"is_error":`...)
+		b = strconv.AppendBool(b, p.IsError)
+	default:
+		type plain Part
+		return json.Marshal(plain(p))
+	}
+	return append(b, '}'), nil
+}
+
+func appendOptString(b []byte, key, v string) []byte {
+	if v == "" {
+		return b
+	}
+	b = append(b, ',', '"')
+	b = append(b, key...)
+	b = append(b, '"', ':')
+	return AppendJSONString(b, v)
+}
+
+// Validate checks the role and every part.
+func (m Message) Validate() error {
+	switch m.Role {
+	case "":
+		return missing("role")
+	case RoleUser, RoleAssistant, RoleTool:
+	default:
+		return invalidf("role", "must be user, assistant or tool, got %q", m.Role)
+	}
+	if m.Content == nil {
+		return missing("content")
+	}
+	for i, p := range m.Content {
+		if err := p.Validate(); err != nil {
+			return prefixField("content["+strconv.Itoa(i)+"]", err)
+		}
+	}
+	return nil
+}
+
+// Validate checks that the part has the fields its type requires.
+func (p Part) Validate() error {
+	switch p.Type {
+	case "":
+		return missing("type")
+	case PartText, PartThinking:
+	case PartToolUse:
+		if p.ID == "" {
+			return missing("id")
+		}
+		if p.Name == "" {
+			return missing("name")
+		}
+		if len(p.Input) > 0 && !json.Valid(p.Input) {
+			return invalidf("input", "must be valid JSON")
+		}
+	case PartToolResult:
+		if p.ToolUseID == "" {
+			return missing("tool_use_id")
+		}
+	default:
+		return invalidf("type", "must be text, thinking, tool_use or tool_result, got %q", p.Type)
+	}
+	return nil
+}
+
+// ValidateMessages validates a list of messages, naming the field as
+// "<field>[i]...".
+func ValidateMessages(field string, msgs []Message) error {
+	for i, m := range msgs {
+		if err := m.Validate(); err != nil {
+			return prefixField(field+"["+strconv.Itoa(i)+"]", err)
+		}
+	}
+	return nil
+}
+
+// ToolDefinition describes a tool to the model (DESIGN.md §4).
+type ToolDefinition struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+var toolNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// ValidToolName reports whether name matches ^[a-zA-Z0-9_-]{1,64}$.
+func ValidToolName(name string) bool { return toolNameRE.MatchString(name) }
+
+// Validate checks the name and that the schema is a JSON object.
+func (t ToolDefinition) Validate() error {
+	if t.Name == "" {
+		return missing("name")
+	}
+	if !ValidToolName(t.Name) {
+		return invalidf("name", "must match ^[a-zA-Z0-9_-]{1,64}$, got %q", t.Name)
+	}
+	s := bytes.TrimSpace(t.InputSchema)
+	if len(s) == 0 {
+		return missing("input_schema")
+	}
+	if s[0] != '{' || !json.Valid(s) {
+		return invalidf("input_schema", "must be a JSON Schema object")
+	}
+	return nil
+}
+
+// ToolCall is a model's request to run a tool, as hooks see it
+// (DESIGN.md §7: {"id", "name", "input"}).
+type ToolCall struct {
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
+}
+
+// Validate checks id and name.
+func (c ToolCall) Validate() error {
+	if c.ID == "" {
+		return missing("id")
+	}
+	if c.Name == "" {
+		return missing("name")
+	}
+	if len(c.Input) > 0 && !json.Valid(c.Input) {
+		return invalidf("input", "must be valid JSON")
+	}
+	return nil
+}
+
+// ToolResult is the result of a tool call as hooks and the transcript see it
+// (DESIGN.md §7: {"tool_use_id", "content", "is_error"}).
+type ToolResult struct {
+	ToolUseID string `json:"tool_use_id"`
+	Content   string `json:"content"`
+	IsError   bool   `json:"is_error"`
+}
+
+// Validate checks tool_use_id.
+func (r ToolResult) Validate() error {
+	if r.ToolUseID == "" {
+		return missing("tool_use_id")
+	}
+	return nil
+}
+
+// Part returns r as a tool_result part.
+func (r ToolResult) Part() Part { return ToolResultPart(r.ToolUseID, r.Content, r.IsError) }

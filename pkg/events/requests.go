@@ -1,0 +1,344 @@
+package events
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"time"
+)
+
+// ThinkingConfig asks for extended thinking / reasoning.
+type ThinkingConfig struct {
+	// BudgetTokens is the thinking budget; providers with effort levels map
+	// it to the nearest level.
+	BudgetTokens int `json:"budget_tokens"`
+}
+
+// CompletionRequest is the data of llmw.llm.complete (DESIGN.md §3).
+type CompletionRequest struct {
+	RequestID   string           `json:"request_id"`
+	Model       string           `json:"model"`
+	System      string           `json:"system,omitempty"`
+	Messages    []Message        `json:"messages"`
+	Tools       []ToolDefinition `json:"tools,omitempty"`
+	MaxTokens   int              `json:"max_tokens,omitempty"`
+	Temperature *float64         `json:"temperature,omitempty"`
+	Thinking    *ThinkingConfig  `json:"thinking,omitempty"`
+}
+
+// Provider returns the provider prefix of Model ("anthropic" of
+// "anthropic:claude-sonnet-4-5") and the model name after it.
+func (r CompletionRequest) Provider() (provider, model string) { return SplitModel(r.Model) }
+
+// SplitModel splits "provider:model". Without a colon provider is "".
+func SplitModel(s string) (provider, model string) {
+	p, m, ok := strings.Cut(s, ":")
+	if !ok {
+		return "", s
+	}
+	return p, m
+}
+
+// Validate checks the required fields, the messages and the tools.
+func (r CompletionRequest) Validate() error {
+	if r.RequestID == "" {
+		return missing("request_id")
+	}
+	if !ValidToken(r.RequestID) {
+		return invalidf("request_id", "must be a NATS subject token (no '.', '*', '>' or spaces), got %q", r.RequestID)
+	}
+	if r.Model == "" {
+		return missing("model")
+	}
+	if p, m := SplitModel(r.Model); p == "" || m == "" {
+		return invalidf("model", "must be provider:model (e.g. anthropic:claude-sonnet-4-5), got %q", r.Model)
+	}
+	if r.Messages == nil {
+		return missing("messages")
+	}
+	if err := ValidateMessages("messages", r.Messages); err != nil {
+		return err
+	}
+	if err := validateTools(r.Tools); err != nil {
+		return err
+	}
+	if r.MaxTokens < 0 {
+		return invalidf("max_tokens", "must not be negative")
+	}
+	if r.Thinking != nil && r.Thinking.BudgetTokens < 0 {
+		return invalidf("thinking.budget_tokens", "must not be negative")
+	}
+	return nil
+}
+
+func validateTools(tools []ToolDefinition) error {
+	seen := make(map[string]bool, len(tools))
+	for i, t := range tools {
+		if err := t.Validate(); err != nil {
+			return prefixField("tools["+itoa(i)+"]", err)
+		}
+		if seen[t.Name] {
+			return invalidf("tools["+itoa(i)+"].name", "duplicates tool %q", t.Name)
+		}
+		seen[t.Name] = true
+	}
+	return nil
+}
+
+// CompletionReply is the reply to a completion request, sent before the
+// first stream event.
+type CompletionReply struct {
+	RequestID     string `json:"request_id"`
+	StreamSubject string `json:"stream_subject"`
+}
+
+// Validate checks both fields.
+func (r CompletionReply) Validate() error {
+	if r.RequestID == "" {
+		return missing("request_id")
+	}
+	if r.StreamSubject == "" {
+		return missing("stream_subject")
+	}
+	return nil
+}
+
+// TurnRequest is the data of llmw.turn.submit (DESIGN.md §5).
+type TurnRequest struct {
+	TurnID            string          `json:"turn_id"`
+	SessionID         string          `json:"session_id,omitempty"`
+	Model             string          `json:"model"`
+	System            string          `json:"system,omitempty"`
+	Messages          []Message       `json:"messages"`
+	Tools             []string        `json:"tools,omitempty"`
+	MaxSteps          int             `json:"max_steps,omitempty"`
+	MaxTurnEndRetries *int            `json:"max_turn_end_retries,omitempty"`
+	MaxTokens         int             `json:"max_tokens,omitempty"`
+	Temperature       *float64        `json:"temperature,omitempty"`
+	Thinking          *ThinkingConfig `json:"thinking,omitempty"`
+	Metadata          map[string]any  `json:"metadata,omitempty"`
+}
+
+// Validate checks ids, model, messages and tool patterns.
+func (r TurnRequest) Validate() error {
+	if r.TurnID == "" {
+		return missing("turn_id")
+	}
+	if !ValidToken(r.TurnID) {
+		return invalidf("turn_id", "must be a NATS subject token (no '.', '*', '>' or spaces), got %q", r.TurnID)
+	}
+	if r.SessionID != "" && !ValidToken(r.SessionID) {
+		return invalidf("session_id", "must be a NATS subject token (no '.', '*', '>' or spaces), got %q", r.SessionID)
+	}
+	if r.Model == "" {
+		return missing("model")
+	}
+	if p, m := SplitModel(r.Model); p == "" || m == "" {
+		return invalidf("model", "must be provider:model (e.g. openai:gpt-4.1-mini), got %q", r.Model)
+	}
+	if r.Messages == nil {
+		return missing("messages")
+	}
+	if err := ValidateMessages("messages", r.Messages); err != nil {
+		return err
+	}
+	for i, t := range r.Tools {
+		if t != "*" && !ValidToolName(t) {
+			return invalidf("tools["+itoa(i)+"]", "must be a tool name or \"*\", got %q", t)
+		}
+	}
+	if r.MaxSteps < 0 {
+		return invalidf("max_steps", "must not be negative")
+	}
+	if r.MaxTurnEndRetries != nil && *r.MaxTurnEndRetries < 0 {
+		return invalidf("max_turn_end_retries", "must not be negative")
+	}
+	return nil
+}
+
+// DecisionKind is what a person decided about a paused tool call.
+type DecisionKind string
+
+const (
+	DecisionApprove DecisionKind = "approve"
+	DecisionDeny    DecisionKind = "deny"
+	// DecisionEdit runs the call with Input instead of the model's input.
+	DecisionEdit DecisionKind = "edit"
+)
+
+// Decision settles one paused tool call. On the wire it is "approve",
+// "deny", or {"input": {...}} (an edited input); {"deny": "reason"} is also
+// accepted and gives the model the reason.
+type Decision struct {
+	Kind   DecisionKind
+	Input  json.RawMessage
+	Reason string
+}
+
+// MarshalJSON writes the wire form.
+func (d Decision) MarshalJSON() ([]byte, error) {
+	switch d.Kind {
+	case DecisionEdit:
+		return json.Marshal(struct {
+			Input json.RawMessage `json:"input"`
+		}{d.Input})
+	case DecisionDeny:
+		if d.Reason != "" {
+			return json.Marshal(struct {
+				Deny string `json:"deny"`
+			}{d.Reason})
+		}
+	}
+	return json.Marshal(string(d.Kind))
+}
+
+// UnmarshalJSON reads "approve", "deny", {"input": ...} or {"deny": "why"}.
+func (d *Decision) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		switch DecisionKind(s) {
+		case DecisionApprove, DecisionDeny:
+			*d = Decision{Kind: DecisionKind(s)}
+			return nil
+		}
+		return &FieldError{Problem: `a decision must be "approve", "deny" or {"input": {...}}, got "` + s + `"`}
+	}
+	var w struct {
+		Input json.RawMessage `json:"input"`
+		Deny  *string         `json:"deny"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return &FieldError{Problem: `a decision must be "approve", "deny" or {"input": {...}}`}
+	}
+	switch {
+	case w.Deny != nil:
+		*d = Decision{Kind: DecisionDeny, Reason: *w.Deny}
+	case len(w.Input) > 0 && string(w.Input) != "null":
+		*d = Decision{Kind: DecisionEdit, Input: w.Input}
+	default:
+		return &FieldError{Problem: `a decision object must have "input"`}
+	}
+	return nil
+}
+
+// ResumeRequest is the data of llmw.turn.resume.
+type ResumeRequest struct {
+	TurnID    string              `json:"turn_id"`
+	Decisions map[string]Decision `json:"decisions,omitempty"`
+	Messages  []Message           `json:"messages,omitempty"`
+}
+
+// Validate checks the turn id and the messages.
+func (r ResumeRequest) Validate() error {
+	if r.TurnID == "" {
+		return missing("turn_id")
+	}
+	if !ValidToken(r.TurnID) {
+		return invalidf("turn_id", "must be a NATS subject token, got %q", r.TurnID)
+	}
+	return ValidateMessages("messages", r.Messages)
+}
+
+// ToolCatalogEntry is the value of a tool in KV LLMW_TOOLS (DESIGN.md §6).
+type ToolCatalogEntry struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"input_schema"`
+	TimeoutMS   int64           `json:"timeout_ms,omitempty"`
+	Version     string          `json:"version,omitempty"`
+}
+
+// Definition returns the tool definition sent to models.
+func (e ToolCatalogEntry) Definition() ToolDefinition {
+	return ToolDefinition{Name: e.Name, Description: e.Description, InputSchema: e.InputSchema}
+}
+
+// Validate checks name and schema.
+func (e ToolCatalogEntry) Validate() error { return e.Definition().Validate() }
+
+// ToolCallRequest is the data of llmw.tool.call (DESIGN.md §6).
+type ToolCallRequest struct {
+	CallID    string          `json:"call_id"`
+	TurnID    string          `json:"turn_id"`
+	SessionID string          `json:"session_id,omitempty"`
+	Name      string          `json:"name"`
+	Input     json.RawMessage `json:"input"`
+	Deadline  time.Time       `json:"deadline,omitzero"`
+}
+
+// Validate checks the ids and the name.
+func (r ToolCallRequest) Validate() error {
+	if r.CallID == "" {
+		return missing("call_id")
+	}
+	if !ValidToken(r.CallID) {
+		return invalidf("call_id", "must be a NATS subject token, got %q", r.CallID)
+	}
+	if r.TurnID == "" {
+		return missing("turn_id")
+	}
+	if !ValidToken(r.TurnID) {
+		return invalidf("turn_id", "must be a NATS subject token, got %q", r.TurnID)
+	}
+	if r.Name == "" {
+		return missing("name")
+	}
+	if len(r.Input) > 0 && !json.Valid(r.Input) {
+		return invalidf("input", "must be valid JSON")
+	}
+	return nil
+}
+
+// ToolCallResult is the data of llmw.tool.result, both on
+// P.tool.result.<turn>.<call> (DESIGN.md §6) and on the tool channel of the
+// worker events (§5).
+type ToolCallResult struct {
+	CallID     string `json:"call_id"`
+	TurnID     string `json:"turn_id,omitempty"`
+	Name       string `json:"name"`
+	Content    string `json:"content"`
+	IsError    bool   `json:"is_error"`
+	DurationMS int64  `json:"duration_ms"`
+}
+
+// Validate checks call id and name.
+func (r ToolCallResult) Validate() error {
+	if r.CallID == "" {
+		return missing("call_id")
+	}
+	if r.Name == "" {
+		return missing("name")
+	}
+	return nil
+}
+
+// ToolResult returns the transcript form of r.
+func (r ToolCallResult) ToolResult() ToolResult {
+	return ToolResult{ToolUseID: r.CallID, Content: r.Content, IsError: r.IsError}
+}
+
+func itoa(i int) string {
+	if i >= 0 && i < 10 {
+		return string(rune('0' + i))
+	}
+	var b [20]byte
+	n := len(b)
+	neg := i < 0
+	if neg {
+		i = -i
+	}
+	for i > 0 {
+		n--
+		b[n] = byte('0' + i%10)
+		i /= 10
+	}
+	if neg {
+		n--
+		b[n] = '-'
+	}
+	return string(b[n:])
+}

@@ -1,0 +1,139 @@
+package events
+
+import "strings"
+
+// DefaultPrefix is the subject prefix P of DESIGN.md §2.
+const DefaultPrefix = "llmw"
+
+// JetStream streams and KV buckets of DESIGN.md §5–§8.
+const (
+	StreamTurns       = "LLMW_TURNS"
+	StreamEvents      = "LLMW_EVENTS"
+	StreamToolCalls   = "LLMW_TOOLCALLS"
+	StreamToolResults = "LLMW_TOOLRESULTS"
+	BucketSessions    = "LLMW_SESSIONS"
+	BucketTools       = "LLMW_TOOLS"
+	BucketHooks       = "LLMW_HOOKS"
+	BucketTurnState   = "LLMW_TURN_STATE"
+)
+
+// NoSession is the session token of worker events of a turn without a
+// session.
+const NoSession = "_"
+
+// ValidToken reports whether s can be one token of a NATS subject (and a KV
+// key): non-empty, no '.', '*', '>', whitespace or control characters.
+func ValidToken(s string) bool {
+	if s == "" || len(s) > 256 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c == '.' || c == '*' || c == '>' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// Subjects builds every subject of DESIGN.md under one prefix. The zero
+// value uses DefaultPrefix.
+type Subjects struct {
+	Prefix string
+}
+
+// NewSubjects returns the subject builder for prefix ("" = DefaultPrefix).
+func NewSubjects(prefix string) Subjects { return Subjects{Prefix: prefix} }
+
+func (s Subjects) p() string {
+	if s.Prefix == "" {
+		return DefaultPrefix
+	}
+	return s.Prefix
+}
+
+func (s Subjects) join(parts ...string) string {
+	return s.p() + "." + strings.Join(parts, ".")
+}
+
+// LLMComplete is P.llm.complete, the ingest micro endpoint.
+func (s Subjects) LLMComplete() string { return s.join("llm", "complete") }
+
+// LLMStream is P.llm.stream.<request_id>.
+func (s Subjects) LLMStream(requestID string) string { return s.join("llm", "stream", requestID) }
+
+// LLMCancel is P.llm.cancel.<request_id>.
+func (s Subjects) LLMCancel(requestID string) string { return s.join("llm", "cancel", requestID) }
+
+// LLMCancelAll is P.llm.cancel.* (what ingest subscribes to).
+func (s Subjects) LLMCancelAll() string { return s.join("llm", "cancel", "*") }
+
+// TurnSubmit is P.turn.submit.
+func (s Subjects) TurnSubmit() string { return s.join("turn", "submit") }
+
+// TurnResume is P.turn.resume.
+func (s Subjects) TurnResume() string { return s.join("turn", "resume") }
+
+// TurnCancel is P.turn.cancel.<turn_id>.
+func (s Subjects) TurnCancel(turnID string) string { return s.join("turn", "cancel", turnID) }
+
+// TurnCancelAll is P.turn.cancel.*.
+func (s Subjects) TurnCancelAll() string { return s.join("turn", "cancel", "*") }
+
+// Events is P.events.<session_id>.<turn_id>.<channel>; an empty session is "_".
+func (s Subjects) Events(sessionID, turnID string, ch Channel) string {
+	if sessionID == "" {
+		sessionID = NoSession
+	}
+	return s.join("events", sessionID, turnID, string(ch))
+}
+
+// EventsOfTurn is P.events.*.<turn_id>.> (every channel of one turn).
+func (s Subjects) EventsOfTurn(turnID string) string { return s.join("events", "*", turnID, ">") }
+
+// EventsOfSession is P.events.<session_id>.> (every turn of one session).
+func (s Subjects) EventsOfSession(sessionID string) string {
+	if sessionID == "" {
+		sessionID = NoSession
+	}
+	return s.join("events", sessionID, ">")
+}
+
+// EventsAll is P.events.> (what LLMW_EVENTS captures).
+func (s Subjects) EventsAll() string { return s.join("events", ">") }
+
+// ToolCall is P.tool.call.<name>.
+func (s Subjects) ToolCall(name string) string { return s.join("tool", "call", name) }
+
+// ToolCallAll is P.tool.call.> (what LLMW_TOOLCALLS captures).
+func (s Subjects) ToolCallAll() string { return s.join("tool", "call", ">") }
+
+// ToolResult is P.tool.result.<turn_id>.<call_id>.
+func (s Subjects) ToolResult(turnID, callID string) string {
+	return s.join("tool", "result", turnID, callID)
+}
+
+// ToolResultsOfTurn is P.tool.result.<turn_id>.*.
+func (s Subjects) ToolResultsOfTurn(turnID string) string {
+	return s.join("tool", "result", turnID, "*")
+}
+
+// ToolResultAll is P.tool.result.> (what LLMW_TOOLRESULTS captures).
+func (s Subjects) ToolResultAll() string { return s.join("tool", "result", ">") }
+
+// ToolCancel is P.tool.cancel.<call_id>.
+func (s Subjects) ToolCancel(callID string) string { return s.join("tool", "cancel", callID) }
+
+// ToolCancelAll is P.tool.cancel.*.
+func (s Subjects) ToolCancelAll() string { return s.join("tool", "cancel", "*") }
+
+// Hook is the default subject a hook named name answers on: P.hook.<name>.
+func (s Subjects) Hook(name string) string { return s.join("hook", name) }
+
+// LastToken returns the last token of a subject (the id in P.llm.cancel.<id>).
+func LastToken(subject string) string {
+	if i := strings.LastIndexByte(subject, '.'); i >= 0 {
+		return subject[i+1:]
+	}
+	return subject
+}

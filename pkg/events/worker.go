@@ -1,0 +1,260 @@
+package events
+
+import "encoding/json"
+
+// CloudEvent types of the worker events for UIs (DESIGN.md §5).
+const (
+	TypeTurnSubmit    = "llmw.turn.submit"
+	TypeTurnResume    = "llmw.turn.resume"
+	TypeTurnCancel    = "llmw.turn.cancel"
+	TypeTurnStarted   = "llmw.turn.started"
+	TypeTurnStep      = "llmw.turn.step"
+	TypeTurnPaused    = "llmw.turn.paused"
+	TypeTurnResumed   = "llmw.turn.resumed"
+	TypeTurnCompleted = "llmw.turn.completed"
+	TypeTurnFailed    = "llmw.turn.failed"
+	TypeTurnAborted   = "llmw.turn.aborted"
+
+	TypeBlockStart       = "llmw.block.start"
+	TypeBlockDelta       = "llmw.block.delta"
+	TypeBlockStop        = "llmw.block.stop"
+	TypeBlockAbort       = "llmw.block.abort"
+	TypeTextComplete     = "llmw.text.complete"
+	TypeToolCallComplete = "llmw.toolcall.complete"
+	TypeToolCall         = "llmw.tool.call"
+	TypeToolStarted      = "llmw.tool.started"
+	TypeToolResult       = "llmw.tool.result"
+	TypeToolSkipped      = "llmw.tool.skipped"
+	TypeHookDecision     = "llmw.hook.decision"
+	TypeHookMessage      = "llmw.hook.message"
+	TypeUsage            = "llmw.usage"
+)
+
+// Channel is the last token of a worker event subject.
+type Channel string
+
+const (
+	ChannelTurn     Channel = "turn"
+	ChannelText     Channel = "text"
+	ChannelThinking Channel = "thinking"
+	ChannelTool     Channel = "tool"
+	ChannelHook     Channel = "hook"
+	ChannelUsage    Channel = "usage"
+)
+
+// BlockChannel is the channel of the block events of a block type
+// (tool_result blocks travel with text, as the Timeline routes them).
+func BlockChannel(t BlockType) Channel {
+	switch t {
+	case BlockThinking:
+		return ChannelThinking
+	case BlockToolUse:
+		return ChannelTool
+	}
+	return ChannelText
+}
+
+// TurnStarted is the data of llmw.turn.started.
+type TurnStarted struct {
+	TurnID    string `json:"turn_id"`
+	SessionID string `json:"session_id,omitempty"`
+	Model     string `json:"model,omitempty"`
+	// Resumed is true when a replica picked the turn up from a checkpoint.
+	Resumed bool `json:"resumed,omitempty"`
+}
+
+// TurnStep is the data of llmw.turn.step: one LLM request.
+type TurnStep struct {
+	Step int `json:"step"`
+	// Attempt counts retries of the same step from 1.
+	Attempt int `json:"attempt,omitempty"`
+}
+
+// TurnPaused is the data of llmw.turn.paused.
+type TurnPaused struct {
+	Reason  string     `json:"reason"`
+	Hook    string     `json:"hook,omitempty"`
+	Pending []ToolCall `json:"pending"`
+}
+
+// TurnResumed is the data of llmw.turn.resumed.
+type TurnResumed struct {
+	Decisions map[string]Decision `json:"decisions,omitempty"`
+}
+
+// TurnCompleted is the data of llmw.turn.completed.
+type TurnCompleted struct {
+	Messages   []Message  `json:"messages"`
+	StopReason StopReason `json:"stop_reason"`
+	Usage      UsageEvent `json:"usage"`
+}
+
+// TurnEnded is the data of llmw.turn.failed and llmw.turn.aborted: a reason
+// a person can act on.
+type TurnEnded struct {
+	Reason string `json:"reason"`
+	// Code is a short machine-readable code, e.g. "max_steps", "hook_abort".
+	Code string `json:"code,omitempty"`
+}
+
+// WorkerBlockStart, WorkerBlockDelta, WorkerBlockStop and WorkerBlockAbort
+// are the §3 block data plus the step.
+type WorkerBlockStart struct {
+	BlockStart
+	Step int `json:"step"`
+}
+
+type WorkerBlockStop struct {
+	BlockStop
+	Step int `json:"step"`
+}
+
+type WorkerBlockAbort struct {
+	BlockAbort
+	Step int `json:"step"`
+}
+
+// WorkerBlockDelta is llmw.block.delta: {"index", "text"|"thinking"|"input_json", "step"}.
+type WorkerBlockDelta struct {
+	BlockDelta
+	Step int
+}
+
+// AppendJSON appends the wire form without reflection.
+func (d WorkerBlockDelta) AppendJSON(b []byte) []byte {
+	b = d.BlockDelta.AppendJSON(b)
+	b = b[:len(b)-1]
+	b = append(b, `,"step":`...)
+	b = appendInt(b, d.Step)
+	return append(b, '}')
+}
+
+// MarshalJSON writes the wire form.
+func (d WorkerBlockDelta) MarshalJSON() ([]byte, error) { return d.AppendJSON(nil), nil }
+
+// UnmarshalJSON reads the wire form.
+func (d *WorkerBlockDelta) UnmarshalJSON(b []byte) error {
+	var w wireDelta
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	d.Step = w.Step
+	return d.BlockDelta.fromWire(&w)
+}
+
+// TextComplete is the data of llmw.text.complete.
+type TextComplete struct {
+	Step  int    `json:"step"`
+	Index int    `json:"index"`
+	Text  string `json:"text"`
+}
+
+// ToolCallComplete is the data of llmw.toolcall.complete. Error is set when
+// the streamed input was not valid JSON (the call is then answered with an
+// error result and never run).
+type ToolCallComplete struct {
+	Step  int             `json:"step"`
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
+	Error string          `json:"error,omitempty"`
+}
+
+// ToolStarted is the data of llmw.tool.started.
+type ToolStarted struct {
+	CallID string          `json:"call_id"`
+	Name   string          `json:"name"`
+	Input  json.RawMessage `json:"input,omitempty"`
+}
+
+// ToolSkipped is the data of llmw.tool.skipped.
+type ToolSkipped struct {
+	CallID string `json:"call_id"`
+	Name   string `json:"name"`
+	Hook   string `json:"hook,omitempty"`
+	Reason string `json:"reason"`
+}
+
+// HookDecision is the data of llmw.hook.decision.
+type HookDecision struct {
+	Hook   string         `json:"hook"`
+	Event  HookEvent      `json:"event"`
+	Result HookResultKind `json:"result"`
+	Reason string         `json:"reason,omitempty"`
+	MS     float64        `json:"ms"`
+	// CallID names the tool call for before/after_tool_call.
+	CallID string `json:"call_id,omitempty"`
+	// Failed is true when the decision comes from the hook's failure policy
+	// (timeout, no responder, invalid reply, error).
+	Failed bool `json:"failed,omitempty"`
+}
+
+// HookMessage is the data of llmw.hook.message: messages a hook emits for
+// the UI (they are not added to the transcript).
+type HookMessage struct {
+	Hook     string    `json:"hook"`
+	Event    HookEvent `json:"event"`
+	Messages []Message `json:"messages"`
+}
+
+// UsageReport is the data of llmw.usage.
+type UsageReport struct {
+	Step  int        `json:"step"`
+	Usage UsageEvent `json:"usage"`
+	Total UsageEvent `json:"total"`
+}
+
+func appendInt(b []byte, i int) []byte {
+	if i >= 0 && i < 10 {
+		return append(b, byte('0'+i))
+	}
+	return append(b, itoa(i)...)
+}
+
+// Add returns the field-wise sum of u and v; a field is unknown (nil) only
+// when unknown in both.
+func (u UsageEvent) Add(v UsageEvent) UsageEvent {
+	add := func(a, b *int64) *int64 {
+		if a == nil && b == nil {
+			return nil
+		}
+		var s int64
+		if a != nil {
+			s += *a
+		}
+		if b != nil {
+			s += *b
+		}
+		return &s
+	}
+	return UsageEvent{
+		InputTokens:              add(u.InputTokens, v.InputTokens),
+		OutputTokens:             add(u.OutputTokens, v.OutputTokens),
+		TotalTokens:              add(u.TotalTokens, v.TotalTokens),
+		CacheReadInputTokens:     add(u.CacheReadInputTokens, v.CacheReadInputTokens),
+		CacheCreationInputTokens: add(u.CacheCreationInputTokens, v.CacheCreationInputTokens),
+		ReasoningTokens:          add(u.ReasoningTokens, v.ReasoningTokens),
+	}
+}
+
+// Merge returns u with every field that v knows replaced by v's value:
+// providers report usage cumulatively within one response.
+func (u UsageEvent) Merge(v UsageEvent) UsageEvent {
+	pick := func(a, b *int64) *int64 {
+		if b != nil {
+			return b
+		}
+		return a
+	}
+	return UsageEvent{
+		InputTokens:              pick(u.InputTokens, v.InputTokens),
+		OutputTokens:             pick(u.OutputTokens, v.OutputTokens),
+		TotalTokens:              pick(u.TotalTokens, v.TotalTokens),
+		CacheReadInputTokens:     pick(u.CacheReadInputTokens, v.CacheReadInputTokens),
+		CacheCreationInputTokens: pick(u.CacheCreationInputTokens, v.CacheCreationInputTokens),
+		ReasoningTokens:          pick(u.ReasoningTokens, v.ReasoningTokens),
+	}
+}
+
+// Int64 returns a pointer to v, for building UsageEvents.
+func Int64(v int64) *int64 { return &v }

@@ -1,0 +1,47 @@
+// Package llm is the provider side of the core: the Provider interface that
+// yields the provider stream events of DESIGN.md §3, with no provider SDK and
+// no NATS. The provider adapters (pkg/provider/...) implement it; so does the
+// turn service's NATS client of ingest, and tests use Scripted.
+package llm
+
+import (
+	"context"
+
+	"github.com/llmworker/llmworker/pkg/events"
+)
+
+// Request is a completion request (DESIGN.md §3).
+type Request = events.CompletionRequest
+
+// Provider opens model streams.
+type Provider interface {
+	// Stream starts a completion. Cancelling ctx stops the provider call;
+	// the stream then ends with status cancelled.
+	Stream(ctx context.Context, req *Request) (Stream, error)
+}
+
+// ProviderFunc adapts a function to Provider.
+type ProviderFunc func(ctx context.Context, req *Request) (Stream, error)
+
+// Stream implements Provider.
+func (f ProviderFunc) Stream(ctx context.Context, req *Request) (Stream, error) { return f(ctx, req) }
+
+// Stream is an iterator over provider stream events, in the style of
+// openai-go's ssestream:
+//
+//	for s.Next() {
+//		ev := s.Current()
+//	}
+//	if err := s.Err(); err != nil { ... }
+//
+// A well-formed stream (see Normalize) starts with status started and ends
+// with a terminal status; Err is non-nil only when the stream could not be
+// read to that end.
+type Stream interface {
+	Next() bool
+	Current() events.Event
+	Err() error
+	// Close releases the stream; it is safe to call more than once and
+	// after the stream ended.
+	Close() error
+}
