@@ -1,7 +1,3 @@
-// Package llm is the provider side of the core: the Provider interface that
-// yields the provider stream events of DESIGN.md §3, with no provider SDK and
-// no NATS. The provider adapters (pkg/provider/...) implement it; so does the
-// turn service's NATS client of ingest, and tests use Scripted.
 package llm
 
 import (

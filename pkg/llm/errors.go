@@ -1,0 +1,30 @@
+package llm
+
+import "errors"
+
+var (
+	// ErrMalformedStream is matched by every error of CheckWellFormed: the
+	// event sequence breaks an invariant of DESIGN.md §3. The message names
+	// the event (by position) and the invariant.
+	ErrMalformedStream = errors.New("llm: malformed stream")
+
+	// ErrScriptExhausted is returned by Scripted.Stream when it is called
+	// more often than it has steps: the code under test made more model
+	// calls than the test expected.
+	ErrScriptExhausted = errors.New("llm: scripted provider has no more steps")
+
+	// ErrStreamClosed is the Err of a SliceStream or Scripted stream that
+	// was closed before it ended.
+	ErrStreamClosed = errors.New("llm: stream closed")
+)
+
+// Codes of the error events Normalize synthesizes.
+const (
+	// CodeStreamError: the source stream failed (its Err was not nil).
+	CodeStreamError = "stream_error"
+	// CodeIdleTimeout: the source sent nothing for NormalizeOptions.IdleTimeout.
+	CodeIdleTimeout = "idle_timeout"
+	// CodeProviderFailed: the source ended with status failed without an
+	// error event saying why.
+	CodeProviderFailed = "provider_failed"
+)

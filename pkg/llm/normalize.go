@@ -1,0 +1,235 @@
+package llm
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/llmworker/llmworker/pkg/events"
+)
+
+// NormalizeOptions configures Normalize. The zero value is ready to use.
+type NormalizeOptions struct {
+	// IdleTimeout ends the stream as failed (error code "idle_timeout") when
+	// the source sends no event for this long, before the first event too.
+	// 0 means no limit.
+	IdleTimeout time.Duration
+}
+
+// UnnamedTool is the name Normalize gives a tool_use block that came
+// without a name. Such a block is aborted right after its start, so it is
+// never collected or run; the name only tells the UI what happened.
+const UnnamedTool = "_unnamed"
+
+// Normalize wraps any stream so that what it yields is well-formed by
+// DESIGN.md §3 (CheckWellFormed holds), whatever the source does:
+//
+//   - The first event is status started (synthesized when the source sends
+//     none; later started statuses are dropped).
+//   - A delta for an index with no open block starts one, its type taken from
+//     the delta (text, thinking, input_json → tool_use). A delta whose kind
+//     does not fit its block is dropped.
+//   - A start for an index that is still open stops the open block first.
+//     Stops and aborts for indexes that are not open are dropped.
+//   - Block indexes are unique: an index the source reuses is renumbered.
+//   - A tool_use block without an id (or with the id of an earlier block) gets
+//     "call_" + a random hex id; one without a name is aborted at once (see
+//     UnnamedTool) and its deltas and stop are dropped.
+//   - Exactly one terminal status comes last, every block ended before it.
+//     On completed (or a source that just ends) open blocks are stopped; on
+//     failed and cancelled they are aborted. A failed status always follows an
+//     error event. A source Err becomes error {code: "stream_error"} and
+//     failed; a cancelled ctx becomes status cancelled; IdleTimeout becomes
+//     error {code: "idle_timeout"} and failed. Events after the terminal
+//     status are dropped and the source is closed.
+//
+// The normalized stream never hangs on a source that blocks: when ctx can be
+// cancelled or IdleTimeout is set the source is read by one goroutine, which
+// ends when the source returns from Next after Close (or after the terminal
+// status, when Normalize closes the source itself). Sources must therefore
+// let Close unblock a pending Next, as SDK streams over HTTP bodies do.
+//
+// Err of the normalized stream is always nil: failures are events. Next and
+// Current must be called from one goroutine; Close may be called from any
+// goroutine, concurrently with Next, and more than once. Close waits until
+// the source is no longer read.
+func Normalize(ctx context.Context, s Stream, o NormalizeOptions) Stream {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ns := &normStream{ctx: ctx, src: s, opt: o, done: make(chan struct{})}
+	// Without a way to be cancelled and without an idle limit, waiting for
+	// the source is all Next could do anyway: read it inline and spare the
+	// goroutine.
+	if ctx.Done() != nil || o.IdleTimeout > 0 {
+		ns.items = make(chan item)
+		ns.pumpDone = make(chan struct{})
+	}
+	return ns
+}
+
+type item struct {
+	ev  events.Event
+	end bool
+	err error
+}
+
+type normStream struct {
+	ctx context.Context
+	src Stream
+	opt NormalizeOptions
+	n   normalizer
+	cur events.Event
+
+	// items and pumpDone are nil when the source is read inline.
+	items    chan item
+	pumpDone chan struct{}
+	timer    *time.Timer
+
+	// startMu orders starting the pump against Close, so that Close knows
+	// whether it has a pump to wait for.
+	startMu sync.Mutex
+	started bool
+
+	closed    atomic.Bool
+	done      chan struct{} // closed when the consumer stops reading
+	doneOnce  sync.Once
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ Stream = (*normStream)(nil)
+
+func (s *normStream) Next() bool {
+	for {
+		if s.closed.Load() {
+			s.cur = nil
+			return false
+		}
+		if ev, ok := s.n.pop(); ok {
+			s.cur = ev
+			return true
+		}
+		if s.n.done {
+			// Terminal status delivered: free the source even if the
+			// caller never calls Close.
+			s.release()
+			s.cur = nil
+			return false
+		}
+		s.pull()
+	}
+}
+
+// pull feeds the normalizer from the source, or ends the stream on cancel,
+// idle timeout or the source's end.
+func (s *normStream) pull() {
+	if s.ctx.Err() != nil {
+		s.n.terminate(events.StatusCancelled, nil, "cancelled")
+		return
+	}
+	if s.items == nil {
+		if s.src.Next() {
+			s.n.feed(s.src.Current())
+		} else {
+			s.sourceEnded(s.src.Err())
+		}
+		return
+	}
+	if !s.started {
+		s.startMu.Lock()
+		if s.closed.Load() {
+			s.startMu.Unlock()
+			return
+		}
+		s.started = true
+		go s.pump()
+		s.startMu.Unlock()
+	}
+	var idle <-chan time.Time
+	if s.opt.IdleTimeout > 0 {
+		if s.timer == nil {
+			s.timer = time.NewTimer(s.opt.IdleTimeout)
+		} else {
+			s.timer.Reset(s.opt.IdleTimeout)
+		}
+		idle = s.timer.C
+	}
+	select {
+	case it := <-s.items:
+		if s.ctx.Err() != nil {
+			// The source may have failed because ctx was cancelled;
+			// say cancelled, not failed.
+			s.n.terminate(events.StatusCancelled, nil, "cancelled")
+			return
+		}
+		if it.end {
+			s.sourceEnded(it.err)
+		} else {
+			s.n.feed(it.ev)
+		}
+	case <-s.ctx.Done():
+		s.n.terminate(events.StatusCancelled, nil, "cancelled")
+	case <-idle:
+		msg := fmt.Sprintf("no event from the provider for %s", s.opt.IdleTimeout)
+		s.n.terminate(events.StatusFailed, &events.ErrorEvent{Code: CodeIdleTimeout, Message: msg}, "idle timeout")
+	case <-s.done:
+		// Closed concurrently; Next sees s.closed.
+	}
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+}
+
+func (s *normStream) sourceEnded(err error) {
+	if err != nil {
+		s.n.terminate(events.StatusFailed, &events.ErrorEvent{Code: CodeStreamError, Message: err.Error()}, "stream error")
+		return
+	}
+	// A source that ends without a terminal status but without an error
+	// finished its answer (SDK streams end on the provider's last chunk).
+	s.n.terminate(events.StatusCompleted, nil, "")
+}
+
+// pump reads the source ahead of the consumer. It stops when the source
+// ends or the consumer is done.
+func (s *normStream) pump() {
+	defer close(s.pumpDone)
+	for s.src.Next() {
+		select {
+		case s.items <- item{ev: s.src.Current()}:
+		case <-s.done:
+			return
+		}
+	}
+	select {
+	case s.items <- item{end: true, err: s.src.Err()}:
+	case <-s.done:
+	}
+}
+
+// release stops the pump and closes the source, without waiting.
+func (s *normStream) release() {
+	s.doneOnce.Do(func() { close(s.done) })
+	s.closeOnce.Do(func() { s.closeErr = s.src.Close() })
+}
+
+func (s *normStream) Current() events.Event { return s.cur }
+
+func (s *normStream) Err() error { return nil }
+
+// Close stops the stream, closes the source and waits until the source is
+// no longer read. It returns the error of the source's Close.
+func (s *normStream) Close() error {
+	s.startMu.Lock()
+	s.closed.Store(true)
+	started := s.started
+	s.startMu.Unlock()
+	s.release()
+	if started {
+		<-s.pumpDone
+	}
+	return s.closeErr
+}

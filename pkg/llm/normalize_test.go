@@ -1,0 +1,445 @@
+package llm_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/llm"
+)
+
+// normalizeBoth runs raw through Normalize inline (no cancellable ctx, no
+// idle limit) and through the goroutine path (a cancellable ctx): both must
+// give the same, well-formed result.
+func normalizeBoth(t *testing.T, raw []events.Event, srcErr error) []string {
+	t.Helper()
+	src := func() llm.Stream {
+		if srcErr != nil {
+			return llm.NewScripted(llm.Script{Events: raw, StreamErr: srcErr}).MustStream(t)
+		}
+		return llm.SliceStream(raw...)
+	}
+	inline, err := llm.Collect(llm.Normalize(context.Background(), src(), llm.NormalizeOptions{}))
+	if err != nil {
+		t.Fatalf("Collect: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	async, err := llm.Collect(llm.Normalize(ctx, src(), llm.NormalizeOptions{IdleTimeout: time.Hour}))
+	if err != nil {
+		t.Fatalf("Collect: %v", err)
+	}
+	for _, evs := range [][]events.Event{inline, async} {
+		if err := llm.CheckWellFormed(evs); err != nil {
+			t.Fatalf("not well-formed: %v\n%s", err, strings.Join(show(t, evs), "\n"))
+		}
+	}
+	a, b := show(t, inline), show(t, async)
+	if strings.Join(a, "\n") != strings.Join(b, "\n") {
+		t.Fatalf("inline and goroutine paths differ:\n%s\n---\n%s", strings.Join(a, "\n"), strings.Join(b, "\n"))
+	}
+	return a
+}
+
+func TestNormalizeKeepsAWellFormedStream(t *testing.T) {
+	raw := llm.ThinkingStep("hmm", "sig", "Hel", "lo").WithUsage(3, 4).Events
+	got := normalizeBoth(t, raw, nil)
+	wantShown(t, got,
+		"status started",
+		"start 0 thinking",
+		`delta 0 thinking "hmm"`,
+		"stop 0 thinking sig=sig",
+		"start 1 text",
+		`delta 1 text "Hel"`,
+		`delta 1 text "lo"`,
+		"stop 1 text end_turn",
+		"usage",
+		"status completed",
+	)
+}
+
+func TestNormalizeRepairs(t *testing.T) {
+	cases := []struct {
+		name string
+		raw  []events.Event
+		err  error
+		want []string
+	}{
+		{
+			name: "empty source",
+			want: []string{"status started", "status completed"},
+		},
+		{
+			name: "OpenAI style: no status, no starts, no stops",
+			raw:  seq(events.TextDelta(0, "a"), events.TextDelta(0, "b"), events.UsageEvent{}),
+			want: []string{"status started", "start 0 text", `delta 0 text "a"`, `delta 0 text "b"`, "usage", "stop 0 text", "status completed"},
+		},
+		{
+			name: "duplicate started, unknown and duplicate stops, meta kept",
+			raw: seq(started, events.PingEvent{Timestamp: 5}, started,
+				events.BlockStop{Index: 4, BlockType: events.BlockText},
+				events.BlockStart{Index: 0, BlockType: events.BlockText},
+				events.BlockStop{Index: 0, BlockType: events.BlockText, StopReason: "weird"},
+				events.BlockStop{Index: 0, BlockType: events.BlockText},
+				events.BlockAbort{Index: 0, BlockType: events.BlockText},
+				events.StatusEvent{Status: "bogus"},
+				completed),
+			want: []string{"status started", "ping 5", "start 0 text", "stop 0 text", "status completed"},
+		},
+		{
+			name: "reused index is renumbered, deltas follow their block",
+			raw: seq(started,
+				events.BlockStart{Index: 0, BlockType: events.BlockText}, events.TextDelta(0, "a"),
+				events.BlockStop{Index: 0, BlockType: events.BlockText},
+				events.BlockStart{Index: 0, BlockType: events.BlockText}, events.TextDelta(0, "b"),
+				events.BlockStop{Index: 0, BlockType: events.BlockText},
+				events.BlockStart{Index: 1, BlockType: events.BlockText}, events.TextDelta(1, "c"),
+				events.BlockStop{Index: 1, BlockType: events.BlockText},
+				completed),
+			want: []string{"status started",
+				"start 0 text", `delta 0 text "a"`, "stop 0 text",
+				"start 1 text", `delta 1 text "b"`, "stop 1 text",
+				"start 2 text", `delta 2 text "c"`, "stop 2 text",
+				"status completed"},
+		},
+		{
+			name: "negative index gets a valid one",
+			raw:  seq(events.ThinkingDelta(-3, "k")),
+			want: []string{"status started", "start 0 thinking", `delta 0 thinking "k"`, "stop 0 thinking", "status completed"},
+		},
+		{
+			name: "start on an open index stops the open block",
+			raw: seq(started,
+				events.BlockStart{Index: 0, BlockType: events.BlockText}, events.TextDelta(0, "a"),
+				events.BlockStart{Index: 0, BlockType: events.BlockThinking}, events.ThinkingDelta(0, "k"),
+				events.BlockStop{Index: 0, BlockType: events.BlockThinking},
+				completed),
+			want: []string{"status started", "start 0 text", `delta 0 text "a"`, "stop 0 text",
+				"start 1 thinking", `delta 1 thinking "k"`, "stop 1 thinking", "status completed"},
+		},
+		{
+			name: "delta of the wrong kind and unknown block types are dropped",
+			raw: seq(started,
+				events.BlockStart{Index: 0, BlockType: "image"},
+				events.BlockStart{Index: 1, BlockType: events.BlockText},
+				events.ThinkingDelta(1, "x"), events.InputJSONDelta(1, "x"),
+				events.BlockDelta{Index: 1, Kind: 9, Content: "x"},
+				events.TextDelta(1, "ok"),
+				completed),
+			want: []string{"status started", "start 1 text", `delta 1 text "ok"`, "stop 1 text", "status completed"},
+		},
+		{
+			name: "tool ids: missing and duplicate ids are synthesized",
+			raw: seq(started,
+				events.BlockStart{Index: 0, BlockType: events.BlockToolUse, Name: "f"},
+				events.BlockStop{Index: 0, BlockType: events.BlockToolUse},
+				events.BlockStart{Index: 1, BlockType: events.BlockToolUse, ID: "x", Name: "g"},
+				events.BlockStop{Index: 1, BlockType: events.BlockToolUse},
+				events.BlockStart{Index: 2, BlockType: events.BlockToolUse, ID: "x", Name: "h", Server: true},
+				events.BlockStop{Index: 2, BlockType: events.BlockToolUse, StopReason: events.StopToolUse},
+				completed),
+			want: []string{"status started",
+				"start 0 tool_use call_* f", "stop 0 tool_use",
+				"start 1 tool_use x g", "stop 1 tool_use",
+				"start 2 tool_use call_* h server", "stop 2 tool_use tool_use",
+				"status completed"},
+		},
+		{
+			name: "tool without a name is aborted and its events dropped",
+			raw: seq(started,
+				events.BlockStart{Index: 0, BlockType: events.BlockToolUse, ID: "c"},
+				events.InputJSONDelta(0, "{}"),
+				events.BlockStop{Index: 0, BlockType: events.BlockToolUse},
+				events.InputJSONDelta(1, "{}"), // input without a start: no name either
+				events.InputJSONDelta(1, "{}"),
+				events.BlockAbort{Index: 1, BlockType: events.BlockToolUse},
+				events.TextDelta(0, "after"),
+				completed),
+			want: []string{"status started",
+				"start 0 tool_use c " + llm.UnnamedTool, "abort 0 tool_use: the provider sent a tool call without a tool name",
+				"start 1 tool_use call_* " + llm.UnnamedTool, "abort 1 tool_use: the provider sent a tool call without a tool name",
+				"start 2 text", `delta 2 text "after"`, "stop 2 text",
+				"status completed"},
+		},
+		{
+			name: "source failure aborts open blocks",
+			raw:  seq(started, events.BlockStart{Index: 0, BlockType: events.BlockText}, events.TextDelta(0, "par")),
+			err:  errors.New("connection reset"),
+			want: []string{"status started", "start 0 text", `delta 0 text "par"`,
+				"error stream_error: connection reset", "abort 0 text: stream error", "status failed"},
+		},
+		{
+			name: "source failure without a message",
+			raw:  seq(started),
+			err:  errors.New(""),
+			want: []string{"status started", "error stream_error: the provider stream failed", "status failed"},
+		},
+		{
+			name: "failed without an error event gets one",
+			raw:  seq(events.TextDelta(0, "x"), failed),
+			want: []string{"status started", "start 0 text", `delta 0 text "x"`,
+				"error provider_failed: the provider reported a failure without saying why", "abort 0 text: provider failed", "status failed"},
+		},
+		{
+			name: "failed after the provider's error event",
+			raw:  seq(started, events.ErrorEvent{Code: "overloaded"}, failed),
+			want: []string{"status started", "error overloaded: provider error overloaded", "status failed"},
+		},
+		{
+			name: "provider cancelled",
+			raw:  seq(started, events.BlockStart{Index: 0, BlockType: events.BlockText}, cancelled),
+			want: []string{"status started", "start 0 text", "abort 0 text: cancelled by the provider", "status cancelled"},
+		},
+		{
+			name: "provider abort keeps its reason, empty reason filled",
+			raw: seq(started,
+				events.BlockStart{Index: 0, BlockType: events.BlockText}, events.BlockAbort{Index: 0, BlockType: events.BlockText, Reason: "filtered"},
+				events.BlockStart{Index: 1, BlockType: events.BlockText}, events.BlockAbort{Index: 1, BlockType: events.BlockThinking},
+				completed),
+			want: []string{"status started", "start 0 text", "abort 0 text: filtered", "start 1 text", "abort 1 text: aborted by the provider", "status completed"},
+		},
+		{
+			name: "events after the terminal status are dropped",
+			raw:  seq(started, completed, events.TextDelta(0, "late"), failed),
+			want: []string{"status started", "status completed"},
+		},
+		{
+			name: "nil events are dropped",
+			raw:  seq(nil, started, nil, completed),
+			want: []string{"status started", "status completed"},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			wantShown(t, normalizeBoth(t, tc.raw, tc.err), tc.want...)
+		})
+	}
+}
+
+// TestNormalizeCancelMidStream: ctx is cancelled while a block is open and
+// the source hangs; the open block is aborted and the stream ends cancelled.
+func TestNormalizeCancelMidStream(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p := llm.NewScripted(llm.BlockingStep("Hel", "lo"))
+	raw, err := p.Stream(ctx, &llm.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := llm.Normalize(ctx, raw, llm.NormalizeOptions{})
+	defer s.Close()
+	var evs []events.Event
+	for s.Next() {
+		evs = append(evs, s.Current())
+		if d, ok := s.Current().(events.BlockDelta); ok && d.Content == "lo" {
+			cancel() // the source now blocks until it sees the cancel
+		}
+	}
+	if s.Err() != nil {
+		t.Fatalf("Err = %v, want nil (failures are events)", s.Err())
+	}
+	if err := llm.CheckWellFormed(evs); err != nil {
+		t.Fatal(err)
+	}
+	wantShown(t, show(t, evs), "status started", "start 0 text", `delta 0 text "Hel"`, `delta 0 text "lo"`,
+		"abort 0 text: cancelled", "status cancelled")
+	if s.Next() || s.Current() != nil {
+		t.Fatal("Next after the end")
+	}
+}
+
+func TestNormalizeCancelledBeforeFirstEvent(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	evs, err := llm.Collect(llm.Normalize(ctx, llm.SliceStream(llm.TextStep("x").Events...), llm.NormalizeOptions{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantShown(t, show(t, evs), "status started", "status cancelled")
+}
+
+func TestNormalizeIdleTimeout(t *testing.T) {
+	// The source hangs after its deltas and never sees a cancel: only the
+	// idle timeout ends the stream, and Close must still release the source.
+	p := llm.NewScripted(llm.BlockingStep("a"))
+	raw, err := p.Stream(context.Background(), &llm.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := llm.Collect(llm.Normalize(context.Background(), raw, llm.NormalizeOptions{IdleTimeout: 20 * time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := llm.CheckWellFormed(evs); err != nil {
+		t.Fatal(err)
+	}
+	wantShown(t, show(t, evs), "status started", "start 0 text", `delta 0 text "a"`,
+		"error idle_timeout: no event from the provider for 20ms", "abort 0 text: idle timeout", "status failed")
+}
+
+func TestNormalizeIdleTimeoutResetsOnEveryEvent(t *testing.T) {
+	// Events every millisecond with a generous limit: the limit is per gap,
+	// not for the whole stream, so a long answer is never cut.
+	s := llm.Script{Events: llm.TextStep("a", "b", "c", "d", "e").Events, Delay: time.Millisecond}
+	p := llm.NewScripted(s)
+	raw, _ := p.Stream(context.Background(), &llm.Request{})
+	evs, err := llm.Collect(llm.Normalize(context.Background(), raw, llm.NormalizeOptions{IdleTimeout: 5 * time.Second}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := evs[len(evs)-1]; last != completed {
+		t.Fatalf("last event %v, want completed", last)
+	}
+}
+
+// closeCounter is a source that counts Close calls.
+type closeCounter struct {
+	llm.Stream
+	closes atomic.Int32
+}
+
+func (c *closeCounter) Close() error {
+	c.closes.Add(1)
+	return c.Stream.Close()
+}
+
+func TestNormalizeClosesTheSourceAtTheTerminalStatus(t *testing.T) {
+	for _, ctx := range []context.Context{context.Background(), t.Context()} {
+		src := &closeCounter{Stream: llm.SliceStream(started, completed, events.PingEvent{})}
+		s := llm.Normalize(ctx, src, llm.NormalizeOptions{})
+		for s.Next() {
+		}
+		if n := src.closes.Load(); n != 1 {
+			t.Fatalf("source closed %d times after the end, want 1 (without Close)", n)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if n := src.closes.Load(); n != 1 {
+			t.Fatalf("source closed %d times, want 1", n)
+		}
+	}
+}
+
+func TestNormalizeCloseBeforeNext(t *testing.T) {
+	for _, ctx := range []context.Context{context.Background(), t.Context()} {
+		src := &closeCounter{Stream: llm.SliceStream(llm.TextStep("x").Events...)}
+		s := llm.Normalize(ctx, src, llm.NormalizeOptions{})
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if s.Next() {
+			t.Fatal("Next after Close")
+		}
+		if src.closes.Load() != 1 {
+			t.Fatal("source not closed")
+		}
+	}
+}
+
+// TestNormalizeCloseUnblocksNext: a consumer blocked in Next on a hanging
+// source is released by Close from another goroutine, inline and with the
+// goroutine path; goleak (TestMain) checks that nothing is left running.
+func TestNormalizeCloseUnblocksNext(t *testing.T) {
+	for _, ctx := range []context.Context{context.Background(), t.Context()} {
+		p := llm.NewScripted(llm.BlockingStep())
+		raw, _ := p.Stream(context.Background(), &llm.Request{})
+		s := llm.Normalize(ctx, raw, llm.NormalizeOptions{})
+		var n atomic.Int32
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for s.Next() {
+				n.Add(1)
+			}
+		}()
+		// Wait until the consumer has read status started and block start
+		// and is blocked on the source.
+		waitFor(t, func() bool { return n.Load() == 2 })
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		<-done
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached within 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestNormalizeNilContext(t *testing.T) {
+	//lint:ignore SA1012 a nil ctx is tolerated on purpose
+	evs, err := llm.Collect(llm.Normalize(nil, llm.SliceStream(), llm.NormalizeOptions{})) //nolint:staticcheck
+	if err != nil || len(evs) != 2 {
+		t.Fatalf("evs = %v, err = %v", evs, err)
+	}
+}
+
+// TestNormalizeConcurrentStreams runs many normalized scripted streams at
+// once (go test -race), with cancels racing the streams.
+func TestNormalizeConcurrentStreams(t *testing.T) {
+	const n = 32
+	p := llm.NewScripted()
+	for i := 0; i < n; i++ {
+		switch i % 4 {
+		case 0:
+			p.Add(llm.TextStep("a", "b"))
+		case 1:
+			p.Add(llm.ToolStep(llm.ToolCallSpec{Name: "f", Input: `{"x":1}`}, llm.ToolCallSpec{Name: "g"}))
+		case 2:
+			p.Add(llm.BlockingStep("z"))
+		case 3:
+			p.Add(llm.FailMidStep(errors.New("reset"), "q"))
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			raw, err := p.Stream(ctx, &llm.Request{RequestID: "r"})
+			if err != nil {
+				errs <- err
+				return
+			}
+			s := llm.Normalize(ctx, raw, llm.NormalizeOptions{IdleTimeout: time.Minute})
+			var evs []events.Event
+			for s.Next() {
+				evs = append(evs, s.Current())
+				if _, ok := s.Current().(events.BlockDelta); ok {
+					cancel() // ends the blocking ones; may or may not cut the others
+				}
+			}
+			s.Close()
+			errs <- llm.CheckWellFormed(evs)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if got := len(p.Requests()); got != n {
+		t.Fatalf("recorded %d requests, want %d", got, n)
+	}
+}

@@ -1,0 +1,42 @@
+package tool
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Option configures a tool built by New or NewFunc.
+type Option func(*config)
+
+type config struct {
+	timeout time.Duration
+	version string
+	schema  json.RawMessage
+}
+
+// WithTimeout bounds one execution: Execute runs the function under a
+// context with this timeout, and executors read it through Timeouter (the
+// catalog's timeout_ms, DESIGN.md §6). d <= 0 means no timeout of its own.
+func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
+
+// WithVersion sets the version executors publish in the tool catalog
+// (DESIGN.md §6), read through Versioner.
+func WithVersion(v string) Option { return func(c *config) { c.version = v } }
+
+// WithSchema replaces the input schema, for arguments types whose schema
+// cannot be generated (recursive types) or that need keywords struct tags
+// cannot express. The schema must be a JSON object with "type": "object";
+// input is validated against it and then decoded into the arguments type.
+func WithSchema(schema json.RawMessage) Option {
+	return func(c *config) { c.schema = append(json.RawMessage(nil), schema...) }
+}
+
+func newConfig(opts []Option) config {
+	var c config
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	return c
+}
