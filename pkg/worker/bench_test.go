@@ -1,0 +1,61 @@
+package worker_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/tool"
+	"github.com/llmworker/llmworker/pkg/worker"
+)
+
+// tenSteps is an instant model: nine steps with a tool call, then an
+// answer (10 model calls).
+var tenSteps = providerFunc(func(req *llm.Request) script {
+	n := 0
+	for _, m := range req.Messages {
+		if m.Role == events.RoleTool {
+			n++
+		}
+	}
+	if n < 9 {
+		return script{evs: stream(textBlock(0, "", "Checking."), toolBlock(1, "c"+itoa(n), "echo", `{"text":"hi"}`), []events.Event{usage(100, 10)})}
+	}
+	return script{evs: stream(textBlock(0, events.StopEndTurn, "Done", "."), []events.Event{usage(100, 10)})}
+})
+
+func benchTurn(b *testing.B, cfg worker.Config) {
+	echo := tool.Must("echo", "echo", func(_ context.Context, a struct {
+		Text string `json:"text"`
+	}) (string, error) {
+		return a.Text, nil
+	})
+	cfg.Provider = tenSteps
+	cfg.Tools = []tool.Tool{echo}
+	w, err := worker.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	msgs := []events.Message{events.UserText("go")}
+	b.ReportAllocs()
+	for b.Loop() {
+		res, err := w.Run(context.Background(), msgs)
+		if err != nil || res.Status != worker.StatusCompleted || res.Steps != 10 {
+			b.Fatalf("res %+v err %v", res, err)
+		}
+	}
+}
+
+// BenchmarkTurn10Steps is the in-process baseline of the orchestration
+// overhead: a 10-step tool turn with an instant model and an instant tool.
+func BenchmarkTurn10Steps(b *testing.B) { benchTurn(b, worker.Config{}) }
+
+// With an observer and a checkpoint per step boundary (the work the turn
+// service adds besides NATS).
+func BenchmarkTurn10StepsObservedCheckpointed(b *testing.B) {
+	benchTurn(b, worker.Config{
+		Observer:   worker.ObserverFunc(func(worker.Event) {}),
+		Checkpoint: func(context.Context, *worker.Checkpoint) error { return nil },
+	})
+}

@@ -1,0 +1,269 @@
+package worker
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/llmworker/llmworker/pkg/events"
+)
+
+// CheckpointVersion is the version of the Checkpoint format written by this
+// package. RunFrom refuses checkpoints of another version.
+const CheckpointVersion = 1
+
+// Phase is where a checkpointed turn stands.
+type Phase string
+
+const (
+	// PhaseModel: the next thing to do is model call number Step+1
+	// (on_message_send first).
+	PhaseModel Phase = "model"
+	// PhaseTools: the tool calls of step Step are being handled; Pending
+	// says how far each one got.
+	PhaseTools Phase = "tools"
+	// PhasePaused: the turn waits for Resume; Pause says why.
+	PhasePaused Phase = "paused"
+)
+
+// CallState is how far a pending tool call got.
+type CallState string
+
+const (
+	// CallNew: before_tool_call has not been asked yet.
+	CallNew CallState = "new"
+	// CallAllowed: the call runs (or ran: see Output) with Call.Input.
+	CallAllowed CallState = "allowed"
+	// CallPaused: the call waits for a decision (Resume).
+	CallPaused CallState = "paused"
+	// CallDone: Result is what the model reads; nothing more happens to the
+	// call.
+	CallDone CallState = "done"
+)
+
+// Checkpoint is the durable state of a turn at a step boundary: everything
+// RunFrom needs to go on in another process. It is JSON-serialisable; a
+// worker hands a fresh copy to Config.Checkpoint each time, so the callee
+// may keep it.
+type Checkpoint struct {
+	Version   int    `json:"version"`
+	TurnID    string `json:"turn_id"`
+	SessionID string `json:"session_id,omitempty"`
+	Phase     Phase  `json:"phase"`
+	// Step is the number of model calls made so far.
+	Step int `json:"step"`
+	// Messages is the transcript so far (input included).
+	Messages []events.Message `json:"messages"`
+	// Pending are the local tool calls of step Step, in the order the model
+	// made them (PhaseTools, and PhasePaused at before_tool_call).
+	Pending []PendingCall `json:"pending,omitempty"`
+	// Append are messages to add after the tool results of Pending (the
+	// extra messages of a resume).
+	Append []events.Message `json:"append,omitempty"`
+	// Vars are the hook variables of the turn.
+	Vars map[string]string `json:"vars,omitempty"`
+	// TurnEndRetries counts the continue_with_messages answers so far.
+	TurnEndRetries int `json:"turn_end_retries,omitempty"`
+	// Usage is the usage total so far.
+	Usage events.UsageEvent `json:"usage"`
+	// StopReason is the stop reason of the last model response.
+	StopReason events.StopReason `json:"stop_reason"`
+	// Pause says why the turn is paused (PhasePaused).
+	Pause *Pause `json:"pause,omitempty"`
+	// Restarts counts how often the turn was continued by RunFrom or
+	// Resume; it keeps the request ids of repeated model calls unique.
+	Restarts int `json:"restarts,omitempty"`
+}
+
+// Pause says where and why a turn paused.
+type Pause struct {
+	// Event is before_tool_call or on_turn_end.
+	Event  events.HookEvent `json:"event"`
+	Hook   string           `json:"hook,omitempty"`
+	Reason string           `json:"reason,omitempty"`
+}
+
+// PendingCall is one tool call of the current step and how far it got.
+type PendingCall struct {
+	// Call is the call as the model made it, or as before_tool_call hooks
+	// or an edit decision rewrote it. Call.ID never changes.
+	Call  events.ToolCall `json:"call"`
+	State CallState       `json:"state"`
+	// Hook and Reason name the hook that paused or skipped the call.
+	Hook   string `json:"hook,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// Output is the tool's own result once it ran (before after_tool_call):
+	// a turn continued from the checkpoint does not run the call again. A
+	// turn service may also fill it from a durable result store before
+	// RunFrom.
+	Output *ToolOutput `json:"output,omitempty"`
+	// Result is the final result (CallDone).
+	Result *events.ToolResult `json:"result,omitempty"`
+}
+
+// ToolOutput is what a tool execution returned.
+type ToolOutput struct {
+	Content    string `json:"content"`
+	IsError    bool   `json:"is_error"`
+	DurationMS int64  `json:"duration_ms"`
+}
+
+// Awaiting returns the calls that wait for a decision (CallPaused), in call
+// order: what a person approves, denies or edits.
+func (c *Checkpoint) Awaiting() []events.ToolCall {
+	if c == nil {
+		return nil
+	}
+	var out []events.ToolCall
+	for _, p := range c.Pending {
+		if p.State == CallPaused {
+			out = append(out, p.Call)
+		}
+	}
+	return out
+}
+
+// Clone returns a deep copy (message parts and raw JSON included).
+func (c *Checkpoint) Clone() *Checkpoint {
+	if c == nil {
+		return nil
+	}
+	d := *c
+	d.Messages = cloneMessages(c.Messages)
+	d.Append = cloneMessages(c.Append)
+	if c.Vars != nil {
+		d.Vars = maps.Clone(c.Vars)
+	}
+	d.Usage = cloneUsage(c.Usage)
+	if c.Pause != nil {
+		p := *c.Pause
+		d.Pause = &p
+	}
+	if c.Pending != nil {
+		d.Pending = make([]PendingCall, len(c.Pending))
+		for i, p := range c.Pending {
+			p.Call.Input = bytes.Clone(p.Call.Input)
+			if p.Output != nil {
+				o := *p.Output
+				p.Output = &o
+			}
+			if p.Result != nil {
+				r := *p.Result
+				p.Result = &r
+			}
+			d.Pending[i] = p
+		}
+	}
+	return &d
+}
+
+// Validate checks that the checkpoint can be continued. Errors match
+// ErrInvalidCheckpoint.
+func (c *Checkpoint) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidCheckpoint, fmt.Sprintf(format, args...))
+	}
+	if c == nil {
+		return bad("nil checkpoint")
+	}
+	if c.Version != CheckpointVersion {
+		return bad("version %d, want %d", c.Version, CheckpointVersion)
+	}
+	if c.TurnID == "" {
+		return bad("turn_id is required")
+	}
+	if c.Step < 0 || c.TurnEndRetries < 0 {
+		return bad("negative step or turn_end_retries")
+	}
+	if err := events.ValidateMessages("messages", c.Messages); err != nil {
+		return bad("%v", err)
+	}
+	if err := events.ValidateMessages("append", c.Append); err != nil {
+		return bad("%v", err)
+	}
+	seen := map[string]bool{}
+	paused := 0
+	for i, p := range c.Pending {
+		if p.Call.ID == "" || p.Call.Name == "" {
+			return bad("pending[%d]: call id and name are required", i)
+		}
+		if seen[p.Call.ID] {
+			return bad("pending[%d]: duplicate call id %q", i, p.Call.ID)
+		}
+		seen[p.Call.ID] = true
+		if len(p.Call.Input) > 0 && !json.Valid(p.Call.Input) {
+			return bad("pending[%d]: input is not valid JSON", i)
+		}
+		switch p.State {
+		case CallNew, CallAllowed:
+		case CallPaused:
+			paused++
+		case CallDone:
+			if p.Result == nil {
+				return bad("pending[%d]: a done call needs a result", i)
+			}
+		default:
+			return bad("pending[%d]: unknown state %q", i, p.State)
+		}
+	}
+	switch c.Phase {
+	case PhaseModel:
+		if len(c.Pending) > 0 || c.Pause != nil {
+			return bad("phase model with pending calls or a pause")
+		}
+	case PhaseTools:
+		if c.Pause != nil || paused > 0 {
+			return bad("phase tools with paused calls")
+		}
+	case PhasePaused:
+		if c.Pause == nil {
+			return bad("phase paused needs a pause")
+		}
+		switch c.Pause.Event {
+		case events.HookBeforeToolCall:
+			if len(c.Pending) == 0 {
+				return bad("paused at before_tool_call without pending calls")
+			}
+		case events.HookOnTurnEnd:
+			if len(c.Pending) > 0 {
+				return bad("paused at on_turn_end with pending calls")
+			}
+		default:
+			return bad("pause event %q", c.Pause.Event)
+		}
+	default:
+		return bad("unknown phase %q", c.Phase)
+	}
+	return nil
+}
+
+func cloneMessages(msgs []events.Message) []events.Message {
+	if msgs == nil {
+		return nil
+	}
+	out := make([]events.Message, len(msgs))
+	for i, m := range msgs {
+		out[i] = events.Message{Role: m.Role, Content: slices.Clone(m.Content)}
+	}
+	return out
+}
+
+func cloneUsage(u events.UsageEvent) events.UsageEvent {
+	cp := func(p *int64) *int64 {
+		if p == nil {
+			return nil
+		}
+		v := *p
+		return &v
+	}
+	return events.UsageEvent{
+		InputTokens:              cp(u.InputTokens),
+		OutputTokens:             cp(u.OutputTokens),
+		TotalTokens:              cp(u.TotalTokens),
+		CacheReadInputTokens:     cp(u.CacheReadInputTokens),
+		CacheCreationInputTokens: cp(u.CacheCreationInputTokens),
+		ReasoningTokens:          cp(u.ReasoningTokens),
+	}
+}

@@ -1,0 +1,240 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"slices"
+	"time"
+
+	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/hook"
+	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/tool"
+)
+
+// Defaults for the zero values of Config.
+const (
+	// DefaultMaxSteps bounds the model calls of a turn when
+	// Config.MaxSteps is 0.
+	DefaultMaxSteps = 20
+	// DefaultMaxTurnEndRetries bounds continue_with_messages answers of
+	// on_turn_end hooks when Config.MaxTurnEndRetries is 0.
+	DefaultMaxTurnEndRetries = 3
+	// NoRetries as Config.MaxTurnEndRetries allows no continue_with_messages
+	// at all (0 means the default).
+	NoRetries = -1
+)
+
+// ToolSet looks tools up by name; *tool.Registry implements it. A turn
+// service can implement it over a remote tool catalog.
+type ToolSet interface {
+	Get(name string) (tool.Tool, bool)
+	List() []tool.Tool
+}
+
+var _ ToolSet = (*tool.Registry)(nil)
+
+// Config configures a Worker. Only Provider is required: the zero values
+// of the other fields give a turn with no tools, no hooks and the default
+// bounds.
+type Config struct {
+	// Provider opens model streams (required).
+	Provider llm.Provider
+	// Model, System, MaxTokens, Temperature and Thinking go into every
+	// completion request as they are.
+	Model       string
+	System      string
+	MaxTokens   int
+	Temperature *float64
+	Thinking    *events.ThinkingConfig
+
+	// Tools are tools the model may call; Registry is looked up after them
+	// (a name in Tools shadows the same name in Registry).
+	Tools    []tool.Tool
+	Registry ToolSet
+	// ToolNames selects which of those tools are offered to the model:
+	// names, path.Match patterns ("fs_*") or "*". nil offers every tool; an
+	// empty non-nil slice offers none. A call of a tool that is not offered
+	// is answered as for an unknown tool.
+	ToolNames []string
+
+	// Hooks are the turn's hooks; nil means none.
+	Hooks *hook.Chain
+	// Vars are the initial hook variables of every turn.
+	Vars map[string]string
+
+	// MaxSteps bounds the model calls of a turn: 0 means DefaultMaxSteps;
+	// negative is invalid.
+	MaxSteps int
+	// MaxTurnEndRetries bounds the continue_with_messages answers of
+	// on_turn_end hooks: 0 means DefaultMaxTurnEndRetries, NoRetries (any
+	// negative value) none.
+	MaxTurnEndRetries int
+	// StepAttempts is how often a failed model call is made again within a
+	// step (after block.abort events for its partial blocks) before the
+	// turn fails: 0 or 1 means once.
+	StepAttempts int
+	// IdleTimeout fails a model call when the provider sends nothing for
+	// that long (0: no limit).
+	IdleTimeout time.Duration
+
+	// TurnID and SessionID identify the turns of this worker; an empty
+	// TurnID gives every Run a new generated id.
+	TurnID    string
+	SessionID string
+
+	// Checkpoint, if set, receives the turn's state at every step
+	// boundary: before each model call, after the before_tool_call hooks of
+	// a step decided, and when the turn pauses (with CheckpointToolResults
+	// also after each settled tool result). An error fails the turn with
+	// code "checkpoint". It runs on the Run goroutine; the checkpoint is the
+	// callee's to keep.
+	Checkpoint func(ctx context.Context, cp *Checkpoint) error
+	// CheckpointToolResults also checkpoints after every tool result, so a
+	// turn continued by RunFrom never runs a finished call again even when
+	// its executor cannot de-duplicate.
+	CheckpointToolResults bool
+
+	// Observer receives every worker event (DESIGN.md §5); see Observer.
+	Observer Observer
+}
+
+// resolved is a validated Config with defaults applied.
+type resolved struct {
+	Config
+	byName      map[string]tool.Tool
+	maxSteps    int
+	maxRetries  int
+	attempts    int
+	patternsAll bool
+}
+
+func resolve(cfg Config) (*resolved, error) {
+	if cfg.Provider == nil {
+		return nil, ErrNoProvider
+	}
+	r := &resolved{Config: cfg, byName: make(map[string]tool.Tool, len(cfg.Tools))}
+	switch {
+	case cfg.MaxSteps < 0:
+		return nil, fmt.Errorf("%w: max_steps must not be negative, got %d", ErrInvalidConfig, cfg.MaxSteps)
+	case cfg.MaxSteps == 0:
+		r.maxSteps = DefaultMaxSteps
+	default:
+		r.maxSteps = cfg.MaxSteps
+	}
+	switch {
+	case cfg.MaxTurnEndRetries < 0:
+		r.maxRetries = 0
+	case cfg.MaxTurnEndRetries == 0:
+		r.maxRetries = DefaultMaxTurnEndRetries
+	default:
+		r.maxRetries = cfg.MaxTurnEndRetries
+	}
+	r.attempts = max(cfg.StepAttempts, 1)
+	for _, t := range cfg.Tools {
+		if t == nil {
+			return nil, fmt.Errorf("%w: nil tool", ErrInvalidConfig)
+		}
+		name := t.Name()
+		if !events.ValidToolName(name) {
+			return nil, fmt.Errorf("%w: tool name %q must match ^[a-zA-Z0-9_-]{1,64}$", ErrInvalidConfig, name)
+		}
+		if _, dup := r.byName[name]; dup {
+			return nil, fmt.Errorf("%w: two tools named %q", ErrInvalidConfig, name)
+		}
+		r.byName[name] = t
+	}
+	r.patternsAll = cfg.ToolNames == nil
+	for _, p := range cfg.ToolNames {
+		if p == "*" {
+			r.patternsAll = true
+		}
+		if _, err := path.Match(p, ""); err != nil {
+			return nil, fmt.Errorf("%w: tool pattern %q: %v", ErrInvalidConfig, p, err)
+		}
+	}
+	return r, nil
+}
+
+// offered reports whether the tool called name is offered to the model.
+func (r *resolved) offered(name string) bool {
+	if r.patternsAll {
+		return true
+	}
+	for _, p := range r.ToolNames {
+		if ok, _ := path.Match(p, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// lookup returns the offered tool called name.
+func (r *resolved) lookup(name string) (tool.Tool, bool) {
+	if !r.offered(name) {
+		return nil, false
+	}
+	if t, ok := r.byName[name]; ok {
+		return t, true
+	}
+	if r.Registry != nil {
+		if t, ok := r.Registry.Get(name); ok && t != nil {
+			return t, true
+		}
+	}
+	return nil, false
+}
+
+// tools returns the offered tools, sorted by name.
+func (r *resolved) tools() []tool.Tool {
+	var out []tool.Tool
+	for name, t := range r.byName {
+		if r.offered(name) {
+			out = append(out, t)
+		}
+	}
+	if r.Registry != nil {
+		for _, t := range r.Registry.List() {
+			if t == nil {
+				continue
+			}
+			name := t.Name()
+			if _, shadowed := r.byName[name]; !shadowed && r.offered(name) {
+				out = append(out, t)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b tool.Tool) int {
+		switch an, bn := a.Name(), b.Name(); {
+		case an < bn:
+			return -1
+		case an > bn:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// definitions returns the definitions sent to the model.
+func (r *resolved) definitions() []events.ToolDefinition {
+	ts := r.tools()
+	if len(ts) == 0 {
+		return nil
+	}
+	defs := make([]events.ToolDefinition, len(ts))
+	for i, t := range ts {
+		defs[i] = tool.Definition(t)
+	}
+	return defs
+}
+
+func (r *resolved) toolNames() []string {
+	ts := r.tools()
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = t.Name()
+	}
+	return out
+}

@@ -1,0 +1,101 @@
+// Package worker runs LLM agent turns: the Worker of worker_design.md on top
+// of an llm.Provider, a timeline.Timeline, tools (pkg/tool) and hooks
+// (pkg/hook). It has no NATS in it; the turn service wraps it.
+//
+// # Turn lifecycle
+//
+// Run(ctx, messages) runs one turn, step by step (a step is one model
+// call):
+//
+//  1. Step limit: past Config.MaxSteps model calls the turn fails with code
+//     "max_steps".
+//  2. Checkpoint (Config.Checkpoint), then on_message_send: the hooks may
+//     rewrite the context sent to the model (not the transcript) or cancel
+//     the call (aborted, code "hook_cancel").
+//  3. The model call: the provider stream is normalized (llm.Normalize) and
+//     dispatched through a Timeline with a TextBlockCollector,
+//     ThinkingBlockCollector and ToolCallCollector, from which the
+//     assistant message is rebuilt in block-index order (text and thinking
+//     with their signatures, tool_use with its signature). Calls of
+//     provider-run (server) tools are neither run nor kept. A failed stream
+//     is tried again up to Config.StepAttempts times, then fails the turn
+//     with the provider's message (code "provider_error").
+//  4. Tool calls, if any: a call of an unknown (or not offered) tool, or
+//     with input that is not a JSON object, is answered at once with an
+//     error result. For the others, before_tool_call runs per call in order
+//     (continue, possibly with a rewritten call; skip: the model reads an
+//     error result naming the hook; abort: the turn aborts; pause: see
+//     below), the state is checkpointed, the allowed calls run in parallel
+//     (each in its own goroutine, with the tool's timeout and a CallInfo in
+//     its context), and after_tool_call runs per result in call order as
+//     soon as that result is there. The results are appended as one tool
+//     message, in call order, and the loop goes on with step 1.
+//  5. No tool calls: on_turn_end decides: finish (completed),
+//     continue_with_messages (the messages are appended and the model is
+//     asked again, at most Config.MaxTurnEndRetries times, after which the
+//     turn fails with code "max_turn_end_retries" naming the hook), or
+//     pause.
+//
+// Cancelling ctx aborts the open blocks (block.abort), cancels and waits
+// for running tools, runs the on_abort hooks and returns an aborted Result
+// (code "cancelled"). on_abort hooks run for every aborted or failed turn.
+// A hook failure (error, panic, timeout) under fail_closed aborts the turn
+// with code "hook_failed"; under fail_open the turn goes on.
+//
+// Run returns an error only when it could not start (invalid messages);
+// how the turn ended is Result.Status, with Reason (for a person), Code,
+// Hook and Err (a *TurnError matching ErrCancelled, ErrHookAbort,
+// ErrMaxSteps, ErrMaxTurnEndRetries, ErrProvider or ErrCheckpoint).
+//
+// # Pause and resume
+//
+// A before_tool_call hook answering pause marks its call paused; the other
+// calls of the step still go through their hooks, then the turn pauses
+// before any tool runs and Result.State (a *Checkpoint, JSON-serialisable)
+// lists the calls waiting for a decision (State.Awaiting). Resume(ctx,
+// state, decisions, extra...) settles them: approve runs the call, an edit
+// runs it with the edited input, deny answers the model with an error
+// result. before_tool_call is not asked again for settled calls;
+// after_tool_call runs for every call that runs. An on_turn_end pause is
+// resumed with extra messages (another model call) or without (the turn
+// completes).
+//
+// # Durability
+//
+// With Config.Checkpoint set the worker hands out a Checkpoint (transcript,
+// step, phase, pending calls with their decisions and known outputs or
+// results, hook variables, turn-end retry count, usage) at every step
+// boundary: before each model call (that is, after the previous step's tool
+// results were appended), after a step's before_tool_call decisions, when
+// pausing, and with Config.CheckpointToolResults after every settled tool
+// result. An error from it fails the turn (code "checkpoint"), so a turn
+// service that lost its expected revision stops at once. RunFrom(ctx, cp)
+// continues a turn from a checkpoint in another process: calls with an
+// output or result in the checkpoint are not run again; a model call that
+// was under way is made again. Request ids are "<turn>-<step>", with
+// "-a<attempt>" for a retry of the step and "-r<restarts><random>" once the
+// turn was continued by RunFrom or Resume, so they never repeat. Tools
+// learn the ids
+// of their call from CallInfoFrom(ctx), so a remote executor can
+// de-duplicate by call id.
+//
+// # Worker event API
+//
+// As in worker_design.md, events are exposed as thin wrappers of the
+// Timeline's handlers plus complete events:
+//
+//   - per kind: OnTextBlock, OnThinkingBlock, OnToolUseBlock (Timeline
+//     handlers with their own scope type; package functions, since Go
+//     methods cannot have type parameters), OnUsage, OnStatus, OnError,
+//     OnTextComplete, OnToolCallComplete, OnTurnStart and OnTurnEnd
+//     (methods);
+//   - all in one: Subscribe(w, s) with a Subscriber[TS, US] (the
+//     WorkerSubscriber of worker_design.md with its text and tool_use scope
+//     types; embed NopSubscriber);
+//   - Observer: every worker event of DESIGN.md §5, one to one, as the
+//     turn service publishes it (type, channel, payload of pkg/events); see
+//     Event for the table.
+//
+// Handlers are called on the goroutine that runs the turn; see Observer for
+// the ordering guarantees.
+package worker

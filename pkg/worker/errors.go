@@ -1,0 +1,66 @@
+package worker
+
+import "errors"
+
+// Errors returned by New, Run, Resume and RunFrom themselves: the call could
+// not start a turn, and no worker event was sent.
+var (
+	// ErrNoProvider is returned by New when Config.Provider is nil.
+	ErrNoProvider = errors.New("worker: no provider")
+
+	// ErrInvalidConfig is returned by New (wrapped with the reason) for a
+	// negative bound, a tool without a valid name, two tools of the same
+	// name, or a malformed ToolNames pattern.
+	ErrInvalidConfig = errors.New("worker: invalid config")
+
+	// ErrInvalidMessages is returned by Run (wrapping the events.FieldError
+	// that names the field) when the input messages do not validate, and by
+	// Resume for invalid extra messages.
+	ErrInvalidMessages = errors.New("worker: invalid messages")
+
+	// ErrInvalidCheckpoint is returned by RunFrom and Resume for a nil
+	// checkpoint, one of an unknown version, or one whose phase, pending
+	// calls or pause do not fit together.
+	ErrInvalidCheckpoint = errors.New("worker: invalid checkpoint")
+
+	// ErrNotPaused is returned by Resume when the checkpoint is not paused.
+	ErrNotPaused = errors.New("worker: turn is not paused")
+
+	// ErrInvalidDecision is returned by Resume when a decision names no
+	// call that waits for one, an edited input is not a JSON object, a
+	// decision kind is unknown, or decisions are given for a turn paused at
+	// on_turn_end (which has no calls to decide).
+	ErrInvalidDecision = errors.New("worker: invalid decision")
+)
+
+// Turn outcomes. Result.Err returns a *TurnError that matches (errors.Is)
+// exactly one of these for every turn that was aborted or failed.
+var (
+	// ErrCancelled: the context of Run was cancelled (status aborted, code
+	// "cancelled").
+	ErrCancelled = errors.New("worker: turn cancelled")
+
+	// ErrHookAbort: a before_tool_call or after_tool_call hook answered
+	// abort, an on_message_send hook cancelled the request, or a
+	// fail_closed hook failed (status aborted; codes "hook_abort",
+	// "hook_cancel", "hook_failed"). The *TurnError unwraps to the
+	// *hook.Failure for failures.
+	ErrHookAbort = errors.New("worker: aborted by a hook")
+
+	// ErrMaxSteps: the model still wanted another step after MaxSteps model
+	// calls (status failed, code "max_steps").
+	ErrMaxSteps = errors.New("worker: max_steps reached")
+
+	// ErrMaxTurnEndRetries: on_turn_end hooks asked to continue more than
+	// MaxTurnEndRetries times (status failed, code "max_turn_end_retries").
+	ErrMaxTurnEndRetries = errors.New("worker: max_turn_end_retries reached")
+
+	// ErrProvider: the model call failed (the provider returned an error,
+	// or the stream ended failed or was cancelled by the provider) on every
+	// attempt (status failed, code "provider_error").
+	ErrProvider = errors.New("worker: model call failed")
+
+	// ErrCheckpoint: Config.Checkpoint returned an error (status failed,
+	// code "checkpoint"); the *TurnError unwraps to it.
+	ErrCheckpoint = errors.New("worker: checkpoint failed")
+)

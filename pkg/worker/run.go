@@ -1,0 +1,429 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/hook"
+	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/timeline"
+)
+
+// run is one turn in progress. Everything but the tool goroutines runs on
+// the goroutine that called Run.
+type run struct {
+	w     *Worker
+	cfg   *resolved
+	h     handlers
+	em    *emitter
+	chain *hook.Chain
+	turn  *hook.Turn
+	st    *Checkpoint // the live state; checkpoints are clones of it
+
+	tl     *timeline.Timeline
+	texts  *timeline.TextBlockCollector
+	thinks *timeline.ThinkingBlockCollector
+	calls  *timeline.ToolCallCollector
+
+	step       int // the step being streamed, for block events
+	stopReason events.StopReason
+	// continueHook is the on_turn_end hook whose continue_with_messages led
+	// to the next model call, for the max_steps reason.
+	continueHook string
+	// stopTools cancels and waits for the running tools (set while they
+	// run).
+	stopTools func()
+	nonce     string
+}
+
+func (w *Worker) newRun(st *Checkpoint) *run {
+	r := &run{
+		w: w, cfg: w.cfg, h: w.snapshot(), st: st, chain: w.cfg.Hooks,
+		texts:  timeline.NewTextBlockCollector(),
+		thinks: timeline.NewThinkingBlockCollector(),
+		calls:  timeline.NewToolCallCollector(),
+	}
+	if r.chain == nil {
+		r.chain = &hook.Chain{}
+	}
+	r.em = &emitter{turnID: st.TurnID, sessionID: st.SessionID, obs: r.h.observers}
+	r.turn = &hook.Turn{ID: st.TurnID, SessionID: st.SessionID, Step: st.Step, Vars: hook.Variables(cloneVars(st.Vars))}
+	if len(r.h.observers) > 0 {
+		r.turn.Observer = hookObserver{r.em}
+	}
+
+	// Registration order is dispatch order: the worker events of a block
+	// first, then the collectors the transcript is built from, then the
+	// user's handlers, and last the complete events, so that a UI sees a
+	// block's stop before the block's complete event.
+	t := timeline.New()
+	timeline.OnFunc(t, timeline.TextBlock, r.onText)
+	timeline.OnFunc(t, timeline.ThinkingBlock, r.onThinking)
+	timeline.OnFunc(t, timeline.ToolUseBlock, r.onToolUse)
+	timeline.On(t, timeline.TextBlock, r.texts)
+	timeline.On(t, timeline.ThinkingBlock, r.thinks)
+	timeline.On(t, timeline.ToolUseBlock, r.calls)
+	for _, reg := range r.h.timeline {
+		reg(t)
+	}
+	timeline.OnFunc(t, timeline.TextBlock, r.onTextComplete)
+	timeline.OnFunc(t, timeline.ToolUseBlock, r.onToolCallComplete)
+	r.tl = t
+	return r
+}
+
+func (r *run) loop(ctx context.Context) *Result {
+	for {
+		var res *Result
+		switch r.st.Phase {
+		case PhaseModel:
+			res = r.modelPhase(ctx)
+		case PhaseTools:
+			res = r.toolsPhase(ctx)
+		default: // PhasePaused (Validate admits no other phase)
+			res = r.pause(ctx, r.st.Pause)
+		}
+		if res != nil {
+			return res
+		}
+	}
+}
+
+// modelPhase makes model call number Step+1 and decides what follows.
+func (r *run) modelPhase(ctx context.Context) *Result {
+	if ctx.Err() != nil {
+		return r.cancelled(ctx)
+	}
+	if r.st.Step >= r.cfg.maxSteps {
+		reason := fmt.Sprintf("max_steps (%d) reached: the model was still calling tools after %d model calls", r.cfg.maxSteps, r.st.Step)
+		if r.continueHook != "" {
+			reason = fmt.Sprintf("max_steps (%d) reached: on_turn_end hook %q asked for another model call after %d model calls", r.cfg.maxSteps, r.continueHook, r.st.Step)
+		}
+		return r.end(ctx, StatusFailed, CodeMaxSteps, ErrMaxSteps, reason, r.continueHook, nil)
+	}
+	if res := r.checkpoint(ctx); res != nil {
+		return res
+	}
+	step := r.st.Step + 1
+	r.turn.Step = step
+
+	in := &hook.MessageSendInput{Turn: r.turn, Messages: cloneMessages(r.st.Messages)}
+	out := r.chain.RunMessageSend(ctx, in)
+	r.syncVars()
+	if ctx.Err() != nil {
+		return r.cancelled(ctx)
+	}
+	if out.Failed {
+		return r.hookFailed(ctx, out.Hook, out.Err)
+	}
+	if out.Result.Action == hook.MessageSendCancel {
+		reason := fmt.Sprintf("on_message_send hook %q cancelled the model call%s", out.Hook, suffix(out.Result.Reason))
+		return r.end(ctx, StatusAborted, CodeHookCancel, ErrHookAbort, reason, out.Hook, nil)
+	}
+
+	for _, f := range r.h.turnStart {
+		f(step)
+	}
+	var (
+		usage events.UsageEvent
+		fail  *streamFailure
+	)
+	for attempt := 1; attempt <= r.cfg.attempts; attempt++ {
+		var u events.UsageEvent
+		u, fail = r.stream(ctx, step, attempt, in.Messages)
+		usage = usage.Add(u)
+		if fail == nil || ctx.Err() != nil {
+			break
+		}
+	}
+	r.st.Step = step
+	r.st.Usage = r.st.Usage.Add(usage)
+	if usage != (events.UsageEvent{}) {
+		r.em.emit(events.TypeUsage, events.ChannelUsage,
+			events.UsageReport{Step: step, Usage: usage, Total: cloneUsage(r.st.Usage)})
+	}
+	for _, f := range r.h.turnEnd {
+		f(step)
+	}
+	if ctx.Err() != nil {
+		return r.cancelled(ctx)
+	}
+	if fail != nil {
+		return r.end(ctx, StatusFailed, CodeProviderError, ErrProvider, fail.reason, "", fail.cause)
+	}
+
+	msg, calls := r.assemble()
+	if len(msg.Content) > 0 {
+		r.st.Messages = append(r.st.Messages, msg)
+	}
+	r.st.StopReason = r.stopReason
+	if len(calls) > 0 {
+		r.st.Pending = r.pendingCalls(calls)
+		r.st.Phase = PhaseTools
+		return nil
+	}
+	return r.turnEnd(ctx)
+}
+
+type streamFailure struct {
+	reason string
+	cause  error
+}
+
+// stream makes one model call and reads its stream through the Timeline.
+// It returns the usage of the call and, if the call failed, why.
+func (r *run) stream(ctx context.Context, step, attempt int, msgs []events.Message) (events.UsageEvent, *streamFailure) {
+	r.step = step
+	r.stopReason = ""
+	r.texts.Clear()
+	r.thinks.Clear()
+	r.calls.Clear()
+	r.em.emit(events.TypeTurnStep, events.ChannelTurn, events.TurnStep{Step: step, Attempt: attempt})
+
+	req := &llm.Request{
+		RequestID: r.requestID(step, attempt), Model: r.cfg.Model, System: r.cfg.System,
+		Messages: msgs, Tools: r.cfg.definitions(), MaxTokens: r.cfg.MaxTokens,
+		Temperature: r.cfg.Temperature, Thinking: r.cfg.Thinking,
+	}
+	var usage events.UsageEvent
+	src, err := r.cfg.Provider.Stream(ctx, req)
+	if err != nil {
+		return usage, &streamFailure{reason: "model call failed: " + err.Error(), cause: err}
+	}
+	s := llm.Normalize(ctx, src, llm.NormalizeOptions{IdleTimeout: r.cfg.IdleTimeout})
+	defer s.Close()
+	var (
+		status  events.StreamStatus
+		lastErr *events.ErrorEvent
+	)
+	for s.Next() {
+		ev := s.Current()
+		switch e := ev.(type) {
+		case events.UsageEvent:
+			usage = usage.Merge(e)
+		case events.StatusEvent:
+			status = e.Status
+		case events.ErrorEvent:
+			lastErr = &e
+		}
+		r.tl.Dispatch(ev)
+	}
+	// A well-formed stream has closed every block; this only matters for
+	// one that was cut off, so no handler keeps half a block.
+	why := "stream ended"
+	if ctx.Err() != nil {
+		why = "cancelled"
+	}
+	r.tl.AbortCurrentBlock(why)
+
+	switch {
+	case status == events.StatusCompleted && ctx.Err() == nil:
+		return usage, nil
+	case lastErr != nil:
+		reason := "model call failed: " + lastErr.Message
+		if lastErr.Code != "" {
+			reason += " (" + lastErr.Code + ")"
+		}
+		return usage, &streamFailure{reason: reason, cause: fmt.Errorf("%s: %s", lastErr.Code, lastErr.Message)}
+	case status == events.StatusCancelled && ctx.Err() == nil:
+		return usage, &streamFailure{reason: "model call failed: the provider cancelled the stream"}
+	}
+	return usage, &streamFailure{reason: "model call failed: the stream ended without a result"}
+}
+
+func (r *run) requestID(step, attempt int) string {
+	id := r.st.TurnID + "-" + strconv.Itoa(step)
+	if attempt > 1 {
+		id += "-a" + strconv.Itoa(attempt)
+	}
+	if r.st.Restarts > 0 {
+		// A turn continued from the same stored checkpoint twice (its
+		// replica died before the next checkpoint) must not reuse the
+		// request id of the first continuation, whose stream may still be
+		// flowing: add a random part.
+		if r.nonce == "" {
+			r.nonce = strings.ToLower(NewTurnID()[20:])
+		}
+		id += "-r" + strconv.Itoa(r.st.Restarts) + r.nonce
+	}
+	return id
+}
+
+// assemble builds the assistant message from the collectors: parts in
+// block-index order, thinking with its signature (redacted when only the
+// signature came), tool_use with its signature. Calls of provider-run tools
+// are left out: they were answered inside the response, and a tool_use
+// without a local tool_result would be rejected in the next request.
+func (r *run) assemble() (events.Message, []timeline.CollectedCall) {
+	type indexed struct {
+		index int
+		part  events.Part
+	}
+	var parts []indexed
+	for _, b := range r.texts.TakeBlocks() {
+		parts = append(parts, indexed{b.Index, events.Part{Type: events.PartText, Text: b.Text, Signature: b.Signature}})
+	}
+	for _, b := range r.thinks.TakeCollected() {
+		parts = append(parts, indexed{b.Index, events.Part{Type: events.PartThinking, Thinking: b.Thinking,
+			Signature: b.Signature, Redacted: b.Thinking == "" && b.Signature != ""}})
+	}
+	var calls []timeline.CollectedCall
+	for _, c := range r.calls.TakeCollected() {
+		if c.Server {
+			continue
+		}
+		calls = append(calls, c)
+		parts = append(parts, indexed{c.Index, events.Part{Type: events.PartToolUse, ID: c.ID, Name: c.Name,
+			Input: c.Input, Signature: c.Signature}})
+	}
+	slices.SortStableFunc(parts, func(a, b indexed) int { return a.index - b.index })
+	slices.SortStableFunc(calls, func(a, b timeline.CollectedCall) int { return a.Index - b.Index })
+	msg := events.Message{Role: events.RoleAssistant, Content: make([]events.Part, len(parts))}
+	for i, p := range parts {
+		msg.Content[i] = p.part
+	}
+	return msg, calls
+}
+
+// turnEnd runs on_turn_end after a response without tool calls.
+func (r *run) turnEnd(ctx context.Context) *Result {
+	in := &hook.TurnEndInput{Turn: r.turn, Messages: cloneMessages(r.st.Messages)}
+	out := r.chain.RunTurnEnd(ctx, in)
+	r.syncVars()
+	if ctx.Err() != nil {
+		return r.cancelled(ctx)
+	}
+	if out.Failed {
+		return r.hookFailed(ctx, out.Hook, out.Err)
+	}
+	switch out.Result.Action {
+	case hook.TurnContinueWithMessages:
+		if r.st.TurnEndRetries >= r.cfg.maxRetries {
+			reason := fmt.Sprintf("on_turn_end hook %q asked to continue the turn again, past max_turn_end_retries (%d)%s",
+				out.Hook, r.cfg.maxRetries, suffix(out.Result.Reason))
+			return r.end(ctx, StatusFailed, CodeMaxTurnEndRetries, ErrMaxTurnEndRetries, reason, out.Hook, nil)
+		}
+		if err := events.ValidateMessages("messages", out.Result.Messages); err != nil {
+			return r.hookFailed(ctx, out.Hook, fmt.Errorf("on_turn_end hook %q returned invalid messages: %w", out.Hook, err))
+		}
+		r.st.TurnEndRetries++
+		r.st.Messages = append(r.st.Messages, cloneMessages(out.Result.Messages)...)
+		r.continueHook = out.Hook
+		r.st.Phase = PhaseModel
+		return nil
+	case hook.TurnPause:
+		return r.pause(ctx, &Pause{Event: events.HookOnTurnEnd, Hook: out.Hook, Reason: out.Result.Reason})
+	}
+	return r.complete()
+}
+
+// syncVars copies the hook variables into the state after a hook point.
+func (r *run) syncVars() {
+	if len(r.turn.Vars) == 0 && r.st.Vars == nil {
+		return
+	}
+	r.st.Vars = cloneVars(r.turn.Vars)
+}
+
+// checkpoint hands the state to Config.Checkpoint; a non-nil Result means
+// the turn failed.
+func (r *run) checkpoint(ctx context.Context) *Result {
+	if r.cfg.Checkpoint == nil {
+		return nil
+	}
+	if err := r.cfg.Checkpoint(ctx, r.st.Clone()); err != nil {
+		reason := "checkpoint failed: " + err.Error()
+		return r.end(ctx, StatusFailed, CodeCheckpoint, ErrCheckpoint, reason, "", err)
+	}
+	return nil
+}
+
+func (r *run) result(status Status) *Result {
+	return &Result{
+		TurnID: r.st.TurnID, SessionID: r.st.SessionID, Status: status,
+		Messages: cloneMessages(r.st.Messages), StopReason: r.st.StopReason,
+		Usage: cloneUsage(r.st.Usage), Steps: r.st.Step,
+	}
+}
+
+func (r *run) complete() *Result {
+	res := r.result(StatusCompleted)
+	r.em.emit(events.TypeTurnCompleted, events.ChannelTurn,
+		events.TurnCompleted{Messages: cloneMessages(res.Messages), StopReason: res.StopReason, Usage: cloneUsage(res.Usage)})
+	return res
+}
+
+// pause checkpoints the paused state and reports it.
+func (r *run) pause(ctx context.Context, p *Pause) *Result {
+	r.st.Phase = PhasePaused
+	r.st.Pause = p
+	if res := r.checkpoint(ctx); res != nil {
+		return res
+	}
+	res := r.result(StatusPaused)
+	res.Hook = p.Hook
+	res.State = r.st.Clone()
+	pending := r.st.Awaiting()
+	if p.Event == events.HookOnTurnEnd {
+		res.Reason = fmt.Sprintf("on_turn_end hook %q paused the turn%s", p.Hook, suffix(p.Reason))
+	} else {
+		ids := make([]string, len(pending))
+		for i, c := range pending {
+			ids[i] = c.Name + " (" + c.ID + ")"
+		}
+		res.Reason = fmt.Sprintf("before_tool_call hook %q paused the turn until a decision on %s%s",
+			p.Hook, strings.Join(ids, ", "), suffix(p.Reason))
+	}
+	if pending == nil {
+		pending = []events.ToolCall{}
+	}
+	r.em.emit(events.TypeTurnPaused, events.ChannelTurn, events.TurnPaused{Reason: res.Reason, Hook: p.Hook, Pending: pending})
+	return res
+}
+
+func (r *run) cancelled(ctx context.Context) *Result {
+	cause := context.Cause(ctx)
+	return r.end(ctx, StatusAborted, CodeCancelled, ErrCancelled, "the turn was cancelled: "+cause.Error(), "", cause)
+}
+
+func (r *run) hookFailed(ctx context.Context, name string, err error) *Result {
+	reason := fmt.Sprintf("hook %q failed: %v", name, err)
+	var f *hook.Failure
+	if errors.As(err, &f) {
+		reason = f.Error()
+	}
+	return r.end(ctx, StatusAborted, CodeHookFailed, ErrHookAbort, reason, name, err)
+}
+
+// end finishes an aborted or failed turn: open blocks are aborted, the
+// on_abort hooks run (detached from ctx, which may be what was cancelled),
+// then the terminal event is sent.
+func (r *run) end(ctx context.Context, status Status, code string, kind error, reason, hookName string, cause error) *Result {
+	if r.stopTools != nil {
+		r.stopTools()
+	}
+	r.tl.AbortCurrentBlock(reason)
+	r.chain.RunAbort(ctx, &hook.AbortInput{Turn: r.turn, Reason: reason, Messages: cloneMessages(r.st.Messages)})
+	r.syncVars()
+	res := r.result(status)
+	res.Reason, res.Code, res.Hook = reason, code, hookName
+	res.err = &TurnError{Status: status, Code: code, Reason: reason, Hook: hookName, Cause: cause, kind: kind}
+	typ := events.TypeTurnFailed
+	if status == StatusAborted {
+		typ = events.TypeTurnAborted
+	}
+	r.em.emit(typ, events.ChannelTurn, events.TurnEnded{Reason: reason, Code: code})
+	return res
+}
+
+func suffix(reason string) string {
+	if reason == "" {
+		return ""
+	}
+	return ": " + reason
+}

@@ -1,0 +1,386 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/hook"
+	"github.com/llmworker/llmworker/pkg/timeline"
+	"github.com/llmworker/llmworker/pkg/tool"
+)
+
+// pendingCalls turns the collected calls of a step into pending calls.
+// Calls that cannot run (invalid input JSON, unknown tool) are answered at
+// once with an error result the model can act on; no hook sees them.
+func (r *run) pendingCalls(calls []timeline.CollectedCall) []PendingCall {
+	out := make([]PendingCall, len(calls))
+	for i, c := range calls {
+		p := PendingCall{Call: c.ToolCall(), State: CallNew}
+		switch {
+		case c.Err != nil:
+			r.settleError(&p, invalidInputMessage(c.Name, c.Err))
+		default:
+			if _, ok := r.cfg.lookup(c.Name); !ok {
+				r.settleError(&p, r.unknownToolMessage(c.Name))
+			}
+		}
+		out[i] = p
+	}
+	return out
+}
+
+func invalidInputMessage(name string, err error) string {
+	cause := err
+	if u, ok := err.(interface{ Unwrap() []error }); ok {
+		if errs := u.Unwrap(); len(errs) > 0 {
+			cause = errs[len(errs)-1]
+		}
+	}
+	return fmt.Sprintf("invalid input for tool %q: %v. Call the tool again with a JSON object as input.", name, cause)
+}
+
+func (r *run) unknownToolMessage(name string) string {
+	names := r.cfg.toolNames()
+	if len(names) == 0 {
+		return fmt.Sprintf("unknown tool %q: no tools are available", name)
+	}
+	return fmt.Sprintf("unknown tool %q; available tools: %s", name, strings.Join(names, ", "))
+}
+
+// settleError answers a call that does not run with an error result.
+func (r *run) settleError(p *PendingCall, content string) {
+	p.State = CallDone
+	p.Result = &events.ToolResult{ToolUseID: p.Call.ID, Content: content, IsError: true}
+	r.em.emit(events.TypeToolResult, events.ChannelTool, events.ToolCallResult{
+		CallID: p.Call.ID, Name: p.Call.Name, Content: content, IsError: true})
+}
+
+// toolsPhase runs before_tool_call for the new calls in order, then the
+// allowed calls in parallel and after_tool_call for each result in order,
+// and appends the results as one tool message.
+func (r *run) toolsPhase(ctx context.Context) *Result {
+	gated := false
+	for i := range r.st.Pending {
+		p := &r.st.Pending[i]
+		if p.State != CallNew {
+			continue
+		}
+		gated = true
+		if res := r.gate(ctx, p); res != nil {
+			return res
+		}
+	}
+	for _, p := range r.st.Pending {
+		if p.State == CallPaused {
+			return r.pause(ctx, &Pause{Event: events.HookBeforeToolCall, Hook: p.Hook, Reason: p.Reason})
+		}
+	}
+	if gated {
+		if res := r.checkpoint(ctx); res != nil {
+			return res
+		}
+	}
+	if res := r.execute(ctx); res != nil {
+		return res
+	}
+	parts := make([]events.Part, len(r.st.Pending))
+	for i, p := range r.st.Pending {
+		parts[i] = p.Result.Part()
+	}
+	r.st.Messages = append(r.st.Messages, events.Message{Role: events.RoleTool, Content: parts})
+	r.st.Messages = append(r.st.Messages, r.st.Append...)
+	r.st.Pending, r.st.Append = nil, nil
+	r.st.Phase = PhaseModel
+	return nil
+}
+
+// gate runs the before_tool_call hooks of one call.
+func (r *run) gate(ctx context.Context, p *PendingCall) *Result {
+	t, ok := r.cfg.lookup(p.Call.Name)
+	if !ok { // the tool went away since the model called it
+		r.settleError(p, r.unknownToolMessage(p.Call.Name))
+		return nil
+	}
+	in := &hook.ToolCallInput{Turn: r.turn, Call: p.Call, Tool: tool.Definition(t), Impl: t}
+	out := r.chain.RunBeforeToolCall(ctx, in)
+	r.syncVars()
+	if ctx.Err() != nil {
+		return r.cancelled(ctx)
+	}
+	if out.Failed {
+		return r.hookFailed(ctx, out.Hook, out.Err)
+	}
+	switch out.Result.Action {
+	case hook.ToolSkip:
+		p.Hook, p.Reason = out.Hook, out.Result.Reason
+		content := fmt.Sprintf("the call of tool %q was skipped by hook %q%s", p.Call.Name, out.Hook, suffix(out.Result.Reason))
+		p.State = CallDone
+		p.Result = &events.ToolResult{ToolUseID: p.Call.ID, Content: content, IsError: true}
+		r.em.emit(events.TypeToolSkipped, events.ChannelTool, events.ToolSkipped{
+			CallID: p.Call.ID, Name: p.Call.Name, Hook: out.Hook, Reason: content})
+	case hook.ToolAbort:
+		reason := fmt.Sprintf("before_tool_call hook %q aborted the turn at the call of tool %q (%s)%s",
+			out.Hook, p.Call.Name, p.Call.ID, suffix(out.Result.Reason))
+		return r.end(ctx, StatusAborted, CodeHookAbort, ErrHookAbort, reason, out.Hook, nil)
+	case hook.ToolPause:
+		p.State = CallPaused
+		p.Hook, p.Reason = out.Hook, out.Result.Reason
+	default:
+		call := in.Call
+		call.ID = p.Call.ID // the id ties the result to the model's call
+		if len(bytes.TrimSpace(call.Input)) == 0 {
+			call.Input = json.RawMessage("{}")
+		}
+		p.Call = call
+		switch {
+		case !isJSONObject(call.Input):
+			r.settleError(p, fmt.Sprintf("invalid input for tool %q: a before_tool_call hook rewrote it to something that is not a JSON object", call.Name))
+		default:
+			if _, ok := r.cfg.lookup(call.Name); !ok {
+				r.settleError(p, r.unknownToolMessage(call.Name))
+			} else {
+				p.State = CallAllowed
+			}
+		}
+	}
+	return nil
+}
+
+func isJSONObject(b json.RawMessage) bool {
+	b = bytes.TrimSpace(b)
+	return len(b) > 0 && b[0] == '{' && json.Valid(b)
+}
+
+type job struct {
+	done chan struct{}
+	out  ToolOutput
+}
+
+// execute runs the allowed calls that have no output yet, each in its own
+// goroutine, and settles every allowed call in order as soon as its output
+// is there: after_tool_call, then llmw.tool.result. When the turn ends
+// early (cancel, a hook abort, a checkpoint error) the running tools are
+// cancelled and waited for, so that no tool of the turn runs after Run
+// returned.
+func (r *run) execute(ctx context.Context) *Result {
+	tctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	// end calls stopTools before the on_abort hooks, so the tools are
+	// cancelled and gone before the turn reports its end.
+	r.stopTools = func() {
+		cancel()
+		wg.Wait()
+	}
+	defer func() {
+		r.stopTools()
+		r.stopTools = nil
+	}()
+	jobs := make([]*job, len(r.st.Pending))
+	for i := range r.st.Pending {
+		p := &r.st.Pending[i]
+		if p.State != CallAllowed || p.Output != nil {
+			continue
+		}
+		t, ok := r.cfg.lookup(p.Call.Name)
+		if !ok {
+			r.settleError(p, r.unknownToolMessage(p.Call.Name))
+			continue
+		}
+		j := &job{done: make(chan struct{})}
+		jobs[i] = j
+		call := p.Call
+		r.em.emit(events.TypeToolStarted, events.ChannelTool, events.ToolStarted{CallID: call.ID, Name: call.Name, Input: call.Input})
+		info := CallInfo{TurnID: r.st.TurnID, SessionID: r.st.SessionID, CallID: call.ID, Name: call.Name, Step: r.st.Step}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer close(j.done)
+			j.out = runTool(WithCallInfo(tctx, info), t, call)
+		}()
+	}
+	for i := range r.st.Pending {
+		p := &r.st.Pending[i]
+		if p.State != CallAllowed {
+			continue
+		}
+		if j := jobs[i]; j != nil {
+			select {
+			case <-j.done:
+			case <-ctx.Done():
+				return r.cancelled(ctx)
+			}
+			out := j.out
+			p.Output = &out
+		}
+		if res := r.settle(ctx, p); res != nil {
+			return res
+		}
+		if r.cfg.CheckpointToolResults {
+			if res := r.checkpoint(ctx); res != nil {
+				return res
+			}
+		}
+	}
+	return nil
+}
+
+// settle runs the after_tool_call hooks on an allowed call's output and
+// makes the result final.
+func (r *run) settle(ctx context.Context, p *PendingCall) *Result {
+	def := events.ToolDefinition{Name: p.Call.Name}
+	t, ok := r.cfg.lookup(p.Call.Name)
+	if ok {
+		def = tool.Definition(t)
+	}
+	in := &hook.ToolResultInput{Turn: r.turn, Call: p.Call, Tool: def, Impl: t,
+		Result: events.ToolResult{ToolUseID: p.Call.ID, Content: p.Output.Content, IsError: p.Output.IsError}}
+	out := r.chain.RunAfterToolCall(ctx, in)
+	r.syncVars()
+	if ctx.Err() != nil {
+		return r.cancelled(ctx)
+	}
+	if out.Failed {
+		return r.hookFailed(ctx, out.Hook, out.Err)
+	}
+	if out.Result.Action == hook.ResultAbort {
+		reason := fmt.Sprintf("after_tool_call hook %q aborted the turn at the result of tool %q (%s)%s",
+			out.Hook, p.Call.Name, p.Call.ID, suffix(out.Result.Reason))
+		return r.end(ctx, StatusAborted, CodeHookAbort, ErrHookAbort, reason, out.Hook, nil)
+	}
+	res := in.Result
+	res.ToolUseID = p.Call.ID
+	p.Result = &res
+	p.State = CallDone
+	r.em.emit(events.TypeToolResult, events.ChannelTool, events.ToolCallResult{
+		CallID: p.Call.ID, Name: p.Call.Name, Content: res.Content, IsError: res.IsError,
+		DurationMS: p.Output.DurationMS})
+	return nil
+}
+
+// runTool executes one call under the tool's timeout. Errors, timeouts and
+// panics become error outputs the model reads.
+func runTool(ctx context.Context, t tool.Tool, call events.ToolCall) (out ToolOutput) {
+	d := tool.TimeoutOf(t)
+	tctx := ctx
+	if d > 0 {
+		var cancel context.CancelFunc
+		tctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	start := time.Now()
+	defer func() {
+		out.DurationMS = time.Since(start).Milliseconds()
+		if p := recover(); p != nil {
+			out.Content = fmt.Sprintf("tool %q panicked: %v", call.Name, p)
+			out.IsError = true
+		}
+	}()
+	input := call.Input
+	if len(bytes.TrimSpace(input)) == 0 {
+		input = json.RawMessage("{}")
+	}
+	content, err := t.Execute(tctx, input)
+	if err != nil {
+		out.IsError = true
+		switch {
+		case d > 0 && ctx.Err() == nil && errors.Is(tctx.Err(), context.DeadlineExceeded):
+			out.Content = fmt.Sprintf("tool %q timed out after %v", call.Name, d)
+		default:
+			out.Content = err.Error()
+		}
+		return out
+	}
+	out.Content = content
+	return out
+}
+
+// checkDecisions checks decisions against a paused checkpoint before
+// anything happens.
+func checkDecisions(st *Checkpoint, decisions map[string]events.Decision) error {
+	if st.Pause.Event == events.HookOnTurnEnd {
+		if len(decisions) > 0 {
+			return fmt.Errorf("%w: the turn paused at on_turn_end has no tool calls to decide", ErrInvalidDecision)
+		}
+		return nil
+	}
+	waiting := map[string]bool{}
+	var ids []string
+	for _, p := range st.Pending {
+		if p.State == CallPaused {
+			waiting[p.Call.ID] = true
+			ids = append(ids, p.Call.ID)
+		}
+	}
+	for id, d := range decisions {
+		if !waiting[id] {
+			return fmt.Errorf("%w: no call %q waits for a decision (waiting: %s)", ErrInvalidDecision, id, strings.Join(ids, ", "))
+		}
+		switch d.Kind {
+		case events.DecisionApprove, events.DecisionDeny:
+		case events.DecisionEdit:
+			if !isJSONObject(d.Input) {
+				return fmt.Errorf("%w: the edited input of call %q is not a JSON object", ErrInvalidDecision, id)
+			}
+		default:
+			return fmt.Errorf("%w: call %q: unknown decision %q", ErrInvalidDecision, id, d.Kind)
+		}
+	}
+	return nil
+}
+
+// applyDecisions settles a paused turn with checked decisions; a non-nil
+// Result ends (or re-pauses) the turn right away.
+func (r *run) applyDecisions(ctx context.Context, decisions map[string]events.Decision, extra []events.Message) *Result {
+	p := r.st.Pause
+	if p.Event == events.HookOnTurnEnd {
+		r.st.Pause = nil
+		if len(extra) == 0 {
+			r.st.Phase = PhaseModel
+			return r.complete()
+		}
+		r.st.Messages = append(r.st.Messages, extra...)
+		r.st.Phase = PhaseModel
+		return nil
+	}
+	r.st.Append = append(r.st.Append, extra...)
+	var still *PendingCall
+	for i := range r.st.Pending {
+		c := &r.st.Pending[i]
+		if c.State != CallPaused {
+			continue
+		}
+		d, ok := decisions[c.Call.ID]
+		if !ok {
+			if still == nil {
+				still = c
+			}
+			continue
+		}
+		switch d.Kind {
+		case events.DecisionApprove:
+			c.State = CallAllowed
+		case events.DecisionEdit:
+			c.State = CallAllowed
+			c.Call.Input = bytes.Clone(d.Input)
+		case events.DecisionDeny:
+			content := fmt.Sprintf("the user denied the call of tool %q%s", c.Call.Name, suffix(d.Reason))
+			c.State = CallDone
+			c.Result = &events.ToolResult{ToolUseID: c.Call.ID, Content: content, IsError: true}
+			r.em.emit(events.TypeToolSkipped, events.ChannelTool, events.ToolSkipped{
+				CallID: c.Call.ID, Name: c.Call.Name, Reason: content})
+		}
+	}
+	if still != nil {
+		return r.pause(ctx, &Pause{Event: events.HookBeforeToolCall, Hook: still.Hook, Reason: still.Reason})
+	}
+	r.st.Pause = nil
+	r.st.Phase = PhaseTools
+	return nil
+}
