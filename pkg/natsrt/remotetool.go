@@ -1,0 +1,284 @@
+package natsrt
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/tool"
+	"github.com/llmworker/llmworker/pkg/worker"
+)
+
+// Defaults of ToolClientOptions.
+const (
+	// DefaultToolTimeout is the deadline of a call whose context has none
+	// and whose tool declares no timeout.
+	DefaultToolTimeout = 5 * time.Minute
+	// DefaultResultGrace is how long after the call's deadline the client
+	// still waits for the result (the executor reports a timeout itself at
+	// the deadline; this covers transport).
+	DefaultResultGrace = 5 * time.Second
+)
+
+// ToolClientOptions configures a ToolClient. The zero value works.
+type ToolClientOptions struct {
+	// Prefix is the subject prefix P.
+	Prefix string
+	// Source is the CloudEvents source of calls ("" = /llmw/turn/<random>).
+	Source string
+	// DefaultTimeout is used when neither ctx nor the tool has a deadline.
+	DefaultTimeout time.Duration
+	// ResultGrace is added to the deadline while waiting for a result.
+	ResultGrace time.Duration
+}
+
+// ToolClient sends tool calls to toolexec over JetStream (DESIGN.md §6)
+// and waits for their results. It is safe for concurrent use.
+type ToolClient struct {
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	subjects events.Subjects
+	o        ToolClientOptions
+
+	mu      sync.Mutex
+	results jetstream.Stream
+}
+
+// NewToolClient returns a ToolClient on nc.
+func NewToolClient(nc *nats.Conn, js jetstream.JetStream, o ToolClientOptions) *ToolClient {
+	if o.Source == "" {
+		o.Source = events.Source("turn", nuid.Next())
+	}
+	if o.DefaultTimeout <= 0 {
+		o.DefaultTimeout = DefaultToolTimeout
+	}
+	if o.ResultGrace <= 0 {
+		o.ResultGrace = DefaultResultGrace
+	}
+	return &ToolClient{nc: nc, js: js, subjects: events.NewSubjects(o.Prefix), o: o}
+}
+
+func (c *ToolClient) resultsStream(ctx context.Context) (jetstream.Stream, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.results != nil {
+		return c.results, nil
+	}
+	st, err := c.js.Stream(ctx, events.StreamToolResults)
+	if err != nil {
+		return nil, fmt.Errorf("natsrt: stream %s: %w", events.StreamToolResults, err)
+	}
+	c.results = st
+	return st, nil
+}
+
+// StoredResult returns the result of a call already stored in
+// LLMW_TOOLRESULTS; ok is false when there is none yet.
+func (c *ToolClient) StoredResult(ctx context.Context, turnID, callID string) (events.ToolCallResult, bool, error) {
+	st, err := c.resultsStream(ctx)
+	if err != nil {
+		return events.ToolCallResult{}, false, err
+	}
+	m, err := st.GetLastMsgForSubject(ctx, c.subjects.ToolResult(turnID, callID))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return events.ToolCallResult{}, false, nil
+	}
+	if err != nil {
+		return events.ToolCallResult{}, false, fmt.Errorf("natsrt: stored result of call %s: %w", callID, err)
+	}
+	r, err := DecodeToolResult(m.Header, m.Data)
+	if err != nil {
+		return events.ToolCallResult{}, false, err
+	}
+	return r, true, nil
+}
+
+// DecodeToolResult decodes a llmw.tool.result message (binary or
+// structured CloudEvent).
+func DecodeToolResult(h nats.Header, data []byte) (events.ToolCallResult, error) {
+	env, err := events.DecodeEnvelope(h, data)
+	if err != nil {
+		return events.ToolCallResult{}, fmt.Errorf("natsrt: tool result: %w", err)
+	}
+	if env.Type != events.TypeToolResult {
+		return events.ToolCallResult{}, fmt.Errorf("natsrt: tool result: %w: type %q, want %q", events.ErrInvalid, env.Type, events.TypeToolResult)
+	}
+	r, err := events.DecodeData[events.ToolCallResult](env)
+	if err != nil {
+		return events.ToolCallResult{}, fmt.Errorf("natsrt: tool result: %w", err)
+	}
+	return r, nil
+}
+
+// Call runs a tool call through toolexec and returns its result (which may
+// be an error result: IsError). In order, so that no result is missed and
+// no finished call runs again (DESIGN.md §8): subscribe to the result
+// subject, return the stored result if LLMW_TOOLRESULTS has one, publish the
+// call with Nats-Msg-Id = call id, wait. An empty req.Deadline is set from
+// ctx, then timeout, then the default. Cancelling ctx publishes
+// P.tool.cancel.<call_id> and returns ctx's error; no result by the
+// deadline (plus grace) is ErrToolDeadline.
+func (c *ToolClient) Call(ctx context.Context, req events.ToolCallRequest, timeout time.Duration) (events.ToolCallResult, error) {
+	if len(req.Input) == 0 {
+		req.Input = json.RawMessage(`{}`)
+	}
+	if err := req.Validate(); err != nil {
+		return events.ToolCallResult{}, fmt.Errorf("%w: %w", ErrInvalidCall, err)
+	}
+	if !events.ValidToolName(req.Name) {
+		return events.ToolCallResult{}, fmt.Errorf("%w: tool name %q", ErrInvalidCall, req.Name)
+	}
+	if req.Deadline.IsZero() {
+		if d, ok := ctx.Deadline(); ok {
+			req.Deadline = d
+		} else {
+			if timeout <= 0 {
+				timeout = c.o.DefaultTimeout
+			}
+			req.Deadline = time.Now().Add(timeout)
+		}
+	}
+	resSubj := c.subjects.ToolResult(req.TurnID, req.CallID)
+	ch := make(chan *nats.Msg, 4)
+	sub, err := c.nc.ChanSubscribe(resSubj, ch)
+	if err != nil {
+		return events.ToolCallResult{}, fmt.Errorf("natsrt: subscribe %s: %w", resSubj, err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+
+	if r, ok, err := c.StoredResult(ctx, req.TurnID, req.CallID); err != nil {
+		return events.ToolCallResult{}, err
+	} else if ok {
+		return r, nil
+	}
+
+	env, err := events.NewEnvelope(c.o.Source, events.TypeToolCall, req)
+	if err != nil {
+		return events.ToolCallResult{}, err
+	}
+	env.Subject, env.TurnID, env.SessionID = req.TurnID, req.TurnID, req.SessionID
+	msg := &nats.Msg{Subject: c.subjects.ToolCall(req.Name), Header: nats.Header(env.BinaryHeader()), Data: env.Data}
+	// A re-published call (a resumed turn) is dropped by the stream's
+	// duplicate window; the result of the first one still arrives.
+	if _, err := c.js.PublishMsg(ctx, msg, jetstream.WithMsgID(req.CallID)); err != nil {
+		if ctx.Err() != nil {
+			// The call may be stored (and running) although its ack did
+			// not arrive before the cancel: cancel it too.
+			c.Cancel(req.CallID)
+			return events.ToolCallResult{}, ctx.Err()
+		}
+		return events.ToolCallResult{}, fmt.Errorf("natsrt: publish call %s of tool %s: %w", req.CallID, req.Name, err)
+	}
+
+	wait := time.NewTimer(time.Until(req.Deadline) + c.o.ResultGrace)
+	defer wait.Stop()
+	for {
+		select {
+		case m := <-ch:
+			r, err := DecodeToolResult(m.Header, m.Data)
+			if err != nil || r.CallID != req.CallID {
+				continue // not ours or garbage: keep waiting for the real one
+			}
+			return r, nil
+		case <-ctx.Done():
+			c.Cancel(req.CallID)
+			return events.ToolCallResult{}, ctx.Err()
+		case <-wait.C:
+			c.Cancel(req.CallID)
+			return events.ToolCallResult{}, fmt.Errorf("%w: call %s of tool %q got no result by %s; is a toolexec hosting %q running?",
+				ErrToolDeadline, req.CallID, req.Name, req.Deadline.Format(time.RFC3339), req.Name)
+		}
+	}
+}
+
+// Cancel publishes P.tool.cancel.<call_id> (best effort).
+func (c *ToolClient) Cancel(callID string) {
+	env, err := events.NewEnvelope(c.o.Source, TypeToolCancel, map[string]string{"call_id": callID})
+	if err != nil {
+		return
+	}
+	_ = c.nc.PublishMsg(&nats.Msg{Subject: c.subjects.ToolCancel(callID), Header: nats.Header(env.BinaryHeader()), Data: env.Data})
+}
+
+// TypeToolCancel is the CloudEvent type published on P.tool.cancel.<id>;
+// executors read the id from the subject.
+const TypeToolCancel = "llmw.tool.cancel"
+
+// Tool returns a tool.Tool for a tool hosted by toolexec.
+func (c *ToolClient) Tool(e events.ToolCatalogEntry) *RemoteTool {
+	return &RemoteTool{c: c, entry: e}
+}
+
+// RemoteTool is a tool.Tool whose Execute runs the call on a toolexec
+// replica (ToolClient.Call). The context must carry the call (WithCall).
+type RemoteTool struct {
+	c     *ToolClient
+	entry events.ToolCatalogEntry
+}
+
+var (
+	_ tool.Tool      = (*RemoteTool)(nil)
+	_ tool.Timeouter = (*RemoteTool)(nil)
+	_ tool.Versioner = (*RemoteTool)(nil)
+)
+
+func (t *RemoteTool) Name() string                 { return t.entry.Name }
+func (t *RemoteTool) Description() string          { return t.entry.Description }
+func (t *RemoteTool) InputSchema() json.RawMessage { return t.entry.InputSchema }
+
+// Timeout is the catalog's timeout_ms.
+func (t *RemoteTool) Timeout() time.Duration {
+	return time.Duration(t.entry.TimeoutMS) * time.Millisecond
+}
+
+// Version is the catalog's version.
+func (t *RemoteTool) Version() string { return t.entry.Version }
+
+// Entry is the catalog entry the tool was built from.
+func (t *RemoteTool) Entry() events.ToolCatalogEntry { return t.entry }
+
+// Execute runs the call identified by CallFrom(ctx). An error result comes
+// back as a *ResultError (matching ErrToolFailed) whose text is the
+// result's content.
+func (t *RemoteTool) Execute(ctx context.Context, input json.RawMessage) (string, error) {
+	ci, ok := callInfo(ctx)
+	if !ok {
+		return "", ErrNoCallInfo
+	}
+	if len(input) > 0 && !json.Valid(input) {
+		// The model's streamed input did not parse: tell it, like a local
+		// typed tool would, instead of failing the call.
+		return "", &tool.InvalidArgumentError{Tool: t.entry.Name, Problems: []tool.Problem{{Message: "is not valid JSON; send a JSON object"}}}
+	}
+	r, err := t.c.Call(ctx, events.ToolCallRequest{
+		CallID: ci.CallID, TurnID: ci.TurnID, SessionID: ci.SessionID, Name: t.entry.Name, Input: input,
+	}, t.Timeout())
+	if err != nil {
+		return "", err
+	}
+	if r.IsError {
+		return "", &ResultError{Result: r}
+	}
+	return r.Content, nil
+}
+
+// callInfo reads the call from ctx: natsrt.WithCall first, else the
+// worker's own call info (the worker puts it into every tool execution's
+// context), so RemoteTool works under the worker without a bridge.
+func callInfo(ctx context.Context) (CallInfo, bool) {
+	if c, ok := CallFrom(ctx); ok {
+		return c, true
+	}
+	if w, ok := worker.CallInfoFrom(ctx); ok {
+		return CallInfo{TurnID: w.TurnID, SessionID: w.SessionID, CallID: w.CallID}, true
+	}
+	return CallInfo{}, false
+}

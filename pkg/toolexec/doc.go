@@ -1,0 +1,48 @@
+// Package toolexec hosts tool.Tool values on NATS (DESIGN.md §6): the
+// library behind cmd/toolexec, and the way to serve one's own typed tools
+// from one's own binary:
+//
+//	weather := tool.Must("get_weather", "Current weather.", getWeather)
+//	err := toolexec.Serve(ctx, nc, weather) // until ctx ends, then drain
+//
+// # What a replica does
+//
+// Start provisions the streams and buckets if missing (natsrt.Provision),
+// writes each tool's catalog entry to KV LLMW_TOOLS (name, description,
+// input_schema, timeout_ms and version from the tool's optional Timeout
+// and Version methods), registers the micro service "llmw-toolexec" with
+// one endpoint per tool (metadata: description, input_schema, timeout_ms,
+// version, call_subject) so that $SRV discovery lists the tools, and
+// creates or updates one durable consumer per tool, "tool_<name>" filtered
+// on P.tool.call.<name>, that all replicas share.
+//
+// The endpoint subject is P.tool.invoke.<name> (InvokeSubject): a direct
+// request/reply call (data a llmw.tool.call, reply a llmw.tool.result)
+// without JetStream, for discovery tools and quick checks. The durable path
+// used by turns is P.tool.call.<name>.
+//
+// # Running a call
+//
+// Each of Config.Concurrency slots per tool pulls one call at a time (a
+// busy replica leaves work to idle ones), then: decodes it (an undecodable
+// call is terminated, after an error result if its ids can be read); acks
+// it without running if LLMW_TOOLRESULTS already holds its result (a
+// duplicate delivery); validates the input against the schema; runs the
+// tool under the earlier of the call's deadline and the tool's timeout,
+// sending in-progress acks every AckWait/3; publishes the result to
+// P.tool.result.<turn>.<call> with Nats-Msg-Id = call id; acks. Invalid
+// input, a name mismatch, an expired deadline, a timeout, a panic and a
+// cancel (P.tool.cancel.<call_id>) are results with is_error true and a
+// message the model can act on. A tool that ignores its context does not
+// hold the result past the deadline.
+//
+// # Stopping and failures
+//
+// Stop drains: no new calls are pulled, running calls finish, publish and
+// ack. If Stop's context ends first, running calls are cancelled and
+// negatively acknowledged so that another replica runs them. A replica
+// that dies holds its calls only until AckWait passes without an
+// in-progress ack; they are then redelivered to another replica, and the
+// stored-result check plus the result's Nats-Msg-Id keep it at one result
+// per call.
+package toolexec

@@ -1,0 +1,74 @@
+package toolexec_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/llmworker/llmworker/internal/natsutil"
+	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/natsrt"
+	"github.com/llmworker/llmworker/pkg/tool"
+	"github.com/llmworker/llmworker/pkg/toolexec"
+)
+
+type WeatherArgs struct {
+	City string `json:"city" description:"City name, e.g. Tokyo"`
+}
+
+// Hosting your own typed tools in your own binary: build them with
+// tool.New and hand them to toolexec.Serve. Every replica you start shares
+// the work.
+func Example() {
+	srv, _ := natsutil.StartEmbedded(natsutil.EmbeddedOptions{})
+	defer srv.Shutdown()
+	nc, _ := nats.Connect(srv.URL())
+	defer nc.Close()
+
+	weather := tool.Must("get_weather", "Current weather for a city.",
+		func(_ context.Context, a WeatherArgs) (string, error) {
+			return "sunny in " + a.City, nil
+		})
+
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	served := make(chan error, 1)
+	go func() { served <- toolexec.Serve(ctx, nc, weather) }()
+
+	// The turn side: find the tool in the catalog and call it.
+	js, _ := jetstream.New(nc)
+	entry, err := lookup(js, "get_weather")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	rt := natsrt.NewToolClient(nc, js, natsrt.ToolClientOptions{}).Tool(entry)
+	callCtx := natsrt.WithCall(context.Background(), natsrt.CallInfo{TurnID: "turn1", CallID: "call1"})
+	out, err := rt.Execute(callCtx, json.RawMessage(`{"city":"Tokyo"}`))
+	fmt.Println(out, err)
+
+	stop()
+	fmt.Println(<-served)
+	// Output:
+	// sunny in Tokyo <nil>
+	// <nil>
+}
+
+// lookup waits until a replica has published the tool in the catalog.
+func lookup(js jetstream.JetStream, name string) (e events.ToolCatalogEntry, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		if cat, err := natsrt.OpenCatalog(ctx, js); err == nil {
+			if e, err := cat.Get(ctx, name); err == nil {
+				return e, nil
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return e, fmt.Errorf("tool %s not in the catalog", name)
+}
