@@ -1,0 +1,251 @@
+package hookbridge_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/hook"
+	"github.com/llmworker/llmworker/pkg/hookbridge"
+	"github.com/llmworker/llmworker/pkg/remotehook"
+)
+
+// Command hooks end to end: config → bridge → registry → chain.
+func TestCommandHooksEndToEnd(t *testing.T) {
+	e := start(t)
+	dir := t.TempDir()
+	// Reads the tool name from the stdin JSON and blocks "rm" with exit 2.
+	deny := script(t, "deny.sh", `
+input=$(cat)
+case "$input" in
+  *'"name":"rm"'*) echo "rm is not allowed (tool $LLMW_TOOL_NAME, hook $LLMW_HOOK_NAME)" >&2; exit 2 ;;
+esac
+exit 0
+`)
+	// Prints a JSON reply rewriting the input.
+	rewrite := script(t, "rewrite.sh", `
+cat >/dev/null
+printf '%s' '{"result":"continue","tool_call":{"id":"c1","name":"echo","input":{"text":"rewritten"}},"variables":{"seen":"yes"}}'
+`)
+	// Starts a child that would outlive it, then hangs: a timeout must kill both.
+	hang := script(t, "hang.sh", `
+cat >/dev/null
+sleep 60 &
+echo $! > "$PIDFILE"
+wait
+`)
+	fails := script(t, "fails.sh", "cat >/dev/null; echo broken >&2; exit 7\n")
+	notJSON := script(t, "notjson.sh", "cat >/dev/null; echo hello\n")
+	pidFile := filepath.Join(dir, "child.pid")
+	yml := fmt.Sprintf(`
+hooks:
+  - name: deny-rm
+    event: before_tool_call
+    command: {argv: [%q]}
+  - name: rewrite
+    event: before_tool_call
+    matcher: ^echo$
+    command: {argv: [%q]}
+  - name: hang
+    event: after_tool_call
+    timeout: 300ms
+    matcher: ^slow$
+    command: {argv: [%q], env: {PIDFILE: %q}}
+  - name: fails
+    event: after_tool_call
+    matcher: ^fails$
+    command: {argv: [%q]}
+  - name: not-json
+    event: after_tool_call
+    matcher: ^notjson$
+    command: {argv: [%q]}
+  - name: fix-answer
+    event: on_turn_end
+    command: {shell: 'cat >/dev/null; echo "please add a summary" >&2; exit 2'}
+`, deny, rewrite, hang, pidFile, fails, notJSON)
+	e.bridge(t, config(t, yml).Hooks...)
+	c, _ := e.chain(t)
+	tn := &hook.Turn{ID: "t1"}
+
+	out := c.RunBeforeToolCall(ctx(t), &hook.ToolCallInput{Turn: tn, Call: call("c0", "rm", `{"path":"/"}`)})
+	if out.Result.Action != hook.ToolSkip || out.Hook != "deny-rm" || out.Result.Reason != "rm is not allowed (tool rm, hook deny-rm)" {
+		t.Errorf("exit 2: %+v", out)
+	}
+	in := &hook.ToolCallInput{Turn: tn, Call: call("c1", "echo", `{"text":"hi"}`)}
+	if out := c.RunBeforeToolCall(ctx(t), in); out.Stopped() || string(in.Call.Input) != `{"text":"rewritten"}` || tn.Vars.Get("seen") != "yes" {
+		t.Errorf("JSON reply: %+v input %s vars %v", out, in.Call.Input, tn.Vars)
+	}
+
+	start := time.Now()
+	res := &hook.ToolResultInput{Turn: tn, Call: call("c2", "slow", `{}`), Result: events.ToolResult{ToolUseID: "c2"}}
+	out2 := c.RunAfterToolCall(ctx(t), res)
+	if !out2.Failed || !errors.Is(out2.Err, hook.ErrTimeout) {
+		t.Errorf("timeout: %+v", out2)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("timeout took %v", d)
+	}
+	// The process group was killed: the background child is gone.
+	pidB := waitFile(t, pidFile)
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(pidB)))
+	deadline := time.Now().Add(10 * time.Second)
+	for syscall.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("child %d of the timed-out hook still runs", pid)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	for _, name := range []string{"fails", "notjson"} {
+		out := c.RunAfterToolCall(ctx(t), &hook.ToolResultInput{Turn: tn, Call: call("c3", name, `{}`), Result: events.ToolResult{ToolUseID: "c3"}})
+		if !out.Failed || !errors.Is(out.Err, remotehook.ErrResponder) {
+			t.Errorf("%s: %+v", name, out)
+		}
+	}
+	if out := c.RunAfterToolCall(ctx(t), &hook.ToolResultInput{Turn: tn, Call: call("c3", "fails", `{}`), Result: events.ToolResult{ToolUseID: "c3"}}); !strings.Contains(out.Err.Error(), "exited with code 7: broken") {
+		t.Errorf("exit code error %v", out.Err)
+	}
+
+	te := c.RunTurnEnd(ctx(t), &hook.TurnEndInput{Turn: tn, Messages: []events.Message{events.AssistantText("done")}})
+	if te.Result.Action != hook.TurnContinueWithMessages || len(te.Result.Messages) != 1 || te.Result.Messages[0].Text() != "please add a summary" {
+		t.Errorf("on_turn_end exit 2: %+v", te)
+	}
+}
+
+func waitFile(t *testing.T, p string) []byte {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(p)
+		if err == nil && len(b) > 0 {
+			return b
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not written", p)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// The model's tool input never reaches a shell: metacharacters in it are
+// inert, for argv and for a user-written shell line alike.
+func TestCommandHookNeverInterpolatesInput(t *testing.T) {
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "pwned")
+	evil := fmt.Sprintf(`{"x":"$(touch %s)","y":"; touch %s","z":"`+"`touch %s`"+`"}`, marker, marker, marker)
+	argvHook, err := hookbridge.Command(events.HookBeforeToolCall, hookbridge.CommandOptions{Argv: []string{"/bin/cat"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shellHook, err := hookbridge.Command(events.HookBeforeToolCall, hookbridge.CommandOptions{Shell: `read -r line; echo $LLMW_TOOL_NAME >/dev/null; exit 0`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &events.HookRequest{Event: events.HookBeforeToolCall, TurnID: "t", ToolCall: &events.ToolCall{ID: "c", Name: "x", Input: json.RawMessage(evil)}}
+	// /bin/cat echoes the request: stdout is the request JSON, not a
+	// response, so the hook fails; what matters is that nothing ran.
+	_, _ = argvHook.ServeHook(ctx(t), req)
+	if _, err := shellHook.ServeHook(ctx(t), req); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("tool input was executed by a shell")
+	}
+}
+
+// HTTP hooks end to end: the request is POSTed as JSON; 2xx JSON replies
+// answer; other statuses and timeouts are failures.
+func TestHTTPHookEndToEnd(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req events.HookRequest
+		b, _ := io.ReadAll(r.Body)
+		if r.Method != http.MethodPost || r.Header.Get("Content-Type") != "application/json" || json.Unmarshal(b, &req) != nil {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		switch r.URL.Path {
+		case "/mask":
+			if r.Header.Get("Authorization") != "Bearer s3cret" {
+				http.Error(w, "unauthorized", http.StatusUnauthorized)
+				return
+			}
+			res := *req.ToolResult
+			res.Content = strings.ReplaceAll(res.Content, "hunter2", "***")
+			_ = json.NewEncoder(w).Encode(events.HookResponse{Result: events.HookContinue, ToolResult: &res})
+		case "/empty":
+		case "/500":
+			http.Error(w, "policy engine down", http.StatusInternalServerError)
+		case "/slow":
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	e := start(t)
+	yml := fmt.Sprintf(`
+hooks:
+  - name: mask
+    event: after_tool_call
+    matcher: ^read$
+    http: {url: "%s/mask", headers: {Authorization: "Bearer ${TOKEN}"}}
+  - name: empty
+    event: on_message_send
+    http: {url: "%s/empty"}
+  - name: five-hundred
+    event: after_tool_call
+    matcher: ^broken$
+    failure: fail_open
+    http: {url: "%s/500"}
+  - name: slow
+    event: on_abort
+    timeout: 200ms
+    http: {url: "%s/slow"}
+`, srv.URL, srv.URL, srv.URL, srv.URL)
+	f, err := hookbridge.ParseConfig("http.yaml", []byte(yml), hookbridge.ParseOptions{Getenv: func(k string) string {
+		if k == "TOKEN" {
+			return "s3cret"
+		}
+		return ""
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.bridge(t, f.Hooks...)
+	c, _ := e.chain(t)
+	rec := &hook.Recorder{}
+	tn := &hook.Turn{ID: "t1", Observer: rec}
+	in := &hook.ToolResultInput{Turn: tn, Call: call("c1", "read", `{}`), Result: events.ToolResult{ToolUseID: "c1", Content: "password: hunter2"}}
+	if out := c.RunAfterToolCall(ctx(t), in); out.Stopped() || in.Result.Content != "password: ***" {
+		t.Errorf("mask: %+v %q", out, in.Result.Content)
+	}
+	if out := c.RunMessageSend(ctx(t), &hook.MessageSendInput{Turn: tn, Messages: []events.Message{events.UserText("x")}}); out.Stopped() {
+		t.Errorf("empty body: %+v", out)
+	}
+	rec.Reset()
+	if out := c.RunAfterToolCall(ctx(t), &hook.ToolResultInput{Turn: tn, Call: call("c2", "broken", `{}`), Result: events.ToolResult{ToolUseID: "c2"}}); out.Stopped() {
+		t.Errorf("500 fail_open: %+v", out)
+	}
+	if ds := rec.Decisions(); len(ds) != 1 || !ds[0].Failed || !strings.Contains(ds[0].Reason, "500") {
+		t.Errorf("500 decision %+v", ds)
+	}
+	rec.Reset()
+	c.RunAbort(ctx(t), &hook.AbortInput{Turn: tn, Reason: "x"})
+	if ds := rec.Decisions(); len(ds) != 1 || !ds[0].Failed {
+		t.Errorf("slow decision %+v", ds)
+	}
+}
