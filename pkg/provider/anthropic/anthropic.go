@@ -1,0 +1,126 @@
+package anthropic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	sdk "github.com/anthropics/anthropic-sdk-go"
+	"github.com/anthropics/anthropic-sdk-go/option"
+
+	"github.com/llmworker/llmworker/pkg/llm"
+)
+
+// Environment variables read when the corresponding Config field is empty.
+// They are the SDK's own.
+const (
+	EnvAPIKey  = "ANTHROPIC_API_KEY"
+	EnvBaseURL = "ANTHROPIC_BASE_URL"
+)
+
+// DefaultMaxTokens is sent as max_tokens when the request has none: the
+// Messages API requires the field.
+const DefaultMaxTokens = 4096
+
+// Config configures a Provider. The zero value reads the key and base URL
+// from the environment and keeps the SDK's retry default.
+type Config struct {
+	// APIKey defaults to $ANTHROPIC_API_KEY.
+	APIKey string
+	// BaseURL defaults to $ANTHROPIC_BASE_URL, then the SDK's production URL.
+	BaseURL string
+	// HTTPClient defaults to the SDK's client.
+	HTTPClient *http.Client
+	// MaxRetries bounds the retries of a request that fails before its
+	// stream begins (429, 408, 409, 5xx, connection errors); the SDK waits
+	// as Retry-After / Retry-After-Ms say, else backs off exponentially.
+	// 0 keeps the SDK default (2); a negative value disables retries.
+	MaxRetries int
+	// IdleTimeout ends a stream as failed (error code "idle_timeout") when
+	// the provider sends nothing for that long. 0 means no limit.
+	IdleTimeout time.Duration
+}
+
+// Provider streams completions from the Anthropic Messages API.
+type Provider struct {
+	client sdk.Client
+	idle   time.Duration
+}
+
+var _ llm.Provider = (*Provider)(nil)
+
+// New returns a Provider. It fails with ErrMissingAPIKey when no key is
+// configured; it does no I/O.
+func New(cfg Config) (*Provider, error) {
+	key := cfg.APIKey
+	if key == "" {
+		key = os.Getenv(EnvAPIKey)
+	}
+	if key == "" {
+		return nil, ErrMissingAPIKey
+	}
+	base := cfg.BaseURL
+	if base == "" {
+		base = os.Getenv(EnvBaseURL)
+	}
+	// WithoutEnvironmentDefaults: credentials are resolved above, so the
+	// SDK must not fall back to profiles or federation on its own.
+	opts := []option.RequestOption{option.WithoutEnvironmentDefaults(), option.WithAPIKey(key)}
+	if base != "" {
+		opts = append(opts, option.WithBaseURL(base))
+	}
+	if cfg.HTTPClient != nil {
+		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
+	}
+	switch {
+	case cfg.MaxRetries < 0:
+		opts = append(opts, option.WithMaxRetries(0))
+	case cfg.MaxRetries > 0:
+		opts = append(opts, option.WithMaxRetries(cfg.MaxRetries))
+	}
+	return &Provider{client: sdk.NewClient(opts...), idle: cfg.IdleTimeout}, nil
+}
+
+// Stream starts a streaming completion. The model is req.Model without its
+// "anthropic:" prefix. Errors before the stream begins are returned (wrapping
+// ErrInvalidRequest or ErrRequestFailed, or the context's error); everything
+// after is reported in the stream, which is well-formed (DESIGN.md §3).
+func (p *Provider) Stream(ctx context.Context, req *llm.Request) (llm.Stream, error) {
+	params, err := buildParams(req)
+	if err != nil {
+		return nil, err
+	}
+	// The request context is cancelled with a cause by the idle timer, so
+	// that a silent provider is told apart from the caller's cancel.
+	rctx, cancel := context.WithCancelCause(ctx)
+	s := p.client.Messages.NewStreaming(rctx, params)
+	if err := s.Err(); err != nil {
+		_ = s.Close()
+		cancel(nil)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("anthropic: %w", ctx.Err())
+		}
+		return nil, fmt.Errorf("%w: %w", ErrRequestFailed, err)
+	}
+	return normalize(ctx, newStream(ctx, rctx, cancel, s, p.idle), p.idle), nil
+}
+
+// apiErrorInfo extracts a code and message from an SDK error.
+func apiErrorInfo(err error) (code, msg string) {
+	var ae *sdk.Error
+	if errors.As(err, &ae) {
+		code = string(ae.Type())
+		msg = errorMessage(ae.RawJSON())
+		if msg == "" {
+			msg = err.Error()
+		}
+		if code == "" {
+			code = "stream_error"
+		}
+		return code, msg
+	}
+	return "stream_error", err.Error()
+}

@@ -1,0 +1,54 @@
+// Package anthropic is the llm.Provider for the Anthropic Messages API
+// ("anthropic:" models), built on the official SDK's streaming call
+// (anthropic-sdk-go, client.Messages.NewStreaming).
+//
+// # Configuration
+//
+// New(Config{}) reads ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL, the SDK's own
+// variables; Config fields override them. A missing key is ErrMissingAPIKey.
+// The SDK's profile and federation credential chain is not used.
+//
+// # Requests
+//
+// The system prompt, messages (text, thinking with its signature, tool_use,
+// tool_result), tool definitions, max_tokens (DefaultMaxTokens when unset),
+// temperature and thinking budget (thinking.budget_tokens) map to their
+// Messages API fields. Tool messages become user turns, and consecutive
+// turns of one role are merged. A thinking part whose signature starts with
+// RedactedSignaturePrefix (or that is marked Redacted) is sent back as a
+// redacted_thinking block; tool_use parts with a server tool id
+// ("srvtoolu_...") as server_tool_use, and tool_result parts of an
+// assistant message as the server tool result block they carry.
+//
+// # Stream
+//
+// Events follow DESIGN.md §3 and are passed through llm.Normalize:
+//
+//   - text, thinking and tool_use blocks map one to one; server_tool_use is
+//     a tool_use block with server: true, and a server tool's result
+//     (web_search_tool_result, ...) a tool_result block whose text is the
+//     raw result block JSON, so that it round-trips;
+//   - signature_delta becomes the thinking block's stop signature; a
+//     redacted_thinking block is a thinking block with no text whose
+//     signature is RedactedSignaturePrefix + the opaque data;
+//   - Anthropic sends the stop reason after the last block stops, so the
+//     last stop is held back until message_delta and carries it
+//     (end_turn, max_tokens, stop_sequence, tool_use, pause_turn, refusal);
+//     when no block can carry it, an empty text block does;
+//   - a refusal also yields error {code: "refusal"} with the stop_details
+//     explanation: never a silent empty answer;
+//   - usage (input, output, cache read and creation, thinking tokens as
+//     reasoning_tokens) is sent once message_delta arrives;
+//   - an error event mid-stream, a stream that ends before message_stop, a
+//     cancelled context or IdleTimeout end the stream (failed with an error
+//     event, or cancelled) with block.abort for open blocks.
+//
+// # Errors and retries
+//
+// Errors before the stream begins are returned by Stream: ErrInvalidRequest
+// for a request that cannot be mapped, ErrRequestFailed (wrapping the SDK's
+// *anthropic.Error) when the API rejected it or could not be reached. The
+// SDK retries 408, 409, 429, 5xx and connection errors MaxRetries times,
+// waiting as Retry-After(-Ms) says. After the first event nothing is
+// retried.
+package anthropic

@@ -1,0 +1,51 @@
+package anthropic_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/provider/anthropic"
+	"github.com/llmworker/llmworker/pkg/provider/providertest"
+)
+
+// A recorded refusal: no content blocks, so the stream says so with an
+// error event and a refusal stop reason.
+func Example() {
+	body, err := providertest.LoadFixture("anthropic/refusal-stop-details-no-content-blocks_claude-fable-5-1.sse")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	srv := providertest.Start(providertest.SSE(body))
+	defer srv.Close()
+
+	p, err := anthropic.New(anthropic.Config{APIKey: "key", BaseURL: srv.URL()})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	s, err := p.Stream(context.Background(), &llm.Request{Model: "anthropic:claude-fable-5-1",
+		Messages: []events.Message{events.UserText("...")}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s.Close()
+	for s.Next() {
+		switch e := s.Current().(type) {
+		case events.BlockStop:
+			fmt.Println("stop:", e.StopReason)
+		case events.ErrorEvent:
+			fmt.Println("error:", e.Code)
+		case events.StatusEvent:
+			fmt.Println("status:", e.Status)
+		}
+	}
+	// Output:
+	// status: started
+	// stop: refusal
+	// error: refusal
+	// status: completed
+}

@@ -1,0 +1,25 @@
+package anthropic
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"time"
+
+	"github.com/llmworker/llmworker/pkg/llm"
+)
+
+// normalize wraps the translated stream. The translator already produces a
+// well-formed stream; llm.Normalize is the shared safety net (and owns the
+// idle timeout of streams that never return from a read).
+func normalize(ctx context.Context, s llm.Stream, idle time.Duration) llm.Stream {
+	return llm.Normalize(ctx, s, llm.NormalizeOptions{IdleTimeout: idle})
+}
+
+// synthID returns a unique tool-use id for a call the provider sent without
+// one.
+func synthID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "toolu_synth_" + hex.EncodeToString(b[:])
+}

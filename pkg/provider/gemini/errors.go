@@ -1,0 +1,22 @@
+package gemini
+
+import "errors"
+
+var (
+	// ErrMissingAPIKey is returned by New when neither Config.APIKey nor
+	// GOOGLE_API_KEY / GEMINI_API_KEY is set.
+	ErrMissingAPIKey = errors.New("gemini: missing API key (set Config.APIKey, GOOGLE_API_KEY or GEMINI_API_KEY)")
+
+	// ErrInvalidRequest is returned by Provider.Stream, before any I/O,
+	// when the completion request cannot be mapped to generateContent (a
+	// tool_use input that is not a JSON object, a tool_result whose call is
+	// not in the transcript, a tool schema that is not JSON, a nil request).
+	ErrInvalidRequest = errors.New("gemini: invalid request")
+
+	// ErrRequestFailed is returned by Provider.Stream when the API rejected
+	// the request or could not be reached before the stream began, after
+	// the bounded retries of Config.MaxRetries. The SDK error
+	// (genai.APIError with the HTTP status, or a transport error) is
+	// wrapped too.
+	ErrRequestFailed = errors.New("gemini: request failed")
+)

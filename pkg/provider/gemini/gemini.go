@@ -1,0 +1,131 @@
+package gemini
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"net/http"
+	"os"
+	"time"
+
+	"google.golang.org/genai"
+
+	"github.com/llmworker/llmworker/pkg/llm"
+)
+
+// Environment variables read when the corresponding Config field is empty.
+// They are the SDK's own; like the SDK, GOOGLE_API_KEY wins over
+// GEMINI_API_KEY.
+const (
+	EnvGoogleAPIKey = "GOOGLE_API_KEY"
+	EnvGeminiAPIKey = "GEMINI_API_KEY"
+	EnvBaseURL      = "GOOGLE_GEMINI_BASE_URL"
+)
+
+// Config configures a Provider. The zero value reads the key and base URL
+// from the environment.
+type Config struct {
+	// APIKey defaults to $GOOGLE_API_KEY, then $GEMINI_API_KEY.
+	APIKey string
+	// BaseURL defaults to $GOOGLE_GEMINI_BASE_URL, then the SDK's
+	// https://generativelanguage.googleapis.com/.
+	BaseURL string
+	// HTTPClient is copied, and its transport wrapped with the retry of
+	// MaxRetries; nil means a plain http.Client.
+	HTTPClient *http.Client
+	// MaxRetries bounds the retries of a request that fails before its
+	// stream begins (408, 429, 5xx, connection errors), waiting as
+	// Retry-After / Retry-After-Ms say, else with exponential backoff.
+	// 0 means 2; a negative value disables retries.
+	MaxRetries int
+	// IdleTimeout ends a stream as failed (error code "idle_timeout") when
+	// the provider sends nothing for that long. 0 means no limit.
+	IdleTimeout time.Duration
+}
+
+// Provider streams completions from the Gemini API (generateContent with
+// alt=sse).
+type Provider struct {
+	client *genai.Client
+	idle   time.Duration
+}
+
+var _ llm.Provider = (*Provider)(nil)
+
+// New returns a Provider. It fails with ErrMissingAPIKey when no key is
+// configured; it does no I/O.
+func New(cfg Config) (*Provider, error) {
+	key := cfg.APIKey
+	if key == "" {
+		key = os.Getenv(EnvGoogleAPIKey)
+	}
+	if key == "" {
+		key = os.Getenv(EnvGeminiAPIKey)
+	}
+	if key == "" {
+		return nil, ErrMissingAPIKey
+	}
+	base := cfg.BaseURL
+	if base == "" {
+		base = os.Getenv(EnvBaseURL)
+	}
+	hc := &http.Client{}
+	if cfg.HTTPClient != nil {
+		c := *cfg.HTTPClient
+		hc = &c
+	}
+	rt := hc.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	retries := cfg.MaxRetries
+	if retries == 0 {
+		retries = defaultMaxRetries
+	} else if retries < 0 {
+		retries = 0
+	}
+	hc.Transport = &retryTransport{base: rt, maxRetries: retries}
+	client, err := genai.NewClient(context.Background(), &genai.ClientConfig{
+		APIKey:      key,
+		Backend:     genai.BackendGeminiAPI,
+		HTTPClient:  hc,
+		HTTPOptions: genai.HTTPOptions{BaseURL: base},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gemini: %w", err)
+	}
+	return &Provider{client: client, idle: cfg.IdleTimeout}, nil
+}
+
+// Stream starts a streaming completion. The model is req.Model without its
+// "gemini:" prefix. It returns once the first chunk arrived; errors before
+// that are returned (wrapping ErrInvalidRequest or ErrRequestFailed, or the
+// context's error), everything after is reported in the stream, which is
+// well-formed (DESIGN.md §3).
+func (p *Provider) Stream(ctx context.Context, req *llm.Request) (llm.Stream, error) {
+	model, contents, config, err := buildRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	tp := &tap{}
+	rctx, cancel := context.WithCancelCause(ctx)
+	rctx = withTap(rctx, tp)
+	next, stop := iter.Pull2(p.client.Models.GenerateContentStream(rctx, model, contents, config))
+	s := newStream(ctx, rctx, cancel, tp, next, stop, p.idle)
+	// Read the first chunk here, so that a rejected request is an error of
+	// Stream (after the transport's retries), not a stream.
+	resp, err, ok := safeNext(next)
+	if ok && err != nil && !tp.opened.Load() {
+		s.release()
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("gemini: %w", ctx.Err())
+		}
+		if errors.Is(context.Cause(rctx), errIdle) {
+			return nil, fmt.Errorf("%w: no response within %s", ErrRequestFailed, p.idle)
+		}
+		return nil, fmt.Errorf("%w: %w", ErrRequestFailed, err)
+	}
+	s.first, s.firstErr, s.firstOK = resp, err, ok
+	return normalize(ctx, s, p.idle), nil
+}

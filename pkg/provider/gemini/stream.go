@@ -1,0 +1,464 @@
+package gemini
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/genai"
+
+	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/llm"
+)
+
+// SynthesizedIDPrefix starts the tool-use ids this adapter makes up for
+// function calls that come without an id (the Gemini API usually sends
+// none). Such ids are not sent back to the API; results are matched to
+// their call by name, as the API expects.
+const SynthesizedIDPrefix = "gcall_"
+
+// errIdle is the cancel cause set by the idle timer.
+var errIdle = errors.New("gemini: idle timeout")
+
+type block struct {
+	idx  int
+	typ  events.BlockType
+	sig  string
+	name string
+	// args assembles a call whose arguments are streamed (willContinue).
+	args *argsBuilder
+}
+
+// stream translates generateContent chunks into DESIGN.md §3 events. Gemini
+// has no block events: consecutive parts of one kind (text, thought) form a
+// block, each function call is a block of its own.
+type stream struct {
+	ctx    context.Context
+	rctx   context.Context
+	cancel context.CancelCauseFunc
+	tap    *tap
+	next   func() (*genai.GenerateContentResponse, error, bool)
+	stop   func()
+	timer  *time.Timer
+	idle   time.Duration
+
+	// mu serializes next with stop: iter.Pull forbids calling them
+	// concurrently, and llm.Normalize may call Close from another goroutine
+	// while Next waits for the provider.
+	mu       sync.Mutex
+	released bool // stop called (guarded by mu)
+	closed   atomic.Bool
+
+	first    *genai.GenerateContentResponse
+	firstErr error
+	firstOK  bool
+	pulled   bool // first consumed
+
+	q   []events.Event
+	qi  int
+	cur events.Event
+
+	started, done bool
+
+	nextIdx  int
+	open     *block
+	held     events.BlockStop
+	haveHeld bool
+	calls    int
+	idBase   string
+	usage    *genai.GenerateContentResponseUsageMetadata
+	finish   *genai.Candidate // the candidate that carried the finish reason
+}
+
+var _ llm.Stream = (*stream)(nil)
+
+func newStream(ctx, rctx context.Context, cancel context.CancelCauseFunc, tp *tap,
+	next func() (*genai.GenerateContentResponse, error, bool), stop func(), idle time.Duration) *stream {
+	s := &stream{ctx: ctx, rctx: rctx, cancel: cancel, tap: tp, next: next, stop: stop, idle: idle,
+		q: make([]events.Event, 0, 8)}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	s.idBase = SynthesizedIDPrefix + hex.EncodeToString(b[:]) + "_"
+	if idle > 0 {
+		s.timer = time.AfterFunc(idle, func() { cancel(errIdle) })
+	}
+	return s
+}
+
+func (s *stream) emit(e events.Event) { s.q = append(s.q, e) }
+
+func (s *stream) pull() (*genai.GenerateContentResponse, error, bool) {
+	if !s.pulled {
+		s.pulled = true
+		return s.first, s.firstErr, s.firstOK
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.released {
+		return nil, context.Canceled, true
+	}
+	return safeNext(s.next)
+}
+
+// safeNext calls next, turning a panic into an error: genai's response
+// converters type-assert the decoded JSON and panic on chunks of the wrong
+// shape (e.g. "candidates" that is not an array); a stream must fail, not
+// crash its process.
+func safeNext(next func() (*genai.GenerateContentResponse, error, bool)) (r *genai.GenerateContentResponse, err error, ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			r, err, ok = nil, fmt.Errorf("gemini: malformed chunk: %v", p), true
+		}
+	}()
+	return next()
+}
+
+// Next implements llm.Stream.
+func (s *stream) Next() bool {
+	for {
+		if s.closed.Load() {
+			s.cur = nil
+			return false
+		}
+		if s.qi < len(s.q) {
+			s.cur = s.q[s.qi]
+			s.q[s.qi] = nil
+			s.qi++
+			return true
+		}
+		s.q, s.qi = s.q[:0], 0
+		if s.done {
+			return false
+		}
+		if !s.started {
+			s.started = true
+			s.emit(events.StatusEvent{Status: events.StatusStarted})
+			continue
+		}
+		resp, err, ok := s.pull()
+		switch {
+		case !ok:
+			s.end(nil)
+		case err != nil:
+			s.end(err)
+		default:
+			if s.timer != nil {
+				s.timer.Reset(s.idle)
+			}
+			if resp != nil {
+				s.handle(resp)
+			}
+		}
+	}
+}
+
+// Current implements llm.Stream.
+func (s *stream) Current() events.Event { return s.cur }
+
+// Err implements llm.Stream: every failure is reported in the stream.
+func (s *stream) Err() error { return nil }
+
+// Close implements llm.Stream. It may be called from any goroutine, also
+// while Next waits for the provider, and more than once.
+func (s *stream) Close() error {
+	s.closed.Store(true)
+	// Cancel first: it ends a read in progress, which holds mu.
+	s.cancel(context.Canceled)
+	s.release()
+	return nil
+}
+
+func (s *stream) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.released {
+		return
+	}
+	s.released = true
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	s.cancel(context.Canceled)
+	s.stop() // ends the SDK iterator, which closes the response body
+}
+
+func (s *stream) handle(r *genai.GenerateContentResponse) {
+	if s.finish != nil {
+		return // nothing counts after the finish reason
+	}
+	if r.UsageMetadata != nil && hasCounts(r.UsageMetadata) {
+		s.usage = r.UsageMetadata
+	}
+	if pf := r.PromptFeedback; pf != nil && pf.BlockReason != "" && pf.BlockReason != genai.BlockedReasonUnspecified {
+		msg := "the prompt was blocked: " + string(pf.BlockReason)
+		if pf.BlockReasonMessage != "" {
+			msg += ": " + pf.BlockReasonMessage
+		}
+		s.fail("prompt_blocked", msg)
+		return
+	}
+	if len(r.Candidates) == 0 || r.Candidates[0] == nil {
+		return
+	}
+	c := r.Candidates[0]
+	if c.Content != nil {
+		for _, p := range c.Content.Parts {
+			if p != nil {
+				s.part(p)
+			}
+		}
+	}
+	if c.FinishReason != "" && c.FinishReason != genai.FinishReasonUnspecified {
+		s.finish = c
+	}
+}
+
+func hasCounts(u *genai.GenerateContentResponseUsageMetadata) bool {
+	return u.PromptTokenCount != 0 || u.CandidatesTokenCount != 0 || u.TotalTokenCount != 0 ||
+		u.ThoughtsTokenCount != 0 || u.CachedContentTokenCount != 0
+}
+
+func signature(p *genai.Part) string {
+	if len(p.ThoughtSignature) == 0 {
+		return ""
+	}
+	return base64.StdEncoding.EncodeToString(p.ThoughtSignature)
+}
+
+func (s *stream) part(p *genai.Part) {
+	sig := signature(p)
+	if p.FunctionCall != nil {
+		s.functionCall(p.FunctionCall, sig)
+		return
+	}
+	if p.Text == "" && sig == "" {
+		return // e.g. the empty closing text part after a function call
+	}
+	typ := events.BlockText
+	if p.Thought {
+		typ = events.BlockThinking
+	}
+	// A new block when the kind changes, and when a second signature
+	// arrives: each signature belongs to the part it came with.
+	if s.open != nil && (s.open.typ != typ || (sig != "" && s.open.sig != "")) {
+		s.closeOpen()
+	}
+	if s.open == nil {
+		s.openBlock(events.BlockStart{BlockType: typ})
+	}
+	if p.Text != "" {
+		if typ == events.BlockThinking {
+			s.emit(events.ThinkingDelta(s.open.idx, p.Text))
+		} else {
+			s.emit(events.TextDelta(s.open.idx, p.Text))
+		}
+	}
+	if sig != "" {
+		s.open.sig = sig
+	}
+}
+
+func willContinue(fc *genai.FunctionCall) bool { return fc.WillContinue != nil && *fc.WillContinue }
+
+func (s *stream) functionCall(fc *genai.FunctionCall, sig string) {
+	if b := s.open; b != nil && b.args != nil && (fc.Name == "" || fc.Name == b.name) && fc.ID == "" {
+		// The next piece of a call whose arguments are streamed.
+		b.args.add(fc.PartialArgs)
+		b.args.merge(fc.Args)
+		if sig != "" && b.sig == "" {
+			b.sig = sig
+		}
+		if !willContinue(fc) {
+			s.closeOpen()
+		}
+		return
+	}
+	if fc.Name == "" {
+		return // a terminator with no call open
+	}
+	s.closeOpen()
+	id := fc.ID
+	if id == "" {
+		id = s.idBase + strconv.Itoa(s.calls)
+	}
+	s.calls++
+	b := s.openBlock(events.BlockStart{BlockType: events.BlockToolUse, ID: id, Name: fc.Name})
+	b.name, b.sig = fc.Name, sig
+	b.args = &argsBuilder{}
+	b.args.add(fc.PartialArgs)
+	b.args.merge(fc.Args)
+	if !willContinue(fc) {
+		s.closeOpen()
+	}
+}
+
+func (s *stream) openBlock(st events.BlockStart) *block {
+	s.flushHeld("")
+	st.Index = s.nextIdx
+	s.nextIdx++
+	s.open = &block{idx: st.Index, typ: st.BlockType}
+	s.emit(st)
+	return s.open
+}
+
+// closeOpen ends the open block; its stop is held back so that the last
+// block's stop can carry the stop reason of the finish chunk.
+func (s *stream) closeOpen() {
+	b := s.open
+	if b == nil {
+		return
+	}
+	s.open = nil
+	if b.args != nil {
+		s.emit(events.InputJSONDelta(b.idx, b.args.json()))
+	}
+	s.flushHeld("")
+	s.held = events.BlockStop{Index: b.idx, BlockType: b.typ, Signature: b.sig}
+	s.haveHeld = true
+}
+
+func (s *stream) flushHeld(reason events.StopReason) {
+	if !s.haveHeld {
+		return
+	}
+	s.held.StopReason = reason
+	s.emit(s.held)
+	s.haveHeld = false
+}
+
+func (s *stream) abortOpen(reason string) {
+	if b := s.open; b != nil {
+		s.open = nil
+		s.emit(events.BlockAbort{Index: b.idx, BlockType: b.typ, Reason: reason})
+	}
+}
+
+func (s *stream) terminal(st events.StreamStatus) {
+	s.emit(events.StatusEvent{Status: st})
+	s.done = true
+	s.release()
+}
+
+func (s *stream) emitUsage() {
+	u := s.usage
+	if u == nil {
+		return
+	}
+	in := int64(u.PromptTokenCount)
+	// Gemini counts thoughts apart from the candidates; output_tokens is
+	// both, as the other providers report it.
+	out := int64(u.CandidatesTokenCount) + int64(u.ThoughtsTokenCount)
+	total := int64(u.TotalTokenCount)
+	ev := events.UsageEvent{InputTokens: &in, OutputTokens: &out, TotalTokens: &total}
+	if u.CachedContentTokenCount != 0 {
+		v := int64(u.CachedContentTokenCount)
+		ev.CacheReadInputTokens = &v
+	}
+	if u.ThoughtsTokenCount != 0 {
+		v := int64(u.ThoughtsTokenCount)
+		ev.ReasoningTokens = &v
+	}
+	s.emit(ev)
+}
+
+func (s *stream) fail(code, msg string) {
+	s.flushHeld("")
+	s.abortOpen(code)
+	s.emitUsage()
+	s.emit(events.ErrorEvent{Code: code, Message: msg})
+	s.terminal(events.StatusFailed)
+}
+
+func (s *stream) complete(reason events.StopReason, errEv *events.ErrorEvent) {
+	s.closeOpen()
+	if s.haveHeld {
+		s.flushHeld(reason)
+	} else if reason != events.StopEndTurn && reason != events.StopToolUse {
+		// No block to carry the reason: an empty text block says it.
+		i := s.nextIdx
+		s.nextIdx++
+		s.emit(events.BlockStart{Index: i, BlockType: events.BlockText})
+		s.emit(events.BlockStop{Index: i, BlockType: events.BlockText, StopReason: reason})
+	}
+	s.emitUsage()
+	if errEv != nil {
+		s.emit(*errEv)
+	}
+	s.terminal(events.StatusCompleted)
+}
+
+// end handles the end of the SDK iterator.
+func (s *stream) end(err error) {
+	switch {
+	case s.finish != nil:
+		s.finishWith(s.finish)
+	case errors.Is(context.Cause(s.rctx), errIdle):
+		s.fail("idle_timeout", "no event from the provider for "+s.idle.String())
+	case s.ctx.Err() != nil:
+		s.flushHeld("")
+		s.abortOpen("cancelled")
+		s.terminal(events.StatusCancelled)
+	case err != nil:
+		code, msg := "stream_error", err.Error()
+		var ae genai.APIError
+		if errors.As(err, &ae) {
+			if ae.Status != "" {
+				code = strings.ToLower(ae.Status)
+			}
+			if ae.Message != "" {
+				msg = ae.Message
+			}
+		}
+		s.fail(code, msg)
+	default:
+		s.fail("incomplete_stream", "the stream ended without a finish reason")
+	}
+}
+
+func (s *stream) finishWith(c *genai.Candidate) {
+	msg := c.FinishMessage
+	if msg == "" {
+		msg = s.tap.message()
+	}
+	why := func(def string) string {
+		if msg != "" {
+			return def + ": " + msg
+		}
+		return def
+	}
+	switch r := c.FinishReason; r {
+	case genai.FinishReasonStop:
+		reason := events.StopEndTurn
+		if s.calls > 0 {
+			reason = events.StopToolUse
+		}
+		s.complete(reason, nil)
+	case genai.FinishReasonMaxTokens, genai.FinishReasonContinuation:
+		// CONTINUATION: the answer so far is whole but cut short, like a
+		// token limit (automatic continuation is off, see buildRequest).
+		s.complete(events.StopMaxTokens, nil)
+	case genai.FinishReasonSafety, genai.FinishReasonRecitation, genai.FinishReasonBlocklist,
+		genai.FinishReasonProhibitedContent, genai.FinishReasonSPII, genai.FinishReasonLanguage,
+		genai.FinishReasonImageSafety, genai.FinishReasonImageProhibitedContent, genai.FinishReasonImageRecitation:
+		s.complete(events.StopContentFilter, &events.ErrorEvent{Code: "content_filter",
+			Message: why("the response was blocked: " + string(r))})
+	default:
+		// MALFORMED_FUNCTION_CALL, UNEXPECTED_TOOL_CALL, TOO_MANY_TOOL_CALLS,
+		// OTHER and unknown reasons: the answer is not usable.
+		s.fail(strings.ToLower(string(r)), why("generation failed: "+string(r)))
+	}
+}
+
+// normalize wraps the translated stream. The translator already produces a
+// well-formed stream; llm.Normalize is the shared safety net.
+func normalize(ctx context.Context, s llm.Stream, idle time.Duration) llm.Stream {
+	return llm.Normalize(ctx, s, llm.NormalizeOptions{IdleTimeout: idle})
+}
