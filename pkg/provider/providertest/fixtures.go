@@ -57,9 +57,11 @@ func FormatOf(path string) Format {
 	return FormatUnknown
 }
 
-// FixturesDir returns the shared fixture directory: $LLMW_FIXTURES if set,
-// else the first of shared/fixtures, testdata/fixtures and fixtures (holding
-// a MANIFEST.md) found in the working directory or one of its parents.
+// FixturesDir returns the fixture directory: $LLMW_FIXTURES if set, else
+// the first of internal/fixtures (the copy in this repository, so tests work
+// from a clean clone), shared/fixtures, testdata/fixtures and fixtures
+// (holding a MANIFEST.md) found in the working directory or one of its
+// parents.
 func FixturesDir() (string, error) {
 	if d := os.Getenv("LLMW_FIXTURES"); d != "" {
 		if st, err := os.Stat(d); err == nil && st.IsDir() {
@@ -72,7 +74,7 @@ func FixturesDir() (string, error) {
 		return "", fmt.Errorf("%w: %v", ErrFixturesNotFound, err)
 	}
 	for d := wd; ; d = filepath.Dir(d) {
-		for _, sub := range []string{"shared/fixtures", "testdata/fixtures", "fixtures"} {
+		for _, sub := range []string{"internal/fixtures", "shared/fixtures", "testdata/fixtures", "fixtures"} {
 			c := filepath.Join(d, sub)
 			if _, err := os.Stat(filepath.Join(c, "MANIFEST.md")); err == nil {
 				return c, nil

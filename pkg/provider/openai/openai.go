@@ -1,0 +1,50 @@
+package openai
+
+import (
+	"context"
+	"time"
+
+	sdk "github.com/openai/openai-go/v3"
+
+	"github.com/llmworker/llmworker/pkg/llm"
+)
+
+// Prefix is the provider prefix of the models this adapter serves
+// ("openai:gpt-4.1-mini").
+const Prefix = "openai"
+
+// Provider streams Chat Completions. It is safe for concurrent use.
+type Provider struct {
+	client sdk.Client
+	idle   time.Duration // 0 = none
+}
+
+var _ llm.Provider = (*Provider)(nil)
+
+// New returns a Provider for cfg. It fails with ErrMissingAPIKey when no key
+// is configured.
+func New(cfg Config) (*Provider, error) {
+	opts, err := ClientOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Provider{client: sdk.NewClient(opts...), idle: IdleTimeoutOf(cfg)}, nil
+}
+
+// Stream starts a streamed chat completion. The request is sent (and
+// retried) before Stream returns, so an error status, an unreachable server
+// or an invalid request is Stream's error (ErrRequestFailed,
+// ErrInvalidRequest); after that every failure is an error event and a
+// failed status in the stream, which is well-formed (DESIGN.md §3).
+func (p *Provider) Stream(ctx context.Context, req *llm.Request) (llm.Stream, error) {
+	params, err := buildParams(req)
+	if err != nil {
+		return nil, err
+	}
+	s := p.client.Chat.Completions.NewStreaming(ctx, params)
+	if err := s.Err(); err != nil {
+		_ = s.Close()
+		return nil, RequestError(err)
+	}
+	return Wrap(ctx, newChatStream(ctx, s), p.idle), nil
+}

@@ -1,0 +1,188 @@
+package openai_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/provider/openai"
+	"github.com/llmworker/llmworker/pkg/provider/providertest"
+)
+
+const doneBody = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\"}}]}\n\ndata: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"
+
+func transcript() *llm.Request {
+	temp := 0.5
+	return &llm.Request{
+		RequestID: "r1", Model: "openai:gpt-4o", System: "Be brief.",
+		Messages: []events.Message{
+			events.UserText("Weather in Paris, and the time?"),
+			{Role: events.RoleAssistant, Content: []events.Part{
+				events.ThinkingPart("I should call both tools.", "sig-from-elsewhere"),
+				events.TextPart("Let me check."),
+				events.ToolUsePart("call_1", "get_weather", json.RawMessage(`{"city":"Paris"}`)),
+				events.ToolUsePart("call_2", "get_time", nil),
+			}},
+			{Role: events.RoleTool, Content: []events.Part{
+				events.ToolResultPart("call_1", "18C", false),
+				events.ToolResultPart("call_2", "no clock", true),
+			}},
+			events.UserText("Thanks"),
+		},
+		Tools: []events.ToolDefinition{
+			{Name: "get_weather", Description: "Weather of a city", InputSchema: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`)},
+			{Name: "get_time", InputSchema: json.RawMessage(`{"type":"object","properties":{}}`)},
+		},
+		MaxTokens: 1000, Temperature: &temp, Thinking: &events.ThinkingConfig{BudgetTokens: 4096},
+	}
+}
+
+// The body is the Chat Completions request the API reference documents:
+// tool calls on the assistant message, one "tool" message per result,
+// thinking dropped, usage requested in the stream.
+func TestRequestMapping(t *testing.T) {
+	srv := providertest.NewServer(t, providertest.SSE([]byte(doneBody)))
+	run(t, newProvider(t, srv), transcript())
+	want := `{
+	  "model": "gpt-4o",
+	  "stream": true,
+	  "stream_options": {"include_usage": true},
+	  "max_completion_tokens": 1000,
+	  "temperature": 0.5,
+	  "reasoning_effort": "medium",
+	  "messages": [
+	    {"role": "system", "content": "Be brief."},
+	    {"role": "user", "content": "Weather in Paris, and the time?"},
+	    {"role": "assistant", "content": "Let me check.", "tool_calls": [
+	      {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}},
+	      {"id": "call_2", "type": "function", "function": {"name": "get_time", "arguments": "{}"}}
+	    ]},
+	    {"role": "tool", "tool_call_id": "call_1", "content": "18C"},
+	    {"role": "tool", "tool_call_id": "call_2", "content": "no clock"},
+	    {"role": "user", "content": "Thanks"}
+	  ],
+	  "tools": [
+	    {"type": "function", "function": {"name": "get_weather", "description": "Weather of a city",
+	      "parameters": {"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}},
+	    {"type": "function", "function": {"name": "get_time", "parameters": {"type":"object","properties":{}}}}
+	  ]
+	}`
+	r := srv.LastRequest()
+	if r.Method != http.MethodPost || r.Path != "/chat/completions" || r.Header.Get("Authorization") != "Bearer test-key" {
+		t.Errorf("request %s %s auth %q", r.Method, r.Path, r.Header.Get("Authorization"))
+	}
+	assertJSON(t, r.Body, want)
+}
+
+func assertJSON(t *testing.T, got []byte, want string) {
+	t.Helper()
+	var g, w any
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatalf("body %q: %v", got, err)
+	}
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		t.Fatalf("want: %v", err)
+	}
+	if !reflect.DeepEqual(g, w) {
+		gb, _ := json.MarshalIndent(g, "", " ")
+		wb, _ := json.MarshalIndent(w, "", " ")
+		t.Fatalf("request body\n got %s\nwant %s", gb, wb)
+	}
+}
+
+// A 429 with Retry-After is retried after the delay it asks for, and the
+// stream then succeeds.
+func TestRetryAfter429(t *testing.T) {
+	srv := providertest.NewServer(t,
+		providertest.Status(429, "1", `{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}`),
+		providertest.SSE([]byte(doneBody)),
+	)
+	p := newProvider(t, srv, func(c *openai.Config) { c.MaxRetries = 2 })
+	start := time.Now()
+	got := summarize(t, run(t, p, simpleRequest()))
+	if got.Text != "ok" || got.Status != events.StatusCompleted {
+		t.Fatalf("got %+v", got)
+	}
+	if srv.RequestCount() != 2 {
+		t.Fatalf("%d requests, want 2", srv.RequestCount())
+	}
+	if el := time.Since(start); el < 900*time.Millisecond {
+		t.Fatalf("retried after %v, Retry-After asked for 1s", el)
+	}
+}
+
+// When every attempt fails, Stream returns an error naming the status.
+func TestRetriesExhausted(t *testing.T) {
+	srv := providertest.NewServer(t, providertest.Status(503, "0", `{"error":{"message":"overloaded","type":"server_error"}}`))
+	p := newProvider(t, srv, func(c *openai.Config) { c.MaxRetries = 2 })
+	_, err := p.Stream(context.Background(), simpleRequest())
+	if !errors.Is(err, openai.ErrRequestFailed) || !strings.Contains(err.Error(), "503") || !strings.Contains(err.Error(), "overloaded") {
+		t.Fatalf("err = %v", err)
+	}
+	if srv.RequestCount() != 3 {
+		t.Fatalf("%d requests, want 1 + 2 retries", srv.RequestCount())
+	}
+}
+
+func TestConnectionRefused(t *testing.T) {
+	srv := providertest.Start()
+	url := srv.URL()
+	srv.Close()
+	p, err := openai.New(openai.Config{APIKey: "k", BaseURL: url, MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Stream(context.Background(), simpleRequest()); !errors.Is(err, openai.ErrRequestFailed) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// A provider that goes silent after the first bytes ends with idle_timeout
+// and failed, with the open block aborted, instead of hanging.
+func TestIdleTimeout(t *testing.T) {
+	srv := providertest.NewServer(t, providertest.Response{
+		Body:  []byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"he\"}}]}\n\n"),
+		Stall: true,
+	})
+	p := newProvider(t, srv, func(c *openai.Config) { c.IdleTimeout = 200 * time.Millisecond })
+	evs := run(t, p, simpleRequest())
+	got := summarize(t, evs)
+	if got.ErrCode != "idle_timeout" || got.Status != events.StatusFailed || got.Text != "he" {
+		t.Fatalf("got %+v", got)
+	}
+}
+
+// Cancelling the context mid-stream ends the stream as cancelled.
+func TestCancel(t *testing.T) {
+	srv := providertest.NewServer(t, providertest.Response{
+		Body:  []byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"he\"}}]}\n\n"),
+		Stall: true,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s, err := newProvider(t, srv).Stream(ctx, simpleRequest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []events.Event
+	for s.Next() {
+		evs = append(evs, s.Current())
+		if d, ok := s.Current().(events.BlockDelta); ok && d.Content == "he" {
+			cancel()
+		}
+	}
+	s.Close()
+	if err := llm.CheckWellFormed(evs); err != nil {
+		t.Fatal(err)
+	}
+	if st := evs[len(evs)-1].(events.StatusEvent); st.Status != events.StatusCancelled {
+		t.Fatalf("last status %q", st.Status)
+	}
+}

@@ -1,0 +1,267 @@
+package openai
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+
+	sdk "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/ssestream"
+
+	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/llm"
+)
+
+// chatStream turns Chat Completions chunks into §3 events. Chat sends no
+// block starts or stops, so they are synthesized: a block opens at its first
+// non-empty delta; text and reasoning are one block each until the other
+// kind (or a tool call) interrupts; every tool call index is its own
+// tool_use block, opened when its name is known, kept open until the finish
+// reason so interleaved argument deltas of parallel calls never mix.
+type chatStream struct {
+	ctx context.Context
+	sdk *ssestream.Stream[sdk.ChatCompletionChunk]
+	em  Emitter
+
+	started, done bool
+	finished      bool // a finish_reason was seen
+	text, think   *Block
+	tools         map[int64]*toolCall
+	refusal       strings.Builder
+	err           error
+}
+
+type toolCall struct {
+	id, name string
+	args     strings.Builder // arguments received before the name
+	block    *Block
+}
+
+var _ llm.Stream = (*chatStream)(nil)
+
+func newChatStream(ctx context.Context, s *ssestream.Stream[sdk.ChatCompletionChunk]) *chatStream {
+	return &chatStream{ctx: ctx, sdk: s}
+}
+
+func (s *chatStream) Next() bool {
+	for {
+		if s.em.Pop() {
+			return true
+		}
+		if s.done {
+			return false
+		}
+		if !s.started {
+			s.started = true
+			s.em.Push(events.StatusEvent{Status: events.StatusStarted})
+			continue
+		}
+		if s.sdk.Next() {
+			s.chunk(s.sdk.Current())
+			continue
+		}
+		s.end(s.sdk.Err())
+		s.done = true
+	}
+}
+
+func (s *chatStream) Current() events.Event { return s.em.Current() }
+func (s *chatStream) Err() error            { return nil }
+func (s *chatStream) Close() error          { return s.sdk.Close() }
+
+func (s *chatStream) chunk(c sdk.ChatCompletionChunk) {
+	for i := range c.Choices {
+		ch := &c.Choices[i]
+		if ch.Index != 0 {
+			continue // n > 1 is not supported: only the first choice is streamed
+		}
+		d := &ch.Delta
+		if r := reasoningOf(d); r != "" {
+			s.thinking(r)
+		}
+		if d.Content != "" {
+			s.textDelta(d.Content)
+		}
+		if d.Refusal != "" {
+			s.refusal.WriteString(d.Refusal)
+		}
+		for j := range d.ToolCalls {
+			s.toolDelta(&d.ToolCalls[j])
+		}
+		if ch.FinishReason != "" {
+			s.finish(ch.FinishReason)
+		}
+	}
+	if c.JSON.Usage.Valid() {
+		s.em.Push(usageOf(&c.Usage))
+	}
+}
+
+// reasoningOf returns the reasoning text OpenAI-compatible servers stream
+// in delta.reasoning (Groq, OpenRouter) or delta.reasoning_content (vLLM,
+// DeepSeek). OpenAI itself streams no reasoning on Chat Completions.
+func reasoningOf(d *sdk.ChatCompletionChunkChoiceDelta) string {
+	if len(d.JSON.ExtraFields) == 0 {
+		return ""
+	}
+	for _, k := range [...]string{"reasoning", "reasoning_content"} {
+		f, ok := d.JSON.ExtraFields[k]
+		if !ok {
+			continue
+		}
+		raw := f.Raw()
+		if len(raw) < 2 || raw[0] != '"' {
+			continue
+		}
+		var v string
+		if json.Unmarshal([]byte(raw), &v) == nil && v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func (s *chatStream) thinking(t string) {
+	if s.text != nil {
+		s.em.Stop(s.text, "", "")
+		s.text = nil
+	}
+	if s.think == nil {
+		s.think = s.em.Open(events.BlockStart{BlockType: events.BlockThinking})
+	}
+	s.em.Push(events.ThinkingDelta(s.think.Index, t))
+}
+
+func (s *chatStream) textDelta(t string) {
+	if s.think != nil {
+		s.em.Stop(s.think, "", "")
+		s.think = nil
+	}
+	if s.text == nil {
+		s.text = s.em.Open(events.BlockStart{BlockType: events.BlockText})
+	}
+	s.em.Push(events.TextDelta(s.text.Index, t))
+}
+
+func (s *chatStream) toolDelta(tc *sdk.ChatCompletionChunkChoiceDeltaToolCall) {
+	if s.tools == nil {
+		s.tools = make(map[int64]*toolCall)
+	}
+	st := s.tools[tc.Index]
+	// Some compatible servers send every parallel call at index 0: a new id
+	// with a name on an index whose call has started is a new call.
+	if st != nil && st.block != nil && tc.ID != "" && tc.ID != st.id && tc.Function.Name != "" {
+		st = nil
+	}
+	if st == nil {
+		st = &toolCall{}
+		s.tools[tc.Index] = st
+	}
+	if st.id == "" {
+		st.id = tc.ID
+	}
+	if st.name == "" {
+		st.name = tc.Function.Name
+	}
+	if st.block == nil {
+		st.args.WriteString(tc.Function.Arguments)
+		if st.name == "" {
+			return // not named yet: keep the arguments until it is
+		}
+		for _, b := range [...]**Block{&s.think, &s.text} {
+			s.em.Stop(*b, "", "")
+			*b = nil
+		}
+		if st.id == "" {
+			st.id = NewCallID()
+		}
+		st.block = s.em.Open(events.BlockStart{BlockType: events.BlockToolUse, ID: st.id, Name: st.name})
+		if st.args.Len() > 0 {
+			s.em.Push(events.InputJSONDelta(st.block.Index, st.args.String()))
+			st.args.Reset()
+		}
+		return
+	}
+	if tc.Function.Arguments != "" {
+		s.em.Push(events.InputJSONDelta(st.block.Index, tc.Function.Arguments))
+	}
+}
+
+// StopReason maps a Chat Completions finish_reason.
+func StopReason(finish string) events.StopReason {
+	switch finish {
+	case "stop":
+		return events.StopEndTurn
+	case "length":
+		return events.StopMaxTokens
+	case "tool_calls", "function_call":
+		return events.StopToolUse
+	case "content_filter":
+		return events.StopContentFilter
+	}
+	return ""
+}
+
+func (s *chatStream) finish(reason string) {
+	s.finished = true
+	stop := StopReason(reason)
+	if s.refusal.Len() > 0 {
+		// A refusal is never a silent empty answer: say so in an error event
+		// and in the stop reason.
+		stop = events.StopRefusal
+		s.em.Push(events.ErrorEvent{Code: "refusal", Message: s.refusal.String()})
+		s.refusal.Reset()
+	} else if stop == events.StopContentFilter {
+		s.em.Push(events.ErrorEvent{Code: "content_filter", Message: "the answer was stopped by OpenAI's content filter (finish_reason content_filter)"})
+	}
+	if s.em.Opened() == 0 && !s.em.HasOpen() && stop != "" && stop != events.StopEndTurn {
+		// Nothing was streamed: an empty text block carries the stop reason
+		// (a refusal, a filter, max tokens spent on reasoning).
+		s.text = s.em.Open(events.BlockStart{BlockType: events.BlockText})
+	}
+	s.em.StopAll(stop)
+	s.text, s.think = nil, nil
+	for k := range s.tools {
+		delete(s.tools, k)
+	}
+}
+
+func (s *chatStream) end(err error) {
+	switch {
+	case s.ctx.Err() != nil:
+		s.em.EndCtx(s.ctx.Err())
+	case err != nil:
+		s.em.Fail(StreamErrorEvent(err))
+	case !s.finished:
+		if s.refusal.Len() > 0 {
+			s.finish("stop")
+			s.em.Push(events.StatusEvent{Status: events.StatusCompleted})
+			return
+		}
+		s.em.Fail(events.ErrorEvent{Code: "incomplete_stream", Message: "the stream ended without a finish_reason"})
+	default:
+		s.em.Push(events.StatusEvent{Status: events.StatusCompleted})
+	}
+}
+
+func usageOf(u *sdk.CompletionUsage) events.UsageEvent {
+	var ev events.UsageEvent
+	if u.JSON.PromptTokens.Valid() {
+		ev.InputTokens = ptr(u.PromptTokens)
+	}
+	if u.JSON.CompletionTokens.Valid() {
+		ev.OutputTokens = ptr(u.CompletionTokens)
+	}
+	if u.JSON.TotalTokens.Valid() {
+		ev.TotalTokens = ptr(u.TotalTokens)
+	}
+	if u.JSON.PromptTokensDetails.Valid() && u.PromptTokensDetails.JSON.CachedTokens.Valid() {
+		ev.CacheReadInputTokens = ptr(u.PromptTokensDetails.CachedTokens)
+	}
+	if u.JSON.CompletionTokensDetails.Valid() && u.CompletionTokensDetails.JSON.ReasoningTokens.Valid() {
+		ev.ReasoningTokens = ptr(u.CompletionTokensDetails.ReasoningTokens)
+	}
+	return ev
+}
+
+func ptr(v int64) *int64 { return &v }

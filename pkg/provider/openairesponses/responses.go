@@ -1,0 +1,54 @@
+package openairesponses
+
+import (
+	"context"
+	"time"
+
+	sdk "github.com/openai/openai-go/v3"
+
+	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/provider/openai"
+)
+
+// Prefix is the provider prefix of the models this adapter serves
+// ("openai-responses:o3").
+const Prefix = "openai-responses"
+
+// Config is the configuration of both OpenAI adapters; see openai.Config.
+type Config = openai.Config
+
+// Provider streams Responses API responses. It is safe for concurrent use.
+type Provider struct {
+	client sdk.Client
+	idle   time.Duration
+}
+
+var _ llm.Provider = (*Provider)(nil)
+
+// New returns a Provider for cfg. It fails with ErrMissingAPIKey when no key
+// is configured.
+func New(cfg Config) (*Provider, error) {
+	opts, err := openai.ClientOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Provider{client: sdk.NewClient(opts...), idle: openai.IdleTimeoutOf(cfg)}, nil
+}
+
+// Stream starts a streamed response. The request is sent (and retried)
+// before Stream returns, so an error status, an unreachable server or an
+// invalid request is Stream's error (ErrRequestFailed, ErrInvalidRequest);
+// after that every failure is an error event and a failed status in the
+// stream, which is well-formed (DESIGN.md §3).
+func (p *Provider) Stream(ctx context.Context, req *llm.Request) (llm.Stream, error) {
+	params, err := buildParams(req)
+	if err != nil {
+		return nil, err
+	}
+	s := p.client.Responses.NewStreaming(ctx, params)
+	if err := s.Err(); err != nil {
+		_ = s.Close()
+		return nil, openai.RequestError(err)
+	}
+	return openai.Wrap(ctx, newStream(ctx, s), p.idle), nil
+}
