@@ -1,0 +1,192 @@
+// Command ingest runs llmw-ingest, the micro service that calls LLM
+// providers through their official SDKs and publishes their streams as
+// CloudEvents on NATS (DESIGN.md §3).
+//
+// Usage:
+//
+//	ingest [flags]
+//
+// Flags (each with an environment default):
+//
+//	--nats-url       $NATS_URL; empty: start an embedded NATS server
+//	--nats-creds     $NATS_CREDS, a credentials file
+//	--prefix         $LLMW_PREFIX, subject prefix (default llmw)
+//	--instance       $LLMW_INSTANCE, replica name in the event source (default: host name)
+//	--idle-timeout   $LLMW_IDLE_TIMEOUT, end a stream silent this long (0 = 10m, negative = never)
+//	--drain-timeout  $LLMW_DRAIN_TIMEOUT, how long SIGINT/SIGTERM waits for running streams (default 25s)
+//	--max-payload    largest request body in bytes (0 = the server's max payload)
+//	--structured     publish structured-mode CloudEvents instead of binary mode
+//	--store-dir      $LLMW_STORE_DIR, JetStream store of the embedded server (default: temporary)
+//	--log-format     $LLMW_LOG_FORMAT, json or text (default json)
+//	--log-level      $LLMW_LOG_LEVEL, debug, info, warn or error (default info)
+//
+// Provider keys and base URLs come from the SDKs' own variables:
+// OPENAI_API_KEY, OPENAI_BASE_URL, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL,
+// GEMINI_API_KEY / GOOGLE_API_KEY, GOOGLE_GEMINI_BASE_URL. A provider
+// without a key is still listed; its requests are refused with
+// missing_api_key (401).
+//
+// SIGINT or SIGTERM drains: no new requests are taken, running streams
+// finish (or are cancelled when the drain timeout passes), then the process
+// exits 0.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/llmworker/llmworker/internal/natsutil"
+	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/ingest"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// options are the parsed flags.
+type options struct {
+	natsURL, creds, prefix, instance, storeDir string
+	idle, drain                                time.Duration
+	maxPayload                                 int
+	structured                                 bool
+	logFormat, logLevel                        string
+}
+
+func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
+	env := func(k, def string) string {
+		if v := getenv(k); v != "" {
+			return v
+		}
+		return def
+	}
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "ingest"
+	}
+	o := &options{}
+	fs := flag.NewFlagSet("ingest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.natsURL, "nats-url", getenv("NATS_URL"), "NATS server URL (empty: embedded server)")
+	fs.StringVar(&o.creds, "nats-creds", getenv("NATS_CREDS"), "NATS credentials file")
+	fs.StringVar(&o.prefix, "prefix", env("LLMW_PREFIX", events.DefaultPrefix), "subject prefix")
+	fs.StringVar(&o.instance, "instance", env("LLMW_INSTANCE", host), "replica name in the CloudEvents source")
+	fs.StringVar(&o.storeDir, "store-dir", getenv("LLMW_STORE_DIR"), "JetStream store dir of the embedded server")
+	fs.IntVar(&o.maxPayload, "max-payload", 0, "largest request body in bytes (0 = server max payload)")
+	fs.BoolVar(&o.structured, "structured", false, "publish structured-mode CloudEvents")
+	fs.StringVar(&o.logFormat, "log-format", env("LLMW_LOG_FORMAT", "json"), "json or text")
+	fs.StringVar(&o.logLevel, "log-level", env("LLMW_LOG_LEVEL", "info"), "debug, info, warn or error")
+	idle, err := envDuration(getenv, "LLMW_IDLE_TIMEOUT", 0)
+	if err != nil {
+		return nil, err
+	}
+	drain, err := envDuration(getenv, "LLMW_DRAIN_TIMEOUT", 25*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	fs.DurationVar(&o.idle, "idle-timeout", idle, "end a stream whose provider is silent this long (0 = default, negative = never)")
+	fs.DurationVar(&o.drain, "drain-timeout", drain, "how long a shutdown waits for running streams")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	return o, nil
+}
+
+func envDuration(getenv func(string) string, k string, def time.Duration) (time.Duration, error) {
+	v := getenv(k)
+	if v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("$%s: %w", k, err)
+	}
+	return d, nil
+}
+
+func newLogger(o *options, w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	ho := &slog.HandlerOptions{Level: level}
+	switch o.logFormat {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, ho)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, ho)), nil
+	}
+	return nil, fmt.Errorf("--log-format: want json or text, got %q", o.logFormat)
+}
+
+// run serves until ctx ends, then drains. It returns the exit code.
+func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
+	o, err := parseFlags(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "ingest:", err)
+		return 2
+	}
+	log, err := newLogger(o, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "ingest:", err)
+		return 2
+	}
+
+	conn, err := natsutil.Connect(natsutil.Config{URL: o.natsURL, Creds: o.creds, Name: ingest.ServiceName + " " + o.instance, StoreDir: o.storeDir})
+	if err != nil {
+		log.Error("connect to NATS", "err", err)
+		return 1
+	}
+	defer conn.Close()
+	if conn.Embedded != nil {
+		// Other processes reach the embedded server at this URL.
+		log.Info("embedded NATS server", "url", conn.Embedded.URL())
+	}
+
+	svc, err := ingest.New(conn.NC, ingest.Config{
+		Prefix:      o.prefix,
+		Instance:    o.instance,
+		Providers:   ingest.DefaultFactories(),
+		IdleTimeout: o.idle,
+		MaxPayload:  o.maxPayload,
+		Logger:      log,
+		Structured:  o.structured,
+	})
+	if err != nil {
+		log.Error("configure ingest", "err", err)
+		return 2
+	}
+	// Streams must outlive the signal: Start's context gives them values,
+	// not cancellation, and Stop below drains them.
+	if err := svc.Start(context.WithoutCancel(ctx)); err != nil {
+		log.Error("start ingest", "err", err)
+		return 1
+	}
+	<-ctx.Done()
+	log.Info("shutting down", "drain_timeout", o.drain)
+	dctx, cancel := context.WithTimeout(context.Background(), o.drain)
+	defer cancel()
+	if err := svc.Stop(dctx); err != nil {
+		log.Error("drain", "err", err)
+		return 1
+	}
+	return 0
+}

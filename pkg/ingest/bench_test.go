@@ -1,0 +1,129 @@
+package ingest_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/ingest"
+	"github.com/llmworker/llmworker/pkg/llm"
+)
+
+// deltaStream is a provider stream of n text deltas in one block, made
+// without allocating so that the benchmark measures ingest, not the fake.
+type deltaStream struct {
+	n, i int
+	cur  events.Event
+}
+
+// The events are boxed once: assigning a struct to an interface allocates.
+var (
+	benchStarted events.Event = events.StatusEvent{Status: events.StatusStarted}
+	benchStart   events.Event = events.BlockStart{Index: 0, BlockType: events.BlockText}
+	benchDelta   events.Event = events.TextDelta(0, "token ")
+	benchStop    events.Event = events.BlockStop{Index: 0, BlockType: events.BlockText, StopReason: events.StopEndTurn}
+	benchDone    events.Event = events.StatusEvent{Status: events.StatusCompleted}
+)
+
+func (s *deltaStream) Next() bool {
+	s.i++
+	switch {
+	case s.i == 1:
+		s.cur = benchStarted
+	case s.i == 2:
+		s.cur = benchStart
+	case s.i <= s.n+2:
+		s.cur = benchDelta
+	case s.i == s.n+3:
+		s.cur = benchStop
+	case s.i == s.n+4:
+		s.cur = benchDone
+	default:
+		return false
+	}
+	return true
+}
+func (s *deltaStream) Current() events.Event { return s.cur }
+func (s *deltaStream) Err() error            { return nil }
+func (s *deltaStream) Close() error          { return nil }
+
+// BenchmarkPublishDeltas measures how many delta events per second ingest
+// publishes to an embedded NATS server: one request whose provider streams
+// b.N text deltas ("token "), so ns/op is the cost of one delta. Run it as
+//
+//	go test -run xxx -bench PublishDeltas -benchmem -cpu 1 ./pkg/ingest/
+//
+// binary and structured are timed from the request until a subscriber on
+// the stream subject (in the same process, so on the same core with -cpu 1)
+// has received the last event: the receiver's decoding is included.
+// binary-noreceiver has no subscriber and is timed until the stream ended
+// and the server has read everything ingest wrote (a flush round trip):
+// ingest and the server alone.
+func BenchmarkPublishDeltas(b *testing.B) {
+	for _, mode := range []struct {
+		name       string
+		structured bool
+		receiver   bool
+	}{{"binary", false, true}, {"structured", true, true}, {"binary-noreceiver", false, false}} {
+		b.Run(mode.name, func(b *testing.B) {
+			url := startNATS(b)
+			n := b.N
+			prov := llm.ProviderFunc(func(context.Context, *llm.Request) (llm.Stream, error) {
+				return &deltaStream{n: n}, nil
+			})
+			inc := connect(b, url)
+			svc, err := ingest.New(inc, ingest.Config{Structured: mode.structured, Logger: quietLogger(),
+				Providers: map[string]ingest.Factory{"bench": ingest.Static(prov)}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := svc.Start(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			defer func() { _ = svc.Stop(context.Background()) }()
+			nc := connect(b, url)
+			total, count := n+4, 0
+			done := make(chan struct{})
+			if mode.receiver {
+				sub, err := nc.Subscribe("llmw.llm.stream.bench", func(*nats.Msg) {
+					if count++; count == total {
+						close(done)
+					}
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := sub.SetPendingLimits(-1, -1); err != nil {
+					b.Fatal(err)
+				}
+				if err := nc.Flush(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			start := time.Now()
+			complete(b, nc, "bench", "bench:m")
+			if mode.receiver {
+				select {
+				case <-done:
+				case <-time.After(time.Minute):
+					b.Fatalf("received %d of %d events", count, total)
+				}
+			} else {
+				for len(svc.Running()) > 0 {
+					time.Sleep(100 * time.Microsecond)
+				}
+				if err := inc.Flush(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			elapsed := time.Since(start)
+			b.StopTimer()
+			b.ReportMetric(float64(n)/elapsed.Seconds(), "events/s")
+		})
+	}
+}

@@ -1,0 +1,64 @@
+// Package ingest is the llmw-ingest service of DESIGN.md §3: it takes
+// completion requests over NATS, runs them against LLM providers (anything
+// implementing llm.Provider, normally the adapters of pkg/provider) and
+// publishes each provider stream as CloudEvents.
+//
+// # Protocol
+//
+// The service is a nats.go/micro service named llmw-ingest with one
+// endpoint, complete, on P.llm.complete (P is the subject prefix, llmw by
+// default) in the default queue group, so that replicas share the load and
+// show up in $SRV discovery. A request is a CloudEvent of type
+// llmw.llm.complete, in binary or structured content mode, whose data is an
+// events.CompletionRequest. The requester subscribes to
+// P.llm.stream.<request_id> first, then sends the request. Ingest replies
+// {"request_id", "stream_subject"} before the first stream event, then
+// publishes the stream there: one CloudEvent per event (binary content mode
+// by default, Config.Structured for structured mode) with source
+// /llmw/ingest/<instance>, seq 1, 2, 3 … per stream, subject and turnid set
+// to the request's turnid extension, and the request's sessionid and
+// traceparent extensions carried over. Publishing P.llm.cancel.<request_id>
+// (to every replica; only the one running the stream acts) cancels the
+// provider call: the stream ends with block aborts and status cancelled.
+//
+// Every stream is passed through llm.Normalize with Config.IdleTimeout, so
+// what is published is well-formed whatever the provider does: status
+// started first, every block started and then stopped or aborted, exactly
+// one terminal status last. A provider that fails to start, fails mid-stream,
+// goes silent or panics gives a failed stream with an error event, never a
+// hang and never a dead service.
+//
+// # Refusals
+//
+// A request that cannot be served is answered with a micro error reply
+// (Nats-Service-Error, Nats-Service-Error-Code and the Llmw-Error header
+// naming the kind; the body is {"code", "message", "field"}) and no stream:
+// an invalid request names the field (400), a missing key (401), an unknown
+// provider or model (404), a request_id that is already streaming (409), a
+// body larger than Config.MaxPayload (413), a provider that cannot be set up
+// (500) and a replica that is shutting down (503). DecodeReply turns the
+// reply into an *Error matching ErrInvalidRequest, ErrMissingAPIKey, ... with
+// errors.Is. The service keeps serving after every refusal.
+//
+// # Providers
+//
+// Config.Providers maps the provider prefix of the model ("openai" of
+// "openai:gpt-4o") to a Factory. DefaultFactories wires the built-in
+// adapters: "openai" (Chat Completions and compatible servers),
+// "openai-responses", "anthropic" and "gemini", configured from the SDKs'
+// environment variables; Builtin overrides that configuration, Static serves
+// every model with one Provider and AllowModels refuses models not listed.
+//
+// # Lifecycle
+//
+// New, then Start; Stop drains: the endpoint stops taking requests, running
+// streams finish (or are cancelled when Stop's context ends), then the
+// connection is flushed. Stop leaves the connection open.
+//
+// # Speed
+//
+// Publishing is the hot path, one message per streamed token: each stream
+// keeps one message, one header map and its buffers; deltas are encoded
+// without reflection; id, time and seq cost one allocation per event, and
+// nothing is flushed per event. BenchmarkPublishDeltas measures it.
+package ingest

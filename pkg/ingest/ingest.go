@@ -1,0 +1,507 @@
+package ingest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/nats-io/nuid"
+
+	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/llm"
+)
+
+type state uint8
+
+const (
+	stateNew state = iota
+	stateRunning
+	stateDraining
+	stateStopped
+)
+
+// Service is the llmw-ingest micro service: it answers completion requests
+// on P.llm.complete and publishes each stream on P.llm.stream.<request_id>.
+// Its methods are safe for concurrent use.
+type Service struct {
+	nc     *nats.Conn
+	cfg    Config
+	subj   events.Subjects
+	source string
+	log    *slog.Logger
+	idle   time.Duration
+	maxPay int
+
+	mu       sync.Mutex
+	state    state
+	stopping bool // Stop was called
+	streams  map[string]*stream
+	wg       sync.WaitGroup // one per running stream, Add under mu while running
+	svc      micro.Service
+	cancel   *nats.Subscription
+	base     context.Context
+	stopAll  context.CancelFunc
+}
+
+// stream is one running completion.
+type stream struct {
+	id       string
+	provider string
+	model    string
+	cancel   context.CancelFunc
+}
+
+// New returns a Service on nc; Start makes it serve.
+func New(nc *nats.Conn, cfg Config) (*Service, error) {
+	if nc == nil {
+		return nil, ErrNilConn
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg.Providers = maps.Clone(cfg.Providers)
+	if cfg.Instance == "" {
+		cfg.Instance = nuid.Next()
+	}
+	s := &Service{
+		nc:      nc,
+		cfg:     cfg,
+		subj:    events.NewSubjects(cfg.Prefix),
+		source:  events.Source("ingest", cfg.Instance),
+		log:     cfg.Logger,
+		idle:    cfg.IdleTimeout,
+		maxPay:  cfg.MaxPayload,
+		streams: make(map[string]*stream),
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	s.log = s.log.With("service", ServiceName, "instance", cfg.Instance)
+	switch {
+	case s.idle == 0:
+		s.idle = DefaultIdleTimeout
+	case s.idle < 0:
+		s.idle = 0
+	}
+	return s, nil
+}
+
+// Source is the CloudEvents source of the events this service publishes.
+func (s *Service) Source() string { return s.source }
+
+// Start subscribes to P.llm.cancel.* and registers the micro service with
+// its endpoint complete on P.llm.complete (default queue group, so that
+// replicas share the load). Streams inherit ctx's values but not its
+// cancellation: they run until they end or Stop gives up waiting.
+func (s *Service) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != stateNew {
+		return ErrAlreadyStarted
+	}
+	s.base, s.stopAll = context.WithCancel(context.WithoutCancel(ctx))
+
+	// Every replica listens to every cancel (no queue group): only the one
+	// running the stream knows it.
+	sub, err := s.nc.Subscribe(s.subj.LLMCancelAll(), s.onCancel)
+	if err != nil {
+		s.stopAll()
+		return fmt.Errorf("ingest: subscribe %s: %w", s.subj.LLMCancelAll(), err)
+	}
+	svc, err := micro.AddService(s.nc, micro.Config{
+		Name:        ServiceName,
+		Version:     Version,
+		Description: "LLM provider streams as CloudEvents (llmworker)",
+		Metadata: map[string]string{
+			"instance": s.cfg.Instance,
+			"prefix":   s.prefix(),
+		},
+	})
+	if err == nil {
+		err = svc.AddEndpoint(EndpointName, micro.HandlerFunc(s.handle),
+			micro.WithEndpointSubject(s.subj.LLMComplete()),
+			micro.WithEndpointMetadata(map[string]string{"type": events.TypeLLMComplete}))
+		if err != nil {
+			_ = svc.Stop()
+		}
+	}
+	if err != nil {
+		_ = sub.Unsubscribe()
+		s.stopAll()
+		return fmt.Errorf("ingest: add micro service: %w", err)
+	}
+	// Push the subscriptions to the server so that a request sent right
+	// after Start returns is not lost.
+	if err := s.nc.Flush(); err != nil {
+		_ = svc.Stop()
+		_ = sub.Unsubscribe()
+		s.stopAll()
+		return fmt.Errorf("ingest: flush: %w", err)
+	}
+	s.cancel, s.svc, s.state = sub, svc, stateRunning
+	s.log.Info("ingest started", "subject", s.subj.LLMComplete(), "providers", s.providerNames())
+	return nil
+}
+
+// Stop drains the service: it stops taking requests (requests still queued
+// are refused with ErrShuttingDown), waits for the running streams to end,
+// then stops listening for cancels and flushes the connection. When ctx ends
+// first, the remaining streams are cancelled (they end with status
+// cancelled), Stop waits for that and returns ctx's error. Stop does not
+// close the connection. Calling it again (also while the first call
+// drains) returns nil at once.
+func (s *Service) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	switch s.state {
+	case stateNew:
+		s.mu.Unlock()
+		return ErrNotStarted
+	case stateDraining, stateStopped:
+		s.mu.Unlock()
+		return nil
+	}
+	if s.stopping {
+		s.mu.Unlock()
+		return nil
+	}
+	s.stopping = true
+	svc := s.svc
+	s.mu.Unlock()
+
+	// Stop the endpoint first so that the queue group sends new requests to
+	// the other replicas; requests that were already delivered to us still
+	// reach handle and are counted below, or refused once we drain.
+	var errs []error
+	if err := svc.Stop(); err != nil {
+		errs = append(errs, fmt.Errorf("ingest: stop micro service: %w", err))
+	}
+	s.mu.Lock()
+	s.state = stateDraining
+	n := len(s.streams)
+	s.mu.Unlock()
+	s.log.Info("ingest draining", "streams", n)
+
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.stopAll()
+		<-done
+		errs = append(errs, fmt.Errorf("ingest: drain: %w", ctx.Err()))
+	}
+	s.stopAll()
+
+	if err := s.cancel.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		errs = append(errs, fmt.Errorf("ingest: unsubscribe cancel: %w", err))
+	}
+	if !s.nc.IsClosed() {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if err := s.nc.FlushWithContext(fctx); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+			errs = append(errs, fmt.Errorf("ingest: flush: %w", err))
+		}
+		cancel()
+	}
+	s.mu.Lock()
+	s.state = stateStopped
+	s.mu.Unlock()
+	s.log.Info("ingest stopped")
+	return errors.Join(errs...)
+}
+
+// Running returns the request ids of the streams running now, sorted.
+func (s *Service) Running() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Sorted(maps.Keys(s.streams))
+}
+
+func (s *Service) prefix() string {
+	if s.cfg.Prefix == "" {
+		return events.DefaultPrefix
+	}
+	return s.cfg.Prefix
+}
+
+func (s *Service) providerNames() string {
+	return strings.Join(slices.Sorted(maps.Keys(s.cfg.Providers)), ",")
+}
+
+func (s *Service) onCancel(m *nats.Msg) {
+	id := events.LastToken(m.Subject)
+	s.mu.Lock()
+	st, ok := s.streams[id]
+	s.mu.Unlock()
+	if ok {
+		s.log.Info("cancel requested", "request_id", id)
+		st.cancel()
+	}
+}
+
+// request is a decoded, validated completion request.
+type request struct {
+	env      *events.Envelope
+	req      events.CompletionRequest
+	provider string
+	model    string
+}
+
+// parseRequest decodes and validates a completion request. It is pure so
+// that it can be fuzzed.
+func parseRequest(h map[string][]string, data []byte, maxPayload int) (*request, *Error) {
+	if maxPayload > 0 && len(data) > maxPayload {
+		return nil, newError(KindPayloadTooLarge,
+			fmt.Sprintf("request body is %d bytes, the limit is %d", len(data), maxPayload), nil)
+	}
+	env, err := events.DecodeEnvelope(h, data)
+	if err != nil {
+		return nil, invalid("not a valid CloudEvent: ", err)
+	}
+	if env.Type != events.TypeLLMComplete {
+		return nil, &Error{Kind: KindInvalidRequest, Code: 400, Field: "type",
+			Message: fmt.Sprintf("CloudEvent type must be %q, got %q", events.TypeLLMComplete, env.Type)}
+	}
+	cr, err := events.DecodeData[events.CompletionRequest](env)
+	if err != nil {
+		return nil, invalid("", err)
+	}
+	p, m := cr.Provider()
+	return &request{env: env, req: cr, provider: p, model: m}, nil
+}
+
+func invalid(prefix string, err error) *Error {
+	e := newError(KindInvalidRequest, prefix+err.Error(), err)
+	var fe *events.FieldError
+	if errors.As(err, &fe) {
+		e.Field = fe.Field
+	}
+	return e
+}
+
+// resolve finds the provider of a request.
+func (s *Service) resolve(r *request) (llm.Provider, *Error) {
+	f, ok := s.cfg.Providers[r.provider]
+	if !ok || f == nil {
+		known := s.providerNames()
+		if known == "" {
+			known = "none"
+		}
+		return nil, newError(KindUnknownProvider,
+			fmt.Sprintf("unknown provider %q in model %q (configured: %s)", r.provider, r.req.Model, known), nil)
+	}
+	p, err := f(r.model)
+	switch {
+	case errors.Is(err, ErrUnknownModel):
+		return nil, newError(KindUnknownModel, fmt.Sprintf("provider %s: %v", r.provider, err), err)
+	case errors.Is(err, ErrMissingAPIKey):
+		return nil, newError(KindMissingAPIKey, fmt.Sprintf("provider %s: %v", r.provider, err), err)
+	case err != nil:
+		return nil, newError(KindProviderSetup, fmt.Sprintf("provider %s: %v", r.provider, err), err)
+	case p == nil:
+		return nil, newError(KindProviderSetup, fmt.Sprintf("provider %s: factory returned no provider", r.provider), nil)
+	}
+	return p, nil
+}
+
+func (s *Service) maxPayload() int {
+	if s.maxPay > 0 {
+		return s.maxPay
+	}
+	return int(s.nc.MaxPayload())
+}
+
+// handle is the micro handler of P.llm.complete. It runs on the endpoint's
+// subscription goroutine, so it only validates, replies and hands the
+// stream to its own goroutine.
+func (s *Service) handle(mr micro.Request) {
+	r, rerr := parseRequest(map[string][]string(mr.Headers()), mr.Data(), s.maxPayload())
+	var p llm.Provider
+	if rerr == nil {
+		p, rerr = s.resolve(r)
+	}
+	if rerr != nil {
+		s.refuse(mr, r, rerr)
+		return
+	}
+	id := r.req.RequestID
+	s.mu.Lock()
+	if s.state != stateRunning {
+		s.mu.Unlock()
+		s.refuse(mr, r, newError(KindShuttingDown, "ingest instance "+s.cfg.Instance+" is shutting down; retry", nil))
+		return
+	}
+	if _, dup := s.streams[id]; dup {
+		s.mu.Unlock()
+		s.refuse(mr, r, newError(KindDuplicateRequest, fmt.Sprintf("request_id %q is already streaming", id), nil))
+		return
+	}
+	ctx, cancel := context.WithCancel(s.base)
+	st := &stream{id: id, provider: r.provider, model: r.model, cancel: cancel}
+	s.streams[id] = st
+	s.wg.Add(1)
+	s.mu.Unlock()
+
+	subject := s.subj.LLMStream(id)
+	reply, _ := json.Marshal(events.CompletionReply{RequestID: id, StreamSubject: subject})
+	if err := mr.Respond(reply); err != nil {
+		// The requester may still listen on the stream subject (e.g. it
+		// published without a reply subject), so the stream runs anyway.
+		s.log.Warn("reply failed", "request_id", id, "err", err)
+	}
+	go s.run(ctx, st, p, r, subject)
+}
+
+func (s *Service) refuse(mr micro.Request, r *request, e *Error) {
+	body, _ := json.Marshal(e)
+	hdr := micro.Headers{HeaderErrorKind: []string{string(e.Kind)}}
+	attrs := []any{"kind", e.Kind, "code", e.Code, "reason", e.Message}
+	if r != nil {
+		attrs = append(attrs, "request_id", r.req.RequestID, "model", r.req.Model)
+	}
+	s.log.Warn("request refused", attrs...)
+	// Header values cannot hold line breaks; FieldError messages have none,
+	// but provider errors might.
+	desc := strings.NewReplacer("\r", " ", "\n", " ").Replace(e.Message)
+	if err := mr.Error(fmt.Sprint(e.Code), desc, body, micro.WithHeaders(hdr)); err != nil {
+		s.log.Warn("error reply failed", "err", err)
+	}
+}
+
+// errStream is the stream of a provider call that failed before its first
+// event; Normalize turns it into started, error, failed.
+type errStream struct{ err error }
+
+func (e errStream) Next() bool            { return false }
+func (e errStream) Current() events.Event { return nil }
+func (e errStream) Err() error            { return e.err }
+func (e errStream) Close() error          { return nil }
+
+// run streams one completion and publishes its events.
+func (s *Service) run(ctx context.Context, st *stream, p llm.Provider, r *request, subject string) {
+	start := time.Now()
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.streams, st.id)
+		s.mu.Unlock()
+		st.cancel()
+	}()
+
+	tmpl := events.Envelope{
+		Source:      s.source,
+		Subject:     r.env.TurnID,
+		TurnID:      r.env.TurnID,
+		SessionID:   r.env.SessionID,
+		TraceParent: r.env.TraceParent,
+	}
+	pub := newPublisher(s.nc, subject, tmpl, s.cfg.Structured)
+
+	var raw llm.Stream
+	if ps, err := s.open(ctx, p, &r.req); err != nil {
+		raw = errStream{err: err}
+	} else {
+		raw = &safeStream{s: ps}
+	}
+	ns := llm.Normalize(ctx, raw, llm.NormalizeOptions{IdleTimeout: s.idle})
+
+	outcome := ""
+	var errCode, errMsg string
+	var pubErr error
+	for ns.Next() {
+		ev := ns.Current()
+		switch e := ev.(type) {
+		case events.StatusEvent:
+			outcome = string(e.Status)
+		case events.ErrorEvent:
+			errCode, errMsg = e.Code, e.Message
+		}
+		if pubErr = pub.publish(ev); pubErr != nil {
+			// Nobody can receive the rest; stop the provider call.
+			st.cancel()
+			break
+		}
+	}
+	// The stream is over: end the provider call before Close waits for it.
+	st.cancel()
+	_ = ns.Close()
+	attrs := []any{
+		"request_id", st.id, "provider", st.provider, "model", st.model,
+		"duration", time.Since(start), "events", pub.seq, "outcome", outcome,
+	}
+	if r.env.TurnID != "" {
+		attrs = append(attrs, "turn_id", r.env.TurnID)
+	}
+	if errCode != "" || errMsg != "" {
+		attrs = append(attrs, "error_code", errCode, "error", errMsg)
+	}
+	switch {
+	case pubErr != nil:
+		s.log.Error("stream publish failed", append(attrs, "err", pubErr)...)
+	case ns.Err() != nil:
+		s.log.Error("stream ended", append(attrs, "err", ns.Err())...)
+	case outcome == string(events.StatusFailed):
+		s.log.Warn("stream ended", attrs...)
+	default:
+		s.log.Info("stream ended", attrs...)
+	}
+}
+
+// safeStream turns a panic of a provider stream into a stream error.
+type safeStream struct {
+	s   llm.Stream
+	err error
+}
+
+func (p *safeStream) Next() (ok bool) {
+	if p.err != nil {
+		return false
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			p.err, ok = fmt.Errorf("ingest: provider stream panicked: %v", v), false
+		}
+	}()
+	return p.s.Next()
+}
+
+func (p *safeStream) Current() events.Event { return p.s.Current() }
+
+func (p *safeStream) Err() error {
+	if p.err != nil {
+		return p.err
+	}
+	return p.s.Err()
+}
+
+func (p *safeStream) Close() (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("ingest: provider stream panicked on close: %v", v)
+		}
+	}()
+	return p.s.Close()
+}
+
+// open calls the provider, turning a panic into an error: one bad adapter
+// must not take the service down.
+func (s *Service) open(ctx context.Context, p llm.Provider, req *llm.Request) (st llm.Stream, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			st, err = nil, fmt.Errorf("ingest: provider panicked: %v", v)
+		}
+	}()
+	st, err = p.Stream(ctx, req)
+	if err == nil && st == nil {
+		err = errors.New("ingest: provider returned no stream")
+	}
+	return st, err
+}

@@ -1,0 +1,105 @@
+package ingest
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/llmworker/llmworker/pkg/events"
+)
+
+// The hand-written structured encoding must say what the events codec says.
+func TestAppendStructuredMatchesCodec(t *testing.T) {
+	tm := time.Date(2026, 1, 2, 3, 4, 5, 600700800, time.UTC)
+	for _, tmpl := range []events.Envelope{
+		{Source: "/llmw/ingest/x"},
+		{Source: "/llmw/ingest/x", Subject: "turn \"1\"", TurnID: "turn \"1\"", SessionID: "s\u2028", TraceParent: "00-ab-cd-01"},
+	} {
+		for _, seq := range []uint64{1, 1<<31 - 1, 1 << 31} {
+			data := events.TextDelta(3, "a \"quoted\"\n<tag>").AppendJSON(nil)
+			got := appendStructured(nil, &tmpl, "id-1", events.TypeLLMBlockDelta, tm, seq, data)
+
+			want := tmpl
+			want.ID, want.Type, want.Time, want.Seq, want.Data = "id-1", events.TypeLLMBlockDelta, tm, seq, data
+			ref, err := want.StructuredBody()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var g, r map[string]any
+			if err := json.Unmarshal(got, &g); err != nil {
+				t.Fatalf("not JSON: %v\n%s", err, got)
+			}
+			if err := json.Unmarshal(ref, &r); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(g, r) {
+				t.Errorf("seq %d:\n got %s\nwant %s", seq, got, ref)
+			}
+			env, err := events.DecodeEnvelope(nil, got)
+			if err != nil {
+				t.Fatalf("DecodeEnvelope: %v\n%s", err, got)
+			}
+			if env.Seq != seq || env.ID != "id-1" || env.TurnID != tmpl.TurnID || !env.Time.Equal(tm) || !jsonEqual(env.Data, data) {
+				t.Errorf("decoded %+v", env)
+			}
+		}
+	}
+}
+
+func jsonEqual(a, b []byte) bool {
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
+}
+
+// FuzzParseRequest: whatever arrives, parseRequest returns either a request
+// that validates or an *Error with a code and a message, never a panic.
+func FuzzParseRequest(f *testing.F) {
+	valid := `{"request_id":"r1","model":"openai:gpt-4o","messages":[{"role":"user","content":"hi"}]}`
+	f.Add(true, valid)
+	f.Add(true, `{"request_id":"r1","model":"openai:gpt-4o"}`)
+	f.Add(true, `{"request_id":"a.b","model":"x","messages":[]}`)
+	f.Add(true, `{"request_id":"r","model":"anthropic:c","messages":[{"role":"assistant","content":[{"type":"tool_use","id":"c1","name":"f","input":{}}]}],"tools":[{"name":"f","input_schema":{}}]}`)
+	f.Add(true, `[]`)
+	f.Add(true, ``)
+	f.Add(false, `{"specversion":"1.0","id":"1","source":"/s","type":"llmw.llm.complete","data":`+valid+`}`)
+	f.Add(false, `{"specversion":"1.0","id":"1","source":"/s","type":"other","data":{}}`)
+	f.Add(false, `{"specversion":"0.3"}`)
+	f.Add(false, `not json`)
+	f.Fuzz(func(t *testing.T, binary bool, body string) {
+		var h map[string][]string
+		if binary {
+			env := events.Envelope{ID: "1", Source: "/s", Type: events.TypeLLMComplete}
+			h = env.BinaryHeader()
+		}
+		r, e := parseRequest(h, []byte(body), 1<<20)
+		switch {
+		case e != nil && r != nil:
+			t.Fatal("both a request and an error")
+		case e != nil:
+			if e.Code == 0 || e.Message == "" || e.Kind == "" {
+				t.Fatalf("incomplete error %+v", e)
+			}
+			if !errors.Is(e, ErrInvalidRequest) {
+				t.Fatalf("error %v is not ErrInvalidRequest", e)
+			}
+		case r == nil:
+			t.Fatal("neither a request nor an error")
+		default:
+			if err := r.req.Validate(); err != nil {
+				t.Fatalf("accepted an invalid request: %v", err)
+			}
+			if r.provider == "" || r.model == "" {
+				t.Fatalf("accepted model %q", r.req.Model)
+			}
+		}
+	})
+}
+
+func TestParseRequestOversize(t *testing.T) {
+	_, e := parseRequest(nil, make([]byte, 11), 10)
+	if e == nil || e.Code != 413 || !errors.Is(e, ErrPayloadTooLarge) {
+		t.Fatalf("%v", e)
+	}
+}
