@@ -18,8 +18,16 @@ import (
 //	ErrUnknownModel        404   unknown_model
 //	ErrDuplicateRequest    409   duplicate_request
 //	ErrPayloadTooLarge     413   payload_too_large
+//	ErrProviderAuth        401   provider_auth
+//	ErrRateLimited         429   rate_limited
 //	ErrProviderSetup       500   provider_setup
+//	ErrProviderUnavailable 502   provider_unavailable
 //	ErrShuttingDown        503   shutting_down
+//
+// The provider call is opened before the reply, so that a provider's own
+// refusal before its first byte (an unknown model, a rejected key, a request
+// it finds invalid, a rate limit or outage that outlasted the adapter's
+// retries) is an error reply too, not a failed stream.
 var (
 	// ErrInvalidRequest: the request is not a CloudEvent, is not of type
 	// llmw.llm.complete, or its data is not a valid completion request (the
@@ -48,6 +56,18 @@ var (
 	// ErrProviderSetup: a Factory failed for a reason other than a missing
 	// key or an unknown model.
 	ErrProviderSetup = errors.New("ingest: provider setup failed")
+
+	// ErrProviderAuth: the provider rejected the configured credentials
+	// (HTTP 401 or 403 before the first byte).
+	ErrProviderAuth = errors.New("ingest: provider rejected the credentials")
+
+	// ErrRateLimited: the provider still answered 429 after the adapter's
+	// bounded retries.
+	ErrRateLimited = errors.New("ingest: provider rate limit")
+
+	// ErrProviderUnavailable: the provider call failed before its first
+	// byte for another reason (5xx after retries, connection refused).
+	ErrProviderUnavailable = errors.New("ingest: provider unavailable")
 
 	// ErrShuttingDown: the request arrived while the service drains.
 	ErrShuttingDown = errors.New("ingest: shutting down")
@@ -88,6 +108,9 @@ const (
 	KindPayloadTooLarge  Kind = "payload_too_large"
 	KindProviderSetup    Kind = "provider_setup"
 	KindShuttingDown     Kind = "shutting_down"
+	KindProviderAuth     Kind = "provider_auth"
+	KindRateLimited      Kind = "rate_limited"
+	KindUnavailable      Kind = "provider_unavailable"
 )
 
 var kinds = []struct {
@@ -103,6 +126,9 @@ var kinds = []struct {
 	{KindPayloadTooLarge, 413, ErrPayloadTooLarge},
 	{KindProviderSetup, 500, ErrProviderSetup},
 	{KindShuttingDown, 503, ErrShuttingDown},
+	{KindProviderAuth, 401, ErrProviderAuth},
+	{KindRateLimited, 429, ErrRateLimited},
+	{KindUnavailable, 502, ErrProviderUnavailable},
 }
 
 // Error is a refused completion request: what ingest replies and what

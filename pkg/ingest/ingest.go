@@ -350,14 +350,7 @@ func (s *Service) handle(mr micro.Request) {
 	s.wg.Add(1)
 	s.mu.Unlock()
 
-	subject := s.subj.LLMStream(id)
-	reply, _ := json.Marshal(events.CompletionReply{RequestID: id, StreamSubject: subject})
-	if err := mr.Respond(reply); err != nil {
-		// The requester may still listen on the stream subject (e.g. it
-		// published without a reply subject), so the stream runs anyway.
-		s.log.Warn("reply failed", "request_id", id, "err", err)
-	}
-	go s.run(ctx, st, p, r, subject)
+	go s.run(ctx, st, p, r, mr)
 }
 
 func (s *Service) refuse(mr micro.Request, r *request, e *Error) {
@@ -376,17 +369,8 @@ func (s *Service) refuse(mr micro.Request, r *request, e *Error) {
 	}
 }
 
-// errStream is the stream of a provider call that failed before its first
-// event; Normalize turns it into started, error, failed.
-type errStream struct{ err error }
-
-func (e errStream) Next() bool            { return false }
-func (e errStream) Current() events.Event { return nil }
-func (e errStream) Err() error            { return e.err }
-func (e errStream) Close() error          { return nil }
-
 // run streams one completion and publishes its events.
-func (s *Service) run(ctx context.Context, st *stream, p llm.Provider, r *request, subject string) {
+func (s *Service) run(ctx context.Context, st *stream, p llm.Provider, r *request, mr micro.Request) {
 	start := time.Now()
 	defer s.wg.Done()
 	defer func() {
@@ -395,6 +379,22 @@ func (s *Service) run(ctx context.Context, st *stream, p llm.Provider, r *reques
 		s.mu.Unlock()
 		st.cancel()
 	}()
+
+	// Open the provider call before replying: a refusal before the first
+	// byte (unknown model, rejected key, outage after retries) is an error
+	// reply the requester can act on, not a stream that fails at once.
+	ps, err := s.open(ctx, p, &r.req)
+	if err != nil {
+		s.refuse(mr, r, classifyOpenError(r, err))
+		return
+	}
+	subject := s.subj.LLMStream(st.id)
+	reply, _ := json.Marshal(events.CompletionReply{RequestID: st.id, StreamSubject: subject})
+	if err := mr.Respond(reply); err != nil {
+		// The requester may still listen on the stream subject (e.g. it
+		// published without a reply subject), so the stream runs anyway.
+		s.log.Warn("reply failed", "request_id", st.id, "err", err)
+	}
 
 	tmpl := events.Envelope{
 		Source:      s.source,
@@ -405,13 +405,7 @@ func (s *Service) run(ctx context.Context, st *stream, p llm.Provider, r *reques
 	}
 	pub := newPublisher(s.nc, subject, tmpl, s.cfg.Structured)
 
-	var raw llm.Stream
-	if ps, err := s.open(ctx, p, &r.req); err != nil {
-		raw = errStream{err: err}
-	} else {
-		raw = &safeStream{s: ps}
-	}
-	ns := llm.Normalize(ctx, raw, llm.NormalizeOptions{IdleTimeout: s.idle})
+	ns := llm.Normalize(ctx, &safeStream{s: ps}, llm.NormalizeOptions{IdleTimeout: s.idle})
 
 	outcome := ""
 	var errCode, errMsg string

@@ -508,9 +508,6 @@ func TestProviderFailures(t *testing.T) {
 			events.TextDelta(0, "Once upon"),
 			events.BlockStart{Index: 1, BlockType: events.BlockToolUse, ID: "c", Name: "n"},
 		}},
-		{"fails to open", &fake{openErr: boom}, 0, "connection reset", []events.Event{
-			events.StatusEvent{Status: events.StatusStarted},
-		}},
 		{"panics", &fake{scripts: []*script{{evs: []events.Event{
 			events.BlockStart{Index: 0, BlockType: events.BlockText},
 			events.TextDelta(0, "a"),

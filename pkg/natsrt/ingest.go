@@ -36,7 +36,12 @@ const TypeLLMCancel = "llmw.llm.cancel"
 
 // Defaults of IngestOptions.
 const (
-	DefaultRequestTimeout = 10 * time.Second
+	// DefaultRequestTimeout is long because ingest opens the provider call
+	// before it replies (so that a provider's refusal is an error reply):
+	// the reply waits for the provider's first byte, as the first stream
+	// event would. A missing ingest is still reported at once (no
+	// responders).
+	DefaultRequestTimeout = 2 * time.Minute
 	DefaultIdleTimeout    = 2 * time.Minute
 	DefaultStreamBuffer   = 4096
 )
