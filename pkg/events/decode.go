@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
+	"reflect"
 )
 
 // Validator is implemented by payloads that have required fields or
@@ -44,9 +44,9 @@ func jsonError(err error) error {
 	if errors.As(err, &te) {
 		field := te.Field
 		if field == "" {
-			return &FieldError{Problem: fmt.Sprintf("must be %s, got JSON %s", goTypeName(te.Type.String()), te.Value)}
+			return &FieldError{Problem: fmt.Sprintf("must be %s, got JSON %s", goTypeName(te.Type), te.Value)}
 		}
-		return &FieldError{Field: field, Problem: fmt.Sprintf("must be %s, got JSON %s", goTypeName(te.Type.String()), te.Value)}
+		return &FieldError{Field: field, Problem: fmt.Sprintf("must be %s, got JSON %s", goTypeName(te.Type), te.Value)}
 	}
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
@@ -59,18 +59,24 @@ func jsonError(err error) error {
 	return &FieldError{Problem: err.Error()}
 }
 
-func goTypeName(t string) string {
-	switch {
-	case t == "string" || strings.HasSuffix(t, "Role") || strings.HasSuffix(t, "Type") || strings.HasSuffix(t, "Reason") || strings.HasSuffix(t, "Status"):
+// goTypeName says what JSON a Go type wants, by its kind: named string
+// types (HookEvent, FailurePolicy, ...) want a string, whatever they are
+// called.
+func goTypeName(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
 		return "a string"
-	case strings.HasPrefix(t, "int") || strings.HasPrefix(t, "uint") || strings.HasPrefix(t, "float"):
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64:
 		return "a number"
-	case t == "bool":
+	case reflect.Bool:
 		return "a boolean"
-	case strings.HasPrefix(t, "[]"):
+	case reflect.Slice, reflect.Array:
 		return "an array"
-	case strings.HasPrefix(t, "map"):
-		return "an object"
 	}
 	return "an object"
 }

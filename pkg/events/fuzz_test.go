@@ -2,6 +2,7 @@ package events_test
 
 import (
 	"encoding/json"
+	"errors"
 	"testing"
 
 	"github.com/llmworker/llmworker/pkg/events"
@@ -70,6 +71,8 @@ func FuzzDecodeRequests(f *testing.F) {
 	f.Add([]byte(`{"turn_id":"t","model":"a:b","messages":[{"role":"assistant","content":[{"type":"tool_use","id":"c","name":"n","input":{}}]}]}`))
 	f.Add([]byte(`{"turn_id":"t","decisions":{"c":{"input":{}}}}`))
 	f.Add([]byte(`{"result":"skip","tool_call":{"id":"c","name":"n","input":{}}}`))
+	f.Add([]byte(`{"turn_id":"t","decisions":{"a":"approve","d":{"deny":"no"},"x":"maybe"}}`))
+	f.Add([]byte(`{"name":"h","event":5,"subject":"s"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if r, err := events.Decode[events.CompletionRequest](data); err == nil {
 			if _, err := json.Marshal(r); err != nil {
@@ -85,9 +88,34 @@ func FuzzDecodeRequests(f *testing.F) {
 				t.Fatalf("re-decode %s: %v", b, err)
 			}
 		}
-		_, _ = events.Decode[events.ResumeRequest](data)
-		_, _ = events.Decode[events.HookResponse](data)
-		_, _ = events.Decode[events.HookRequest](data)
-		_, _ = events.Decode[events.ToolCallRequest](data)
+		if r, err := events.Decode[events.ResumeRequest](data); err == nil {
+			b, err := json.Marshal(r)
+			if err != nil {
+				t.Fatalf("valid resume does not marshal: %v", err)
+			}
+			back, err := events.Decode[events.ResumeRequest](b)
+			if err != nil {
+				t.Fatalf("re-decode %s: %v", b, err)
+			}
+			for id, d := range r.Decisions {
+				if back.Decisions[id].Kind != d.Kind || back.Decisions[id].Reason != d.Reason {
+					t.Fatalf("decision %q: %+v became %+v", id, d, back.Decisions[id])
+				}
+			}
+		} else if !errors.Is(err, events.ErrInvalid) {
+			t.Fatalf("resume error %v does not match ErrInvalid", err)
+		}
+		for _, err := range []error{
+			second(events.Decode[events.HookResponse](data)),
+			second(events.Decode[events.HookRequest](data)),
+			second(events.Decode[events.ToolCallRequest](data)),
+			second(events.Decode[events.HookRegistration](data)),
+		} {
+			if err != nil && !errors.Is(err, events.ErrInvalid) {
+				t.Fatalf("decode error %v does not match ErrInvalid", err)
+			}
+		}
 	})
 }
+
+func second[T any](_ T, err error) error { return err }

@@ -3,6 +3,7 @@ package events
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strings"
 	"time"
 )
@@ -205,14 +206,14 @@ func (d *Decision) UnmarshalJSON(b []byte) error {
 			*d = Decision{Kind: DecisionKind(s)}
 			return nil
 		}
-		return &FieldError{Problem: `a decision must be "approve", "deny" or {"input": {...}}, got "` + s + `"`}
+		return &FieldError{Problem: `must be a decision: "approve", "deny" or {"input": {...}}, got "` + s + `"`}
 	}
 	var w struct {
 		Input json.RawMessage `json:"input"`
 		Deny  *string         `json:"deny"`
 	}
 	if err := json.Unmarshal(b, &w); err != nil {
-		return &FieldError{Problem: `a decision must be "approve", "deny" or {"input": {...}}`}
+		return &FieldError{Problem: `must be a decision: "approve", "deny" or {"input": {...}}`}
 	}
 	switch {
 	case w.Deny != nil:
@@ -220,7 +221,7 @@ func (d *Decision) UnmarshalJSON(b []byte) error {
 	case len(w.Input) > 0 && string(w.Input) != "null":
 		*d = Decision{Kind: DecisionEdit, Input: w.Input}
 	default:
-		return &FieldError{Problem: `a decision object must have "input"`}
+		return &FieldError{Problem: `must be a decision: an object needs "input" (or "deny")`}
 	}
 	return nil
 }
@@ -230,6 +231,37 @@ type ResumeRequest struct {
 	TurnID    string              `json:"turn_id"`
 	Decisions map[string]Decision `json:"decisions,omitempty"`
 	Messages  []Message           `json:"messages,omitempty"`
+}
+
+// UnmarshalJSON reads the wire form like encoding/json does, but names the
+// decision that does not decode ("decisions.<call_id>"), which a plain map
+// of Decisions cannot do.
+func (r *ResumeRequest) UnmarshalJSON(b []byte) error {
+	type plain ResumeRequest // no methods: no recursion
+	var w struct {
+		plain
+		Decisions map[string]json.RawMessage `json:"decisions,omitempty"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*r = ResumeRequest(w.plain)
+	r.Decisions = nil
+	if w.Decisions != nil {
+		r.Decisions = make(map[string]Decision, len(w.Decisions))
+	}
+	for id, raw := range w.Decisions {
+		var d Decision
+		if err := json.Unmarshal(raw, &d); err != nil {
+			var fe *FieldError
+			if !errors.As(err, &fe) {
+				err = &FieldError{Problem: err.Error()}
+			}
+			return prefixField("decisions."+id, err)
+		}
+		r.Decisions[id] = d
+	}
+	return nil
 }
 
 // Validate checks the turn id and the messages.

@@ -50,8 +50,10 @@ type ToolResultInput struct {
 // TurnEndInput is the input of on_turn_end.
 type TurnEndInput struct {
 	Turn *Turn
-	// Messages is the transcript (mutable; the changed transcript is what
-	// the caller gets back in the input).
+	// Messages is the transcript. A hook may change it for the on_turn_end
+	// hooks after it (the chain passes the changes on as for every hook
+	// point), but the worker keeps its own transcript: to add to the turn,
+	// answer TurnContinueWithMessages with Result.Messages.
 	Messages []events.Message
 }
 

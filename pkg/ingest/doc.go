@@ -11,8 +11,9 @@
 // show up in $SRV discovery. A request is a CloudEvent of type
 // llmw.llm.complete, in binary or structured content mode, whose data is an
 // events.CompletionRequest. The requester subscribes to
-// P.llm.stream.<request_id> first, then sends the request. Ingest replies
-// {"request_id", "stream_subject"} before the first stream event, then
+// P.llm.stream.<request_id> first, then sends the request. Ingest opens the
+// provider call, replies {"request_id", "stream_subject"} before the first
+// stream event, then
 // publishes the stream there: one CloudEvent per event (binary content mode
 // by default, Config.Structured for structured mode) with source
 // /llmw/ingest/<instance>, seq 1, 2, 3 … per stream, subject and turnid set
@@ -24,9 +25,9 @@
 // Every stream is passed through llm.Normalize with Config.IdleTimeout, so
 // what is published is well-formed whatever the provider does: status
 // started first, every block started and then stopped or aborted, exactly
-// one terminal status last. A provider that fails to start, fails mid-stream,
-// goes silent or panics gives a failed stream with an error event, never a
-// hang and never a dead service.
+// one terminal status last. A provider that fails mid-stream, goes silent or
+// panics gives a failed stream with an error event, never a hang and never a
+// dead service.
 //
 // # Refusals
 //
@@ -36,7 +37,11 @@
 // an invalid request names the field (400), a missing key (401), an unknown
 // provider or model (404), a request_id that is already streaming (409), a
 // body larger than Config.MaxPayload (413), a provider that cannot be set up
-// (500) and a replica that is shutting down (503). DecodeReply turns the
+// (500) and a replica that is shutting down (503). Because the provider call
+// is opened before the reply, the provider's own refusals before its first
+// byte are error replies too: an unknown model (404), rejected credentials
+// (401), a request it finds invalid (400), a rate limit (429) or an outage
+// (502) that outlasted the adapter's bounded retries. DecodeReply turns the
 // reply into an *Error matching ErrInvalidRequest, ErrMissingAPIKey, ... with
 // errors.Is. The service keeps serving after every refusal.
 //

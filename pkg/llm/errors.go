@@ -16,6 +16,12 @@ var (
 	// ErrStreamClosed is the Err of a SliceStream or Scripted stream that
 	// was closed before it ended.
 	ErrStreamClosed = errors.New("llm: stream closed")
+
+	// ErrNilStream is the cause Normalize reports (as a stream_error event
+	// followed by status failed) when it is given a nil Stream, e.g. from a
+	// Provider that returned (nil, nil): a broken provider fails the model
+	// call instead of crashing the process.
+	ErrNilStream = errors.New("llm: provider returned a nil stream")
 )
 
 // Codes of the error events Normalize synthesizes.

@@ -59,6 +59,9 @@ func Normalize(ctx context.Context, s Stream, o NormalizeOptions) Stream {
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	if s == nil {
+		s = &failedStream{err: ErrNilStream}
+	}
 	ns := &normStream{ctx: ctx, src: s, opt: o, done: make(chan struct{})}
 	// Without a way to be cancelled and without an idle limit, waiting for
 	// the source is all Next could do anyway: read it inline and spare the
@@ -233,3 +236,11 @@ func (s *normStream) Close() error {
 	}
 	return s.closeErr
 }
+
+// failedStream is a source that fails at once with err.
+type failedStream struct{ err error }
+
+func (f *failedStream) Next() bool            { return false }
+func (f *failedStream) Current() events.Event { return nil }
+func (f *failedStream) Err() error            { return f.err }
+func (f *failedStream) Close() error          { return nil }

@@ -3,6 +3,7 @@ package llm_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -387,6 +388,33 @@ func TestNormalizeNilContext(t *testing.T) {
 	evs, err := llm.Collect(llm.Normalize(nil, llm.SliceStream(), llm.NormalizeOptions{})) //nolint:staticcheck
 	if err != nil || len(evs) != 2 {
 		t.Fatalf("evs = %v, err = %v", evs, err)
+	}
+}
+
+// A nil source (a Provider that returned (nil, nil)) must not crash the
+// process: DESIGN.md §3 — the stream is still well-formed and ends failed
+// after an error event that says why.
+func TestNormalizeNilSource(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // a cancellable ctx makes Normalize read through its goroutine
+	for name, ctx := range map[string]context.Context{"inline": context.Background(), "pumped": ctx} {
+		t.Run(name, func(t *testing.T) {
+			evs, err := llm.Collect(llm.Normalize(ctx, nil, llm.NormalizeOptions{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := llm.CheckWellFormed(evs); err != nil {
+				t.Fatal(err)
+			}
+			want := []events.Event{
+				events.StatusEvent{Status: events.StatusStarted},
+				events.ErrorEvent{Code: llm.CodeStreamError, Message: llm.ErrNilStream.Error()},
+				events.StatusEvent{Status: events.StatusFailed},
+			}
+			if !reflect.DeepEqual(evs, want) {
+				t.Fatalf("events %v, want %v", evs, want)
+			}
+		})
 	}
 }
 

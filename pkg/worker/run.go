@@ -163,6 +163,10 @@ func (r *run) modelPhase(ctx context.Context) *Result {
 	}
 	r.st.StopReason = r.stopReason
 	if len(calls) > 0 {
+		// The next model call is asked for by these tool results, not by an
+		// earlier continue_with_messages: a max_steps reached from here on
+		// is the tool loop's.
+		r.continueHook = ""
 		r.st.Pending = r.pendingCalls(calls)
 		r.st.Phase = PhaseTools
 		return nil
