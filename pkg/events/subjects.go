@@ -137,3 +137,10 @@ func LastToken(subject string) string {
 	}
 	return subject
 }
+
+// ToolMsgID is the Nats-Msg-Id of a tool call and of its result: the turn id
+// and the call id together. Providers (and OpenAI-compatible local servers)
+// do not promise call ids that are unique across turns, and JetStream
+// de-duplicates by Nats-Msg-Id across the whole stream, so the call id alone
+// would drop another turn's call as a duplicate.
+func ToolMsgID(turnID, callID string) string { return turnID + "." + callID }

@@ -53,7 +53,7 @@
 // (§6, §8): subscribe to P.tool.result.<turn>.<call>, return the stored
 // result if LLMW_TOOLRESULTS already has one (a resumed turn never runs a
 // finished call again), else publish the llmw.tool.call to JetStream with
-// Nats-Msg-Id = call id and a deadline, and wait. The call ids come from
+// Nats-Msg-Id = <turn id>.<call id> (events.ToolMsgID) and a deadline, and wait. The call ids come from
 // the context: WithCall, or else worker.CallInfoFrom (the worker sets it
 // for every tool execution). Cancelling publishes P.tool.cancel.<call_id>; no result by the
 // deadline is ErrToolDeadline, so a tool nobody hosts never hangs a turn.

@@ -122,7 +122,7 @@ func DecodeToolResult(h nats.Header, data []byte) (events.ToolCallResult, error)
 // be an error result: IsError). In order, so that no result is missed and
 // no finished call runs again (DESIGN.md §8): subscribe to the result
 // subject, return the stored result if LLMW_TOOLRESULTS has one, publish the
-// call with Nats-Msg-Id = call id, wait. An empty req.Deadline is set from
+// call with Nats-Msg-Id = <turn id>.<call id>, wait. An empty req.Deadline is set from
 // ctx, then timeout, then the default. Cancelling ctx publishes
 // P.tool.cancel.<call_id> and returns ctx's error; no result by the
 // deadline (plus grace) is ErrToolDeadline.
@@ -168,7 +168,7 @@ func (c *ToolClient) Call(ctx context.Context, req events.ToolCallRequest, timeo
 	msg := &nats.Msg{Subject: c.subjects.ToolCall(req.Name), Header: nats.Header(env.BinaryHeader()), Data: env.Data}
 	// A re-published call (a resumed turn) is dropped by the stream's
 	// duplicate window; the result of the first one still arrives.
-	if _, err := c.js.PublishMsg(ctx, msg, jetstream.WithMsgID(req.CallID)); err != nil {
+	if _, err := c.js.PublishMsg(ctx, msg, jetstream.WithMsgID(events.ToolMsgID(req.TurnID, req.CallID))); err != nil {
 		if ctx.Err() != nil {
 			// The call may be stored (and running) although its ack did
 			// not arrive before the cancel: cancel it too.

@@ -30,7 +30,7 @@
 // duplicate delivery); validates the input against the schema; runs the
 // tool under the earlier of the call's deadline and the tool's timeout,
 // sending in-progress acks every AckWait/3; publishes the result to
-// P.tool.result.<turn>.<call> with Nats-Msg-Id = call id; acks. Invalid
+// P.tool.result.<turn>.<call> with Nats-Msg-Id = <turn id>.<call id>; acks. Invalid
 // input, a name mismatch, an expired deadline, a timeout, a panic and a
 // cancel (P.tool.cancel.<call_id>) are results with is_error true and a
 // message the model can act on. A tool that ignores its context does not

@@ -446,12 +446,13 @@ func (s *Server) handle(m jetstream.Msg, h *hosted) {
 		_ = m.TermWithReason("undecodable tool call")
 		return
 	}
-	if !s.begin(req.CallID) { // this replica has it: the other delivery answers
+	key := events.ToolMsgID(req.TurnID, req.CallID)
+	if !s.begin(key) { // this replica has it: the other delivery answers
 		_ = m.Ack()
 		return
 	}
 	answered := false
-	defer func() { s.end(req.CallID, answered) }()
+	defer func() { s.end(key, answered) }()
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	_, seen, err := s.rc.StoredResult(sctx, req.TurnID, req.CallID)
 	cancel()
@@ -639,7 +640,7 @@ func (s *Server) publishResult(r events.ToolCallResult, sessionID string) error 
 	defer cancel()
 	_, err = s.js.PublishMsg(ctx, &nats.Msg{
 		Subject: s.subjects.ToolResult(r.TurnID, r.CallID), Header: nats.Header(env.BinaryHeader()), Data: env.Data,
-	}, jetstream.WithMsgID(r.CallID))
+	}, jetstream.WithMsgID(events.ToolMsgID(r.TurnID, r.CallID)))
 	return err
 }
 

@@ -122,11 +122,13 @@ func resultCount(t testing.TB, js jetstream.JetStream, turn, id string) uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := st.Info(ctx(t), jetstream.WithSubjectFilter("llmw.tool.result."+turn+"."+id))
+	subj := "llmw.tool.result." + turn + "." + id
+	info, err := st.Info(ctx(t), jetstream.WithSubjectFilter(subj))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return info.State.Msgs
+	// State.Msgs counts the whole stream; the filter fills State.Subjects.
+	return info.State.Subjects[subj]
 }
 
 func remote(t testing.TB, e *env, name string) *natsrt.RemoteTool {
@@ -177,7 +179,7 @@ func TestRoundTripCatalogAndDiscovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	env, err := events.DecodeEnvelope(m.Header, m.Data)
-	if err != nil || env.Type != "llmw.tool.result" || env.Source != "/llmw/toolexec/r1" || env.TurnID != "t1" || env.SessionID != "s1" || m.Header.Get("Nats-Msg-Id") != "c1" {
+	if err != nil || env.Type != "llmw.tool.result" || env.Source != "/llmw/toolexec/r1" || env.TurnID != "t1" || env.SessionID != "s1" || m.Header.Get("Nats-Msg-Id") != "t1.c1" {
 		t.Errorf("stored result %+v %v, headers %v", env, err, m.Header)
 	}
 
@@ -561,5 +563,27 @@ func TestCancelBeforeDelivery(t *testing.T) {
 		if i == 20 {
 			t.Fatalf("early cancel never honoured; last err %v", err)
 		}
+	}
+}
+
+// Two turns whose model reused a call id (local OpenAI-compatible servers
+// number calls call_0, call_1, …) each get their own result: JetStream
+// de-duplicates by turn and call id together.
+func TestSameCallIDInTwoTurns(t *testing.T) {
+	e := start(t)
+	var calls atomic.Int32
+	replica(t, e.url, toolexec.Config{Instance: "r1"}, echo(&calls))
+	rt := remote(t, e, "echo")
+	for _, turn := range []string{"ta", "tb"} {
+		out, err := rt.Execute(call(ctx(t), turn, "call_0"), json.RawMessage(`{"text":"`+turn+`"}`))
+		if err != nil || out != turn {
+			t.Fatalf("turn %s: %q, %v", turn, out, err)
+		}
+		if n := resultCount(t, e.js, turn, "call_0"); n != 1 {
+			t.Fatalf("turn %s: %d results", turn, n)
+		}
+	}
+	if calls.Load() != 2 {
+		t.Fatalf("tool ran %d times, want 2", calls.Load())
 	}
 }
