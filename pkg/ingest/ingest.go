@@ -350,7 +350,10 @@ func (s *Service) handle(mr micro.Request) {
 	s.wg.Add(1)
 	s.mu.Unlock()
 
-	go s.run(ctx, st, p, r, mr)
+	// The stream goroutine replies by publishing to the reply subject: a
+	// micro.Request must not be used once the handler returned (see
+	// refuseLate).
+	go s.run(ctx, st, p, r, mr.Reply())
 }
 
 func (s *Service) refuse(mr micro.Request, r *request, e *Error) {
@@ -363,14 +366,39 @@ func (s *Service) refuse(mr micro.Request, r *request, e *Error) {
 	s.log.Warn("request refused", attrs...)
 	// Header values cannot hold line breaks; FieldError messages have none,
 	// but provider errors might.
-	desc := strings.NewReplacer("\r", " ", "\n", " ").Replace(e.Message)
+	desc := oneLine(e.Message)
 	if err := mr.Error(fmt.Sprint(e.Code), desc, body, micro.WithHeaders(hdr)); err != nil {
 		s.log.Warn("error reply failed", "err", err)
 	}
 }
 
+// refuseLate sends an error reply after the micro handler has returned.
+// micro.Request.Error records the error on the request for the endpoint's
+// statistics, which the handler wrapper reads when the handler returns, so
+// calling it later is a data race; the reply is published directly instead,
+// in the same micro error format.
+func (s *Service) refuseLate(reply string, r *request, e *Error) {
+	s.log.Warn("request refused", "kind", e.Kind, "code", e.Code, "reason", e.Message,
+		"request_id", r.req.RequestID, "model", r.req.Model)
+	if reply == "" {
+		return
+	}
+	body, _ := json.Marshal(e)
+	h := nats.Header{
+		micro.ErrorHeader:     []string{oneLine(e.Message)},
+		micro.ErrorCodeHeader: []string{fmt.Sprint(e.Code)},
+		HeaderErrorKind:       []string{string(e.Kind)},
+	}
+	if err := s.nc.PublishMsg(&nats.Msg{Subject: reply, Header: h, Data: body}); err != nil {
+		s.log.Warn("error reply failed", "err", err)
+	}
+}
+
+// oneLine makes a message fit a header value.
+func oneLine(m string) string { return strings.NewReplacer("\r", " ", "\n", " ").Replace(m) }
+
 // run streams one completion and publishes its events.
-func (s *Service) run(ctx context.Context, st *stream, p llm.Provider, r *request, mr micro.Request) {
+func (s *Service) run(ctx context.Context, st *stream, p llm.Provider, r *request, replyTo string) {
 	start := time.Now()
 	defer s.wg.Done()
 	defer func() {
@@ -385,15 +413,17 @@ func (s *Service) run(ctx context.Context, st *stream, p llm.Provider, r *reques
 	// reply the requester can act on, not a stream that fails at once.
 	ps, err := s.open(ctx, p, &r.req)
 	if err != nil {
-		s.refuse(mr, r, classifyOpenError(r, err))
+		s.refuseLate(replyTo, r, classifyOpenError(r, err))
 		return
 	}
 	subject := s.subj.LLMStream(st.id)
 	reply, _ := json.Marshal(events.CompletionReply{RequestID: st.id, StreamSubject: subject})
-	if err := mr.Respond(reply); err != nil {
-		// The requester may still listen on the stream subject (e.g. it
-		// published without a reply subject), so the stream runs anyway.
-		s.log.Warn("reply failed", "request_id", st.id, "err", err)
+	// Without a reply subject the requester listens on the stream subject
+	// only; a failed reply does not stop the stream for the same reason.
+	if replyTo != "" {
+		if err := s.nc.Publish(replyTo, reply); err != nil {
+			s.log.Warn("reply failed", "request_id", st.id, "err", err)
+		}
 	}
 
 	tmpl := events.Envelope{

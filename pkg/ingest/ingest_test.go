@@ -394,7 +394,9 @@ func TestStopDrainsInFlightStream(t *testing.T) {
 		events.BlockStart{Index: 0, BlockType: events.BlockText},
 		events.TextDelta(0, "part one, "),
 	}, block: true, release: make(chan struct{}), reached: make(chan struct{})}
-	f := &fake{scripts: []*script{sc}}
+	// A request that slips in before the drain begins gets a stream that
+	// ends at once.
+	f := &fake{scripts: []*script{sc, {}}}
 	nc := connect(t, url)
 	s, err := ingest.New(connect(t, url), ingest.Config{Logger: quietLogger(), Providers: map[string]ingest.Factory{"openai": ingest.Static(f)}})
 	if err != nil {
@@ -411,12 +413,14 @@ func TestStopDrainsInFlightStream(t *testing.T) {
 	stopped := make(chan error, 1)
 	go func() { stopped <- s.Stop(context.Background()) }()
 
+	late := 0
 	// Once draining, new requests are not taken: either no responder is
 	// left (the endpoint is gone) or this instance refuses with 503.
 	poll(t, "the endpoint to stop taking requests", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		r, err := nc.RequestMsgWithContext(ctx, binaryRequest("llmw.llm.complete", completionData("late", "openai:m"), nil))
+		late++
+		r, err := nc.RequestMsgWithContext(ctx, binaryRequest("llmw.llm.complete", completionData("late"+strconv.Itoa(late), "openai:m"), nil))
 		if errors.Is(err, nats.ErrNoResponders) {
 			return true
 		}
@@ -428,9 +432,9 @@ func TestStopDrainsInFlightStream(t *testing.T) {
 		t.Fatalf("Stop returned (%v) while a stream was in flight", err)
 	default:
 	}
-	if got := s.Running(); !reflect.DeepEqual(got, []string{"d1"}) {
-		t.Errorf("Running() = %v", got)
-	}
+	poll(t, "only the in-flight stream to be running", func() bool {
+		return reflect.DeepEqual(s.Running(), []string{"d1"})
+	})
 
 	close(sc.release)
 	got := evs(sub.untilTerminal())
