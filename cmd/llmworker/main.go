@@ -1,0 +1,41 @@
+// Command llmworker is the llmworker command line: `chat` (the way to run
+// the system: with no NATS_URL it starts everything in-process), `up` (NATS
+// and every service in one process), `tail`, `tools`, `hooks` and
+// `turn cancel|resume`. The behaviour lives in internal/cli; this main only
+// wires the process to it.
+//
+//	go run ./cmd/llmworker chat --replay      # no account needed
+//	go run ./cmd/llmworker chat "hello"       # with ANTHROPIC_API_KEY, OPENAI_API_KEY or GEMINI_API_KEY
+//	go run ./cmd/llmworker --help
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/llmworker/llmworker/internal/cli"
+)
+
+func main() {
+	// SIGTERM ends the process (services drain); SIGINT is a Ctrl-C the
+	// commands handle themselves (chat cancels the running turn first).
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	interrupts := make(chan os.Signal, 1)
+	signal.Notify(interrupts, os.Interrupt)
+	code := cli.Main(ctx, os.Args[1:], cli.Env{
+		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+		Interrupt: interrupts,
+		Terminal:  isTerminal(os.Stdout),
+	})
+	stop()
+	os.Exit(code)
+}
+
+// isTerminal reports whether f is a character device (a terminal), without
+// a terminal library.
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

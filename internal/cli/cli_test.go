@@ -1,0 +1,552 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/llmworker/llmworker/internal/replay"
+	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/remotehook"
+	"github.com/llmworker/llmworker/pkg/toolexec/builtin"
+)
+
+// TestChatReplay runs `chat --replay` end to end for every provider
+// format: embedded NATS, ingest with the real adapters, turn, toolexec.
+func TestChatReplay(t *testing.T) {
+	for _, sc := range replay.Scenarios() {
+		t.Run(sc.Name, func(t *testing.T) {
+			r := runCLI(t, Env{}, "chat", "--replay", "--replay-pace", "0", "--model", "replay:"+sc.Name, "what now?")
+			if r.code != 0 {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+			}
+			if !strings.Contains(r.stdout, replay.Label) {
+				t.Errorf("output does not say it is a replay:\n%s", r.stdout)
+			}
+			for _, tool := range sc.Tools {
+				if !strings.Contains(r.stdout, "→ "+tool+" ") {
+					t.Errorf("no tool call %s in output:\n%s", tool, r.stdout)
+				}
+				if !regexp.MustCompile(`← ` + tool + ` \(\d+ ms\): .*` + regexp.QuoteMeta(replay.DemoNote)).MatchString(r.stdout) {
+					t.Errorf("no demo result of %s in output:\n%s", tool, r.stdout)
+				}
+			}
+			want := recordedText(t, sc.Steps[len(sc.Steps)-1])
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("output lacks the recorded text %q…\n%s", Truncate(want, 80), r.stdout)
+			}
+			if strings.Contains(r.stdout, "\x1b[") {
+				t.Error("ANSI escapes in output that is not a terminal")
+			}
+			if !strings.Contains(r.stdout, "✓ completed") || !strings.Contains(r.stdout, "usage: ") {
+				t.Errorf("no completion with usage:\n%s", r.stdout)
+			}
+		})
+	}
+}
+
+// TestChatColours: thinking is dimmed on a terminal, plain with NO_COLOR.
+func TestChatColours(t *testing.T) {
+	r := runCLI(t, Env{Terminal: true}, "chat", "--replay", "--replay-pace", "0", "--model", "replay:anthropic", "q")
+	if r.code != 0 || !strings.Contains(r.stdout, ansiDim+"thinking: "+ansiReset) {
+		t.Fatalf("exit %d, no dimmed thinking:\n%q", r.code, r.stdout)
+	}
+	r = runCLI(t, Env{Terminal: true, Getenv: envOf("NO_COLOR", "1")}, "chat", "--replay", "--replay-pace", "0", "q")
+	if r.code != 0 || strings.Contains(r.stdout, "\x1b[") || !strings.Contains(r.stdout, "thinking: ") {
+		t.Fatalf("exit %d, NO_COLOR output:\n%q", r.code, r.stdout)
+	}
+}
+
+func TestChatMissingCredentials(t *testing.T) {
+	r := runCLI(t, Env{}, "chat", "hello")
+	if r.code != 2 {
+		t.Fatalf("exit %d, want 2", r.code)
+	}
+	for _, want := range []string{"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
+		"OPENAI_BASE_URL=http://localhost:11434/v1", "--model openai:<model>", "--replay", replay.Label} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("message lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	// A model whose key is missing names the variables too.
+	r = runCLI(t, Env{Getenv: envOf("OPENAI_API_KEY", "k")}, "chat", "--model", "anthropic:claude-sonnet-4-5", "hello")
+	if r.code != 2 || !strings.Contains(r.stderr, "ANTHROPIC_API_KEY") {
+		t.Fatalf("exit %d:\n%s", r.code, r.stderr)
+	}
+}
+
+func TestPickModel(t *testing.T) {
+	cases := []struct {
+		flag string
+		env  []string
+		want string
+	}{
+		{"x:y", []string{"ANTHROPIC_API_KEY", "k"}, "x:y"},
+		{"", []string{"LLMW_MODEL", "openai:m", "ANTHROPIC_API_KEY", "k"}, "openai:m"},
+		{"", []string{"ANTHROPIC_API_KEY", "k", "OPENAI_API_KEY", "k"}, DefaultAnthropicModel},
+		{"", []string{"OPENAI_API_KEY", "k"}, DefaultOpenAIModel},
+		{"", []string{"GOOGLE_API_KEY", "k"}, DefaultGeminiModel},
+		{"", []string{"OPENAI_BASE_URL", "http://localhost:11434/v1"}, ""},
+		{"", nil, ""},
+	}
+	for _, c := range cases {
+		env := &Env{Getenv: envOf(c.env...)}
+		if got := pickModel(c.flag, env, readCredentials(env)); got != c.want {
+			t.Errorf("pickModel(%q, %v) = %q, want %q", c.flag, c.env, got, c.want)
+		}
+	}
+	for in, want := range map[string]string{"": "replay:anthropic", "gemini:gemini-2.5-pro": "replay:gemini",
+		"replay:openai": "replay:openai", "ollama:x": "replay:anthropic"} {
+		if got := replayModel(in); got != want {
+			t.Errorf("replayModel(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestBadUsage(t *testing.T) {
+	cases := []struct {
+		args []string
+		env  []string
+		want string
+	}{
+		{[]string{}, nil, "no command"},
+		{[]string{"frobnicate"}, nil, `unknown command "frobnicate"`},
+		{[]string{"chat", "--bogus"}, nil, "flag provided but not defined: -bogus"},
+		{[]string{"chat", "--max-steps", "x", "hi"}, nil, "invalid value"},
+		{[]string{"tools"}, nil, "NATS_URL"},
+		{[]string{"tail", "--session", "a", "--turn", "b"}, []string{"NATS_URL", "nats://127.0.0.1:1"}, "not both"},
+		{[]string{"tail", "--turn", "a.b"}, []string{"NATS_URL", "nats://127.0.0.1:1"}, "not a valid id"},
+		{[]string{"turn"}, nil, "cancel or resume"},
+		{[]string{"turn", "pause", "x"}, nil, `unknown turn subcommand "pause"`},
+		{[]string{"turn", "cancel"}, nil, "missing <turn_id>"},
+		{[]string{"turn", "resume", "t1"}, nil, "--approve, --deny, --edit or --approve-all"},
+		{[]string{"turn", "resume", "t1", "--edit", "c1=notjson"}, nil, "JSON object"},
+		{[]string{"turn", "resume", "t1", "--approve", "c1", "--deny", "c1"}, nil, "decided twice"},
+		{[]string{"up", "extra"}, nil, "takes no arguments"},
+		{[]string{"up", "--listen", "nope"}, nil, "host:port"},
+		{[]string{"up", "--log-format", "xml"}, nil, "text or json"},
+		{[]string{"up", "--services", "ingest,frob", "--listen", "127.0.0.1:0"}, nil, `unknown service "frob"`},
+	}
+	for _, c := range cases {
+		r := runCLI(t, Env{Getenv: envOf(c.env...)}, c.args...)
+		if r.code != 2 || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, r.code, r.stderr, c.want)
+		}
+	}
+	for _, args := range [][]string{{"chat", "--help"}, {"up", "-h"}, {"tail", "--help"}, {"tools", "--help"},
+		{"hooks", "--help"}, {"turn", "--help"}, {"turn", "resume", "--help"}, {"turn", "cancel", "--help"}, {"help"}} {
+		r := runCLI(t, Env{}, args...)
+		if r.code != 0 || !strings.Contains(r.stderr+r.stdout, "usage: llmworker") {
+			t.Errorf("%v: exit %d, output %q", args, r.code, r.stderr+r.stdout)
+		}
+	}
+}
+
+// TestClientCommands runs tools, hooks, tail, turn resume and turn cancel
+// against one running stack.
+func TestClientCommands(t *testing.T) {
+	st := startShared(t, 2*time.Millisecond)
+	env := Env{Getenv: envOf("NATS_URL", st.URL)}
+
+	t.Run("tools", func(t *testing.T) {
+		r := runCLI(t, env, "tools")
+		if r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		bt, _ := builtin.Tools(builtin.Config{})
+		for _, tl := range append(bt, replay.Tools()...) {
+			if !regexp.MustCompile(`(?m)^` + tl.Name() + `\s.*` + regexp.QuoteMeta(string([]rune(tl.Description())[:30]))).MatchString(r.stdout) {
+				t.Errorf("no line for %s with its description:\n%s", tl.Name(), r.stdout)
+			}
+		}
+	})
+
+	t.Run("hooks", func(t *testing.T) {
+		js, _ := jetstream.New(st.NC)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		kv, err := remotehook.Bucket(ctx, js)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Registered after the config's hooks, with priorities: the chain
+		// order is per hook point, priority, then registration.
+		for _, reg := range []events.HookRegistration{
+			{Name: "late-first", Event: events.HookBeforeToolCall, Subject: "x.late", Priority: -10, Matcher: "^get_", TimeoutMS: 1500, Failure: events.FailOpen},
+			{Name: "audit", Event: events.HookAfterToolCall, Subject: "x.audit"},
+			{Name: "date", Event: events.HookOnMessageSend, Subject: "x.date", Priority: 5},
+		} {
+			if _, err := remotehook.Register(ctx, kv, reg); err != nil {
+				t.Fatal(err)
+			}
+		}
+		defer func() {
+			for _, n := range []string{"late-first", "audit", "date"} {
+				_ = remotehook.Unregister(context.Background(), kv, n)
+			}
+			_ = st.watcher.Sync(context.Background())
+		}()
+		r := runCLI(t, env, "hooks")
+		if r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		var names []string
+		for _, line := range strings.Split(r.stdout, "\n")[1:] {
+			if f := strings.Fields(line); len(f) > 2 {
+				names = append(names, f[2])
+			}
+		}
+		want := []string{"date", "late-first", "no-shell", "approve-capital", "audit"}
+		if !slices.Equal(names, want) {
+			t.Fatalf("hook order %v, want %v:\n%s", names, want, r.stdout)
+		}
+		if !regexp.MustCompile(`before_tool_call\s+late-first\s+-10\s+\^get_\s+x\.late\s+1\.5s\s+fail_open`).MatchString(r.stdout) {
+			t.Errorf("late-first line incomplete:\n%s", r.stdout)
+		}
+		if !regexp.MustCompile(`before_tool_call\s+approve-capital\s+0\s+\S+\s+llmw\.hook\.approve-capital\s+default\s+fail_closed`).MatchString(r.stdout) {
+			t.Errorf("approve-capital line incomplete:\n%s", r.stdout)
+		}
+	})
+
+	t.Run("tail", func(t *testing.T) {
+		turnID, session := nuid.Next(), "s-"+nuid.Next()
+		submit(t, st, events.TurnRequest{TurnID: turnID, SessionID: session, Model: "replay:openai"})
+		waitFor(t, st, turnID, events.TypeTurnCompleted)
+		want := recordedText(t, "openai-chat/text-include-usage_gpt-4.1-nano.chunks.jsonl")
+		for _, args := range [][]string{{"tail", "--turn", turnID}, {"tail", "--session", session, "--follow=false"}} {
+			r := runCLI(t, env, args...)
+			if r.code != 0 {
+				t.Fatalf("%v: exit %d: %s", args, r.code, r.stderr)
+			}
+			for _, s := range []string{"→ get_weather {\"city\":\"Mexico City\"}", "→ get_product_name {}", want, "✓ completed"} {
+				if !strings.Contains(r.stdout, s) {
+					t.Errorf("%v: output lacks %q:\n%s", args, Truncate(s, 60), r.stdout)
+				}
+			}
+			if args[1] == "--session" && !strings.Contains(r.stdout, "── turn "+turnID+" · session "+session+" · replay:openai ──") {
+				t.Errorf("no turn header:\n%s", r.stdout)
+			}
+		}
+		r := runCLI(t, env, "tail", "--session", "nobody-here", "--follow=false")
+		if r.code != 0 || !strings.Contains(r.stderr, "no events stored") {
+			t.Errorf("empty session: exit %d, %q", r.code, r.stderr)
+		}
+	})
+
+	t.Run("resume", func(t *testing.T) {
+		// approve-all: the paused call runs, the turn completes.
+		turnID := nuid.Next()
+		submit(t, st, events.TurnRequest{TurnID: turnID, Model: "replay:gemini"})
+		paused := waitFor(t, st, turnID, events.TypeTurnPaused)
+		p, err := events.DecodeData[events.TurnPaused](paused)
+		if err != nil || len(p.Pending) != 1 || p.Pending[0].Name != "get_capital" {
+			t.Fatalf("paused = %+v, %v", p, err)
+		}
+		r := runCLI(t, env, "turn", "resume", turnID, "--approve-all")
+		if r.code != 0 || !strings.Contains(r.stdout, p.Pending[0].ID+"=approve") {
+			t.Fatalf("exit %d: %s %s", r.code, r.stdout, r.stderr)
+		}
+		res := waitFor(t, st, turnID, events.TypeToolResult)
+		tr, _ := events.DecodeData[events.ToolCallResult](res)
+		if tr.IsError || !strings.Contains(tr.Content, "Paris") {
+			t.Errorf("approved call result = %+v", tr)
+		}
+		waitFor(t, st, turnID, events.TypeTurnCompleted)
+
+		// deny with a reason: the model gets an error result, the tool
+		// never runs.
+		turnID = nuid.Next()
+		submit(t, st, events.TurnRequest{TurnID: turnID, Model: "replay:gemini"})
+		p, _ = events.DecodeData[events.TurnPaused](waitFor(t, st, turnID, events.TypeTurnPaused))
+		r = runCLI(t, env, "turn", "resume", "--deny", p.Pending[0].ID+"=not today", turnID)
+		if r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		done := waitFor(t, st, turnID, events.TypeTurnCompleted)
+		c, _ := events.DecodeData[events.TurnCompleted](done)
+		var denied *events.Part
+		for _, m := range c.Messages {
+			for i, part := range m.Content {
+				if part.Type == events.PartToolResult && part.ToolUseID == p.Pending[0].ID {
+					denied = &m.Content[i]
+				}
+			}
+		}
+		if denied == nil || !denied.IsError || !strings.Contains(denied.Content, "not today") {
+			t.Errorf("denied result = %+v", denied)
+		}
+
+		// edit: runs with the edited input.
+		turnID = nuid.Next()
+		submit(t, st, events.TurnRequest{TurnID: turnID, Model: "replay:gemini"})
+		p, _ = events.DecodeData[events.TurnPaused](waitFor(t, st, turnID, events.TypeTurnPaused))
+		r = runCLI(t, env, "turn", "resume", turnID, "--edit", p.Pending[0].ID+`={"country":"Japan"}`)
+		if r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		tr, _ = events.DecodeData[events.ToolCallResult](waitFor(t, st, turnID, events.TypeToolResult))
+		if !strings.Contains(tr.Content, "Tokyo") {
+			t.Errorf("edited call result = %+v", tr)
+		}
+		r = runCLI(t, env, "turn", "resume", turnID, "--approve-all")
+		if r.code != 1 || !strings.Contains(r.stderr, "not paused") {
+			t.Errorf("resume of a finished turn: exit %d %q", r.code, r.stderr)
+		}
+	})
+
+	t.Run("chat-approval", func(t *testing.T) {
+		// chat asks per pending call; "x" is not an answer, "e" edits.
+		r := runCLI(t, Env{Getenv: envOf("NATS_URL", st.URL), Stdin: strings.NewReader("x\ne\n{\"country\":\"Italy\"}\n")},
+			"chat", "--model", "replay:gemini", "capital?")
+		if r.code != 0 {
+			t.Fatalf("exit %d:\n%s\n%s", r.code, r.stdout, r.stderr)
+		}
+		for _, s := range []string{"⏸ turn paused: ", "capital lookups need approval (hook approve-capital)",
+			"please answer a, d", "← get_capital", "Rome", "✓ completed"} {
+			if !strings.Contains(r.stdout, s) {
+				t.Errorf("output lacks %q:\n%s", s, r.stdout)
+			}
+		}
+		// No answer at all (stdin ends): chat gives up, the turn stays paused.
+		r = runCLI(t, Env{Getenv: envOf("NATS_URL", st.URL)}, "chat", "--model", "replay:gemini", "capital?")
+		if r.code != 1 || !strings.Contains(r.stderr+r.stdout, "llmworker turn resume") {
+			t.Errorf("exit %d:\n%s\n%s", r.code, r.stdout, r.stderr)
+		}
+	})
+
+	t.Run("interactive", func(t *testing.T) {
+		r := runCLI(t, Env{Terminal: true, Getenv: envOf("NATS_URL", st.URL, "NO_COLOR", "1"), Stdin: strings.NewReader("first\n\nsecond\n/exit\nnever\n")},
+			"chat", "--model", "replay:openai", "--session", "s-interactive")
+		if r.code != 0 {
+			t.Fatalf("exit %d:\n%s\n%s", r.code, r.stdout, r.stderr)
+		}
+		if n := strings.Count(r.stdout, "✓ completed"); n != 2 {
+			t.Fatalf("%d completed turns, want 2:\n%s", n, r.stdout)
+		}
+		if !strings.Contains(r.stdout, "session s-interactive") || strings.Count(r.stdout, "> ") < 3 {
+			t.Errorf("no session line or prompts:\n%s", r.stdout)
+		}
+		// The session kept the conversation: the second turn's transcript
+		// starts with the first turn.
+		js, _ := jetstream.New(st.NC)
+		kv, err := js.KeyValue(context.Background(), events.BucketSessions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := kv.Get(context.Background(), "s-interactive")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var firsts int
+		for _, needle := range []string{`"first"`, `"second"`} {
+			if strings.Contains(string(e.Value()), needle) {
+				firsts++
+			}
+		}
+		if firsts != 2 {
+			t.Errorf("session transcript lacks a prompt: %s", Truncate(string(e.Value()), 300))
+		}
+	})
+
+	t.Run("cancel", func(t *testing.T) {
+		turnID := nuid.Next()
+		// openai-responses streams ~700 recorded events at 2 ms each; its
+		// tool call pauses first, so approve it, then cancel mid-stream.
+		submit(t, st, events.TurnRequest{TurnID: turnID, Model: "replay:openai-responses"})
+		waitFor(t, st, turnID, events.TypeTurnPaused)
+		if r := runCLI(t, env, "turn", "resume", turnID, "--approve-all"); r.code != 0 {
+			t.Fatal(r.stderr)
+		}
+		waitFor(t, st, turnID, events.TypeTurnResumed)
+		waitForDelta(t, st, turnID, 2)
+		r := runCLI(t, env, "turn", "cancel", turnID)
+		if r.code != 0 || !strings.Contains(r.stdout, "cancel sent for turn "+turnID) {
+			t.Fatalf("exit %d: %s %s", r.code, r.stdout, r.stderr)
+		}
+		waitFor(t, st, turnID, events.TypeTurnAborted)
+	})
+
+	t.Run("chat-interrupt", func(t *testing.T) {
+		intr := make(chan os.Signal, 1)
+		out := &syncBuffer{}
+		var code atomic.Int32
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			code.Store(int32(Main(ctx, []string{"chat", "--model", "replay:openai", "go"},
+				Env{Getenv: envOf("NATS_URL", st.URL), Stdout: out, Stderr: out, Interrupt: intr})))
+		}()
+		deadline := time.Now().Add(30 * time.Second)
+		for !strings.Contains(out.String(), "**Holiday") {
+			if time.Now().After(deadline) {
+				t.Fatalf("no text streamed:\n%s", out.String())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		intr <- os.Interrupt
+		<-done
+		if code.Load() != 1 || !strings.Contains(out.String(), "cancelling turn") || !strings.Contains(out.String(), "✗ turn aborted") {
+			t.Fatalf("exit %d:\n%s", code.Load(), out.String())
+		}
+	})
+}
+
+// waitForDelta waits until n block deltas of a turn were published.
+func waitForDelta(t *testing.T, st *Stack, turnID string, n int) {
+	t.Helper()
+	js, _ := jetstream.New(st.NC)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f, err := follow(ctx, js, events.NewSubjects(st.Prefix).EventsOfTurn(turnID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Stop()
+	after := false
+	for n > 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatal("no deltas")
+		case it := <-f.C():
+			if it.env.Type == events.TypeTurnResumed {
+				after = true
+			}
+			if after && it.env.Type == events.TypeBlockDelta {
+				n--
+			}
+		}
+	}
+}
+
+func TestUp(t *testing.T) {
+	intr := make(chan os.Signal, 1)
+	started := make(chan *Stack, 1)
+	out := &syncBuffer{}
+	done := make(chan int)
+	go func() {
+		done <- Main(context.Background(), []string{"up", "--listen", "127.0.0.1:0", "--replay", "--log-level", "error"},
+			Env{Stdout: out, Stderr: out, Getenv: envOf(), Interrupt: intr, Started: func(s *Stack) { started <- s }})
+	}()
+	var st *Stack
+	select {
+	case st = <-started:
+	case code := <-done:
+		t.Fatalf("up exited %d:\n%s", code, out.String())
+	}
+	// A client chats with the running system.
+	r := runCLI(t, Env{Getenv: envOf("NATS_URL", st.URL)}, "chat", "--model", "replay:openai", "hi")
+	if r.code != 0 {
+		t.Fatalf("chat against up: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	intr <- os.Interrupt
+	if code := <-done; code != 0 {
+		t.Fatalf("up exited %d:\n%s", code, out.String())
+	}
+	s := out.String()
+	for _, want := range []string{"llmworker is up: ingest, toolexec, turn", st.URL, "NATS_URL=" + st.URL + " llmworker chat",
+		"llmw.turn.submit", "llmw.turn.cancel.<turn_id>", "llmw.events.<session|_>.<turn_id>.<channel>", replay.Label, "draining"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("up output lacks %q:\n%s", want, s)
+		}
+	}
+}
+
+func TestHealthHandler(t *testing.T) {
+	var cur atomic.Pointer[Stack]
+	srv := httptest.NewServer(healthHandler(&cur))
+	defer srv.Close()
+	get := func(path string) int {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if get("/healthz") != 200 || get("/readyz") != 503 {
+		t.Fatal("before start: want alive, not ready")
+	}
+	ctx := context.Background()
+	st, err := StartStack(ctx, StackConfig{Services: []string{SvcToolexec}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Store(st)
+	if get("/readyz") != 200 {
+		t.Error("started: not ready")
+	}
+	_ = st.Stop(ctx)
+	if get("/readyz") != 503 {
+		t.Error("stopped: still ready")
+	}
+}
+
+func TestRenderer(t *testing.T) {
+	var b strings.Builder
+	r := NewRenderer(&b, false)
+	env := func(typ string, data any) *events.Envelope {
+		e, err := events.NewEnvelope("/t", typ, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.TurnID = "t1"
+		return e
+	}
+	long := strings.Repeat("x", 400)
+	steps := []*events.Envelope{
+		env(events.TypeTurnStep, events.TurnStep{Step: 1, Attempt: 2}),
+		env(events.TypeToolSkipped, events.ToolSkipped{CallID: "c1", Name: "shell", Hook: "no-shell", Reason: "no shell here"}),
+		env(events.TypeHookDecision, events.HookDecision{Hook: "h", Event: events.HookBeforeToolCall, Result: events.HookAbort, Reason: "timeout", Failed: true, MS: 12}),
+		env(events.TypeToolResult, events.ToolCallResult{CallID: "c2", Name: "read_file", Content: long, DurationMS: 3}),
+		env(events.TypeToolResult, events.ToolCallResult{CallID: "c3", Name: "calc", Content: "bad", IsError: true}),
+		env(events.TypeHookMessage, events.HookMessage{Hook: "h", Messages: []events.Message{events.AssistantText("note")}}),
+		env(events.TypeTurnFailed, events.TurnEnded{Reason: "max steps (20) reached", Code: "max_steps"}),
+	}
+	var last Rendered
+	for _, e := range steps {
+		var err error
+		if last, err = r.Render(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := b.String()
+	for _, want := range []string{
+		"↻ step 1: retrying the model call (attempt 2)",
+		"⊘ shell skipped by hook no-shell: no shell here",
+		"⚑ hook h (before_tool_call) → abort: timeout [hook failed] (12.0 ms)",
+		"← read_file (3 ms): " + strings.Repeat("x", 300) + "… (100 more chars)",
+		"✗ calc failed (0 ms): bad",
+		"⚑ h: note",
+		"✗ turn failed: max steps (20) reached [max_steps]",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if last.State != StateFailed || last.Reason != "max steps (20) reached" {
+		t.Errorf("last = %+v", last)
+	}
+	if _, err := r.Render(&events.Envelope{Type: events.TypeTurnPaused, Data: []byte(`{"pending":"x"}`)}); err == nil {
+		t.Error("undecodable paused event: no error")
+	}
+	u := events.UsageEvent{InputTokens: events.Int64(10), OutputTokens: events.Int64(5), CacheReadInputTokens: events.Int64(0)}
+	if got := FormatUsage(u); got != "usage: 10 input, 5 output tokens" {
+		t.Errorf("FormatUsage = %q", got)
+	}
+	_ = fmt.Sprint
+	_ = json.Valid
+}

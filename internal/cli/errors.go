@@ -1,0 +1,23 @@
+package cli
+
+import "errors"
+
+var (
+	// ErrUsage is returned for bad flags or arguments; Main prints the
+	// problem with the command's usage and exits 2.
+	ErrUsage = errors.New("usage")
+
+	// ErrNoCredentials is returned by chat when it would start the system
+	// embedded but no provider credentials are set and --replay was not
+	// given; the message names every variable to set.
+	ErrNoCredentials = errors.New("no provider credentials")
+
+	// ErrTurnFailed and ErrTurnAborted are returned when the turn chat (or
+	// tail --turn) followed ended failed or aborted; Main exits 1.
+	ErrTurnFailed  = errors.New("turn failed")
+	ErrTurnAborted = errors.New("turn aborted")
+
+	// ErrNotProvisioned is returned when the streams or buckets of the
+	// runtime do not exist on the NATS server: nothing runs there yet.
+	ErrNotProvisioned = errors.New("llmworker is not running on this NATS server")
+)

@@ -1,0 +1,149 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/llmworker/llmworker/internal/replay"
+	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/ingest"
+	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/provider/anthropic"
+	"github.com/llmworker/llmworker/pkg/provider/gemini"
+	"github.com/llmworker/llmworker/pkg/provider/openai"
+	"github.com/llmworker/llmworker/pkg/provider/openairesponses"
+)
+
+// Default models picked by which credentials are set (in this order).
+const (
+	DefaultAnthropicModel = "anthropic:claude-sonnet-4-5"
+	DefaultOpenAIModel    = "openai:gpt-4.1-mini"
+	DefaultGeminiModel    = "gemini:gemini-2.5-flash"
+)
+
+// localKey is the API key given to the OpenAI adapter when only
+// OPENAI_BASE_URL is set: local OpenAI-compatible servers (Ollama,
+// llama.cpp, vLLM) ignore it, but the SDK wants one.
+const localKey = "local"
+
+// credentials says which provider credentials the environment has.
+type credentials struct {
+	anthropic, openai, openaiBase, gemini bool
+}
+
+func readCredentials(env *Env) credentials {
+	return credentials{
+		anthropic:  env.getenv("ANTHROPIC_API_KEY") != "",
+		openai:     env.getenv("OPENAI_API_KEY") != "",
+		openaiBase: env.getenv("OPENAI_BASE_URL") != "",
+		gemini:     env.getenv("GEMINI_API_KEY") != "" || env.getenv("GOOGLE_API_KEY") != "",
+	}
+}
+
+func (c credentials) any() bool { return c.anthropic || c.openai || c.openaiBase || c.gemini }
+
+// has reports whether the credentials of a provider prefix are set.
+func (c credentials) has(provider string) bool {
+	switch provider {
+	case "anthropic":
+		return c.anthropic
+	case "openai":
+		return c.openai || c.openaiBase
+	case "openai-responses":
+		return c.openai
+	case "gemini":
+		return c.gemini
+	case replay.Prefix:
+		return true
+	}
+	return false
+}
+
+// pickModel returns --model, else $LLMW_MODEL, else a default for the
+// credentials that are set ("" when none fits).
+func pickModel(flagModel string, env *Env, c credentials) string {
+	if flagModel != "" {
+		return flagModel
+	}
+	if m := env.getenv("LLMW_MODEL"); m != "" {
+		return m
+	}
+	switch {
+	case c.anthropic:
+		return DefaultAnthropicModel
+	case c.openai:
+		return DefaultOpenAIModel
+	case c.gemini:
+		return DefaultGeminiModel
+	}
+	return ""
+}
+
+// replayModel maps a model to its replay scenario: "replay:x" as is, a
+// provider prefix with a scenario of its own to that scenario, anything
+// else to the Anthropic scenario (it shows thinking, a tool call and text).
+func replayModel(model string) string {
+	p, m := events.SplitModel(model)
+	if p == replay.Prefix && m != "" {
+		return model
+	}
+	if _, err := replay.Lookup(p); err == nil {
+		return replay.Prefix + ":" + p
+	}
+	return replay.Prefix + ":anthropic"
+}
+
+// missingCredentials is the message chat prints when it has nothing to
+// call: every variable, the local-server way, and the replay.
+func missingCredentials() string {
+	var b strings.Builder
+	b.WriteString("no model provider is configured. Set one of:\n\n")
+	b.WriteString("  export ANTHROPIC_API_KEY=...      # Anthropic (default model " + DefaultAnthropicModel + ")\n")
+	b.WriteString("  export OPENAI_API_KEY=...         # OpenAI (default model " + DefaultOpenAIModel + "; openai-responses:<model> for the Responses API)\n")
+	b.WriteString("  export GEMINI_API_KEY=...         # Google Gemini (or GOOGLE_API_KEY; default model " + DefaultGeminiModel + ")\n\n")
+	b.WriteString("or use a local OpenAI-compatible server (Ollama, llama.cpp, vLLM):\n\n")
+	b.WriteString("  export OPENAI_BASE_URL=http://localhost:11434/v1\n")
+	b.WriteString("  llmworker chat --model openai:<model> \"...\"\n\n")
+	b.WriteString("and pick a model with --model provider:model or $LLMW_MODEL.\n\n")
+	b.WriteString("To watch the whole pipeline run without any account, use --replay: a " + replay.Label + ":\n\n")
+	b.WriteString("  llmworker chat --replay\n")
+	return b.String()
+}
+
+// providerFactories are ingest's providers for the environment: the four
+// adapters with the SDKs' own variables. An adapter is built once, on first
+// use, so that a missing key is reported per request (missing_api_key) and
+// not at start.
+func providerFactories(getenv func(string) string) map[string]ingest.Factory {
+	lazy := func(build func() (llm.Provider, error), missing error) ingest.Factory {
+		var (
+			once sync.Once
+			p    llm.Provider
+			err  error
+		)
+		return func(string) (llm.Provider, error) {
+			once.Do(func() { p, err = build() })
+			if err != nil && errors.Is(err, missing) {
+				return nil, fmt.Errorf("%w: %w", ingest.ErrMissingAPIKey, err)
+			}
+			return p, err
+		}
+	}
+	openaiCfg := func() openai.Config {
+		c := openai.Config{}
+		if getenv("OPENAI_API_KEY") == "" && getenv("OPENAI_BASE_URL") != "" {
+			c.APIKey = localKey
+		}
+		return c
+	}
+	return map[string]ingest.Factory{
+		"anthropic": lazy(func() (llm.Provider, error) { return anthropic.New(anthropic.Config{}) }, anthropic.ErrMissingAPIKey),
+		"openai":    lazy(func() (llm.Provider, error) { return openai.New(openaiCfg()) }, openai.ErrMissingAPIKey),
+		"openai-responses": lazy(func() (llm.Provider, error) {
+			return openairesponses.New(openairesponses.Config(openaiCfg()))
+		}, openai.ErrMissingAPIKey),
+		"gemini": lazy(func() (llm.Provider, error) { return gemini.New(gemini.Config{}) }, gemini.ErrMissingAPIKey),
+	}
+}

@@ -1,0 +1,330 @@
+package turn_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/ingest"
+	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/provider/anthropic"
+	"github.com/llmworker/llmworker/pkg/tool"
+	"github.com/llmworker/llmworker/pkg/toolexec"
+	"github.com/llmworker/llmworker/pkg/turn"
+	"github.com/llmworker/llmworker/pkg/worker"
+)
+
+func percentile(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	i := int(float64(len(s)-1) * p)
+	return s[i]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// turnEvents dispatches worker events of every turn by type to waiting
+// benchmark iterations.
+type turnEvents struct {
+	mu         sync.Mutex
+	firstDelta map[string]chan time.Time
+	end        map[string]chan string
+	// toolStarted and toolLat time llmw.tool.started → llmw.tool.result
+	// of each call: the tool round trip turn → toolexec → turn.
+	toolStarted map[string]time.Time
+	toolLat     []time.Duration
+}
+
+func (e *env) turnEvents(b testing.TB) *turnEvents {
+	te := &turnEvents{firstDelta: map[string]chan time.Time{}, end: map[string]chan string{}, toolStarted: map[string]time.Time{}}
+	sub, err := e.nc.Subscribe("llmw.events.>", func(m *nats.Msg) {
+		now := time.Now()
+		typ := m.Header.Get(events.HeaderType)
+		id := m.Header.Get(events.HeaderTurnID)
+		te.mu.Lock()
+		defer te.mu.Unlock()
+		switch {
+		case typ == events.TypeBlockDelta:
+			if ch, ok := te.firstDelta[id]; ok {
+				ch <- now
+				delete(te.firstDelta, id)
+			}
+		case typ == events.TypeToolStarted || typ == events.TypeToolResult:
+			var c struct {
+				CallID string `json:"call_id"`
+			}
+			_ = json.Unmarshal(m.Data, &c)
+			if typ == events.TypeToolStarted {
+				te.toolStarted[id+"/"+c.CallID] = now
+			} else if t0, ok := te.toolStarted[id+"/"+c.CallID]; ok {
+				te.toolLat = append(te.toolLat, now.Sub(t0))
+				delete(te.toolStarted, id+"/"+c.CallID)
+			}
+		case terminal[typ]:
+			if ch, ok := te.end[id]; ok {
+				ch <- typ
+				delete(te.end, id)
+			}
+		}
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	_ = sub.SetPendingLimits(-1, -1)
+	if err := e.nc.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = sub.Unsubscribe() })
+	return te
+}
+
+func (te *turnEvents) expect(id string) (first chan time.Time, end chan string) {
+	first, end = make(chan time.Time, 1), make(chan string, 1)
+	te.mu.Lock()
+	te.firstDelta[id], te.end[id] = first, end
+	te.mu.Unlock()
+	return first, end
+}
+
+// BenchmarkFirstDelta measures the overhead from the provider's first byte
+// (a local replay server answering with a recorded Anthropic stream) to a
+// UI subscriber receiving the first text delta: the official SDK in
+// ingest, NATS, the turn service's worker and Timeline, NATS again.
+func BenchmarkFirstDelta(b *testing.B) {
+	body := sse(b, "anthropic/text-ping_claude-sonnet-4-5.sse")
+	var firstByte atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		firstByte.Store(time.Now().UnixNano())
+		_, _ = w.Write(body)
+		w.(http.Flusher).Flush()
+	}))
+	defer srv.Close()
+	e := newEnv(b)
+	e.startIngest(ingest.Builtin(ingest.BuiltinConfig{Anthropic: anthropic.Config{APIKey: "k", BaseURL: srv.URL, MaxRetries: -1}}))
+	e.startTurn(turn.Config{})
+	te := e.turnEvents(b)
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		id := "fd-" + strconv.Itoa(i)
+		first, end := te.expect(id)
+		e.submit(events.TurnRequest{TurnID: id, Model: "anthropic:claude-sonnet-4-5", Messages: []events.Message{events.UserText("hi")}})
+		select {
+		case t1 := <-first:
+			lat = append(lat, t1.Sub(time.Unix(0, firstByte.Load())))
+		case <-time.After(waitFor):
+			b.Fatal("no first delta")
+		}
+		if typ := waitEnd(b, end); typ != events.TypeTurnCompleted {
+			b.Fatalf("turn ended %s", typ)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(ms(percentile(lat, 0.5)), "p50-ms")
+	b.ReportMetric(ms(percentile(lat, 0.99)), "p99-ms")
+}
+
+// tenSteps is an instant model that calls the echo tool until the turn has
+// nine tool results, then answers: ten model calls per turn.
+func tenSteps() llm.Provider {
+	return llm.ProviderFunc(func(ctx context.Context, req *llm.Request) (llm.Stream, error) {
+		results := 0
+		for _, m := range req.Messages {
+			for _, p := range m.Content {
+				if p.Type == events.PartToolResult {
+					results++
+				}
+			}
+		}
+		if results >= 9 {
+			return llm.SliceStream(llm.TextStep("done").Events...), nil
+		}
+		id := "call_" + strconv.Itoa(results)
+		return llm.SliceStream(llm.ToolStep(llm.ToolCallSpec{ID: id, Name: "echo", Input: `{"n":` + strconv.Itoa(results) + `}`}).Events...), nil
+	})
+}
+
+type echoArgs struct {
+	N int `json:"n"`
+}
+
+func echoTool() tool.Tool {
+	return tool.Must("echo", "echoes n", func(ctx context.Context, a echoArgs) (string, error) {
+		return strconv.Itoa(a.N), nil
+	})
+}
+
+// BenchmarkStepOverhead runs the same 10-step tool turn (instant model,
+// instant tool) in-process with pkg/worker and through NATS (ingest, turn
+// with its checkpoints, toolexec) and reports the distributed overhead per
+// step, and the tool round trip (llmw.tool.started → llmw.tool.result as a
+// UI sees them: turn → toolexec → turn) at p50 and p99.
+func BenchmarkStepOverhead(b *testing.B) {
+	e := newEnv(b)
+	e.scripted(tenSteps())
+	e.startToolexec(toolexec.Config{}, echoTool())
+	e.startTurn(turn.Config{})
+	te := e.turnEvents(b)
+	w, err := worker.New(worker.Config{Provider: tenSteps(), Model: "test:m", Tools: []tool.Tool{echoTool()}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var inproc, dist time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		start := time.Now()
+		res, err := w.Run(context.Background(), []events.Message{events.UserText("go")})
+		if err != nil || res.Status != worker.StatusCompleted || res.Steps != 10 {
+			b.Fatalf("in-process: %v %+v", err, res)
+		}
+		inproc += time.Since(start)
+
+		id := "so-" + strconv.Itoa(i)
+		_, end := te.expect(id)
+		start = time.Now()
+		e.submit(events.TurnRequest{TurnID: id, Model: "test:m", Messages: []events.Message{events.UserText("go")}, Tools: []string{"echo"}})
+		if typ := waitEnd(b, end); typ != events.TypeTurnCompleted {
+			b.Fatalf("distributed turn %s ended %s", id, typ)
+		}
+		dist += time.Since(start)
+	}
+	b.StopTimer()
+	n := float64(b.N)
+	b.ReportMetric(ms(inproc)/n, "inproc-ms/turn")
+	b.ReportMetric(ms(dist)/n, "nats-ms/turn")
+	b.ReportMetric((ms(dist)-ms(inproc))/n/10, "overhead-ms/step")
+	te.mu.Lock()
+	defer te.mu.Unlock()
+	b.ReportMetric(ms(percentile(te.toolLat, 0.5)), "tool-rt-p50-ms")
+	b.ReportMetric(ms(percentile(te.toolLat, 0.99)), "tool-rt-p99-ms")
+}
+
+// BenchmarkDeltaThroughput streams text deltas of 50 concurrent turns
+// (1000 deltas each) from ingest through the turn service to one UI
+// subscriber of every turn's events and reports delta events per second.
+func BenchmarkDeltaThroughput(b *testing.B) {
+	const turns, deltas = 50, 1000
+	chunks := make([]string, deltas)
+	for i := range chunks {
+		chunks[i] = "tok" + strconv.Itoa(i) + " "
+	}
+	e := newEnv(b)
+	p := llm.NewScripted()
+	p.SetFallback(llm.TextStep(chunks...))
+	e.scripted(p)
+	e.startTurn(turn.Config{})
+	var got atomic.Int64
+	ends := make(chan struct{}, turns)
+	sub, err := e.nc.Subscribe("llmw.events.>", func(m *nats.Msg) {
+		switch m.Header.Get(events.HeaderType) {
+		case events.TypeBlockDelta:
+			got.Add(1)
+		case events.TypeTurnCompleted, events.TypeTurnFailed, events.TypeTurnAborted:
+			ends <- struct{}{}
+		}
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	_ = sub.SetPendingLimits(-1, -1)
+	defer sub.Unsubscribe()
+	_ = e.nc.Flush()
+	var total time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		got.Store(0)
+		start := time.Now()
+		e.submitMany(b, "tp"+strconv.Itoa(i), turns)
+		for range turns {
+			select {
+			case <-ends:
+			case <-time.After(time.Minute):
+				b.Fatal("turns did not end")
+			}
+		}
+		total += time.Since(start)
+		if got.Load() != turns*deltas {
+			b.Fatalf("UI got %d deltas, want %d", got.Load(), turns*deltas)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(turns*deltas*b.N)/total.Seconds(), "deltas/s")
+}
+
+// BenchmarkHeapPerActiveTurn holds 1000 turns open on one replica, each
+// blocked mid-answer after its first delta, and reports the heap they take
+// (HeapAlloc after GC, minus the idle baseline, / 1000). Ingest runs in the
+// same process, so its per-stream memory is included: an upper bound.
+func BenchmarkHeapPerActiveTurn(b *testing.B) {
+	const n = 1000
+	e := newEnv(b)
+	p := llm.NewScripted()
+	p.SetFallback(llm.BlockingStep("partial"))
+	e.scripted(p)
+	e.startTurn(turn.Config{AckWait: time.Minute})
+	te := e.turnEvents(b)
+	var perTurn float64
+	for i := range b.N {
+		runtime.GC()
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		ends := make([]chan string, n)
+		firsts := make([]chan time.Time, n)
+		ids := make([]string, n)
+		for j := range n {
+			ids[j] = "heap-" + strconv.Itoa(i) + "-" + strconv.Itoa(j)
+			firsts[j], ends[j] = te.expect(ids[j])
+		}
+		e.submitMany(b, "heap-"+strconv.Itoa(i), n)
+		for j := range n {
+			select {
+			case <-firsts[j]:
+			case <-time.After(time.Minute):
+				b.Fatalf("turn %d never streamed", j)
+			}
+		}
+		runtime.GC()
+		var during runtime.MemStats
+		runtime.ReadMemStats(&during)
+		perTurn += (float64(during.HeapAlloc) - float64(before.HeapAlloc)) / n
+		for _, id := range ids {
+			e.cancelTurn(id)
+		}
+		for j := range n {
+			select {
+			case <-ends[j]:
+			case <-time.After(time.Minute):
+				b.Fatalf("turn %d did not end", j)
+			}
+		}
+	}
+	b.ReportMetric(perTurn/float64(b.N)/1024, "KiB/turn")
+}
+
+func waitEnd(b testing.TB, end chan string) string {
+	select {
+	case typ := <-end:
+		return typ
+	case <-time.After(time.Minute):
+		b.Fatal("the turn did not end within a minute")
+		return ""
+	}
+}

@@ -1,0 +1,100 @@
+// Package turn is the turn service (DESIGN.md §5–§8): it consumes turn
+// requests from the JetStream work queue LLMW_TURNS and runs each turn with
+// the worker core (pkg/worker) wired to NATS — model calls go to ingest,
+// tools to toolexec, worker events to the subjects UIs subscribe to, and the
+// turn's state to a KV checkpoint so that any replica can finish it.
+//
+//	svc, err := turn.New(nc, turn.Config{Hooks: chain})
+//	err = svc.Start(ctx) // provisions, binds the shared consumer, serves
+//	...
+//	err = svc.Stop(ctx)  // drains
+//
+// # How a turn runs
+//
+// A request is a CloudEvent (binary or structured mode) on P.turn.submit
+// (llmw.turn.submit, events.TurnRequest) or P.turn.resume
+// (llmw.turn.resume, events.ResumeRequest). Every replica pulls from one
+// durable consumer (ConsumerName) and runs up to Config.MaxConcurrent turns
+// at once, one goroutine each. For a new turn the service
+//
+//   - selects the tools the request's "tools" names ("*" = every tool):
+//     Config.Tools run in-process, the rest are the catalog's (KV
+//     LLMW_TOOLS) and run on toolexec through natsrt.RemoteTool; a name that
+//     is in neither fails the turn (code "unknown_tool"). Without "tools" a
+//     turn gets Config.DefaultTools (none by default);
+//   - puts the session's transcript (KV LLMW_SESSIONS) before "messages"
+//     when the request has a session_id;
+//   - runs the worker: model calls go to ingest over NATS
+//     (natsrt.IngestClient: it subscribes before it asks, checks the
+//     stream's seq for gaps and ends a silent stream after IdleTimeout); a
+//     call that failed for a transport reason (see DefaultRetryable) is made
+//     again up to StepRetries times within its step, after block.abort
+//     events for its partial blocks and a new llmw.turn.step with the
+//     attempt number; hooks are Config.Hooks, a chain shared with whoever
+//     keeps it in sync with LLMW_HOOKS;
+//   - publishes every worker event on P.events.<session|_>.<turn>.<channel>
+//     (stream LLMW_EVENTS) with a seq that counts per turn across channels,
+//     so a UI can rebuild the turn live or replay it later with an ordered
+//     consumer;
+//   - on completion appends the turn's messages to the session (expected
+//     revision; re-read and retried on a conflict) before it publishes
+//     llmw.turn.completed — so a client that submits the session's next
+//     turn on that event finds this one's transcript — and acknowledges
+//     the request.
+//
+// A request that cannot be decoded or does not validate ends as
+// llmw.turn.failed (code "invalid_request", the reason names the field) on
+// the turn's subject when a turn id can be read, and is terminated — never
+// redelivered.
+//
+// # Durability
+//
+// The request stays unacknowledged while the turn runs (in-progress acks
+// every AckWait/3). The turn's State — the worker's checkpoint plus the
+// request and the seq of the last event — is written to KV LLMW_TURN_STATE
+// at every step boundary with the expected revision; a revision conflict
+// means another replica owns the turn, and this run stops without
+// publishing anything more.
+//
+// When a request is delivered, its turn's state decides: none → a fresh
+// run; running (a replica died, or stopped at a step boundary) → the turn
+// continues from the checkpoint on this replica: block.abort events for the
+// blocks the previous replica left open (read back from LLMW_EVENTS), seq
+// continuing where it stopped, then worker.RunFrom — tool calls whose
+// results are in LLMW_TOOLRESULTS are not run again, an interrupted model
+// call is made again; finished → nothing is published again and the request
+// is acknowledged. A paused turn acknowledges its request; a resume request
+// (decisions approve / deny / edit, extra messages) continues it with
+// llmw.turn.resumed. A resume that the worker refuses (e.g. a decision for
+// a call that does not wait for one) publishes llmw.turn.paused again with
+// the reason; the turn stays paused.
+//
+// A checkpoint, session transcript or completed event larger than the NATS
+// max payload fails the turn with code "too_large" and a reason saying so.
+//
+// # Cancellation
+//
+// P.turn.cancel.<turn_id> reaches every replica. The one running the turn
+// cancels its context: the model call stops (the IngestClient publishes
+// P.llm.cancel.<request>), running remote tools are cancelled
+// (P.tool.cancel.<call>), the on_abort hooks run and the turn ends as
+// llmw.turn.aborted with its checkpoint marked aborted. A paused turn is
+// aborted by one of the other replicas (its on_abort hooks run there); a
+// turn whose request was not picked up yet gets an aborted state, so its
+// request does nothing when it arrives.
+//
+// Stop drains: no more requests are fetched, running turns go on to their
+// end or their next step boundary, where the checkpoint is written and the
+// request is negatively acknowledged, so another replica continues at once.
+// Turns still running when Stop's context ends are cancelled silently and
+// left to another replica the same way. (The worker runs on_abort hooks
+// when it stops a run; they also run for such a hand-off.)
+//
+// # Configuration
+//
+// Config's zero value works. The fields that matter most in production:
+// Hooks (the shared chain), AckWait (how fast a dead replica's turns move:
+// the request reappears after AckWait), MaxConcurrent, IdleTimeout and
+// StepRetries. Config.Provider replaces ingest with an in-process provider
+// (tests, benchmarks, embedding). cmd/turn is the service as a command.
+package turn

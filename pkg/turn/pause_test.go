@@ -1,0 +1,261 @@
+package turn_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/hook"
+	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/toolexec"
+	"github.com/llmworker/llmworker/pkg/turn"
+)
+
+// pauseChain pauses every call of get_capital for approval.
+func pauseChain(t *testing.T) *hook.Chain {
+	chain := &hook.Chain{}
+	if err := chain.BeforeToolCall(hook.Func[hook.ToolCallInput, hook.BeforeToolCallResult](
+		func(ctx context.Context, in *hook.ToolCallInput) (hook.BeforeToolCallResult, error) {
+			return hook.BeforeToolCallResult{Action: hook.ToolPause, Reason: "needs approval"}, nil
+		}), hook.Options{Name: "approve", Matcher: "^get_capital$"}); err != nil {
+		t.Fatal(err)
+	}
+	return chain
+}
+
+func TestPauseAndResume(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		decision events.Decision
+		// wantResult is the tool result the model reads; wantRuns how often
+		// the tool ran.
+		wantResult string
+		wantErr    bool
+		wantRuns   int64
+	}{
+		{"approve", events.Decision{Kind: events.DecisionApprove}, "Paris", false, 1},
+		{"deny", events.Decision{Kind: events.DecisionDeny, Reason: "not today"}, "not today", true, 0},
+		{"edit", events.Decision{Kind: events.DecisionEdit, Input: json.RawMessage(`{"country":"UK"}`)}, "London", false, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			p := llm.NewScripted(
+				llm.ToolStep(llm.ToolCallSpec{ID: "call_1", Name: "get_capital", Input: `{"country":"France"}`}),
+				llm.TextStep("ok"),
+			)
+			e.scripted(p)
+			var runs atomic.Int64
+			e.startToolexec(toolexec.Config{}, capitalTool(&runs))
+			e.startTurn(turn.Config{Hooks: pauseChain(t)})
+			id := newID("pause-" + tc.name)
+			w := e.watch(id)
+			e.submit(events.TurnRequest{TurnID: id, Model: "test:m", Messages: []events.Message{events.UserText("capital?")}, Tools: []string{"get_capital"}})
+			end := w.waitEnd()
+			if end.Type != events.TypeTurnPaused {
+				t.Fatalf("ended with %s", end.Type)
+			}
+			paused := decode[events.TurnPaused](t, end)
+			if len(paused.Pending) != 1 || paused.Pending[0].ID != "call_1" || paused.Hook != "approve" {
+				t.Fatalf("paused %+v", paused)
+			}
+			// The request was acknowledged; the state waits for a resume.
+			e.consumerIdle(t)
+			st, ok, err := turn.LoadState(context.Background(), e.js, id)
+			if err != nil || !ok || st.Status != turn.StatusPaused || len(st.Pending()) != 1 {
+				t.Fatalf("state %+v %v %v", st, ok, err)
+			}
+
+			e.resume(events.ResumeRequest{TurnID: id, Decisions: map[string]events.Decision{"call_1": tc.decision}})
+			evs := w.waitFor("the end after the resume", func(evs []ev) bool {
+				return find(evs, events.TypeTurnCompleted) >= 0 || find(evs, events.TypeTurnFailed) >= 0
+			})
+			checkSeq(t, evs)
+			if find(evs, events.TypeTurnResumed) < 0 {
+				t.Fatalf("no llmw.turn.resumed:%s", describe(evs))
+			}
+			done := decode[events.TurnCompleted](t, evs[find(evs, events.TypeTurnCompleted)])
+			_, results := toolUses(done.Messages)
+			r := results["call_1"]
+			if r.IsError != tc.wantErr || !strings.Contains(r.Content, tc.wantResult) {
+				t.Fatalf("result %+v, want %q (error %v)", r, tc.wantResult, tc.wantErr)
+			}
+			if runs.Load() != tc.wantRuns {
+				t.Fatalf("tool ran %d times, want %d", runs.Load(), tc.wantRuns)
+			}
+			e.consumerIdle(t)
+		})
+	}
+}
+
+// A resume the worker refuses leaves the turn paused and says why.
+func TestResumeRejected(t *testing.T) {
+	e := newEnv(t)
+	e.scripted(llm.NewScripted(llm.ToolStep(llm.ToolCallSpec{ID: "call_1", Name: "get_capital", Input: `{"country":"France"}`}), llm.TextStep("ok")))
+	var runs atomic.Int64
+	e.startToolexec(toolexec.Config{}, capitalTool(&runs))
+	e.startTurn(turn.Config{Hooks: pauseChain(t)})
+	id := newID("reject")
+	w := e.watch(id)
+	e.submit(events.TurnRequest{TurnID: id, Model: "test:m", Messages: []events.Message{events.UserText("capital?")}, Tools: []string{"get_capital"}})
+	w.waitType(events.TypeTurnPaused)
+	e.resume(events.ResumeRequest{TurnID: id, Decisions: map[string]events.Decision{"no_such_call": {Kind: events.DecisionApprove}}})
+	evs := w.waitFor("a second paused event", func(evs []ev) bool { return count(evs, events.TypeTurnPaused) == 2 })
+	checkSeq(t, evs)
+	last := decode[events.TurnPaused](t, evs[len(evs)-1])
+	if !strings.Contains(last.Reason, "resume rejected") || !strings.Contains(last.Reason, "no_such_call") || len(last.Pending) != 1 {
+		t.Fatalf("%+v", last)
+	}
+	st, _, _ := turn.LoadState(context.Background(), e.js, id)
+	if st == nil || st.Status != turn.StatusPaused {
+		t.Fatalf("state %+v", st)
+	}
+	// A valid resume still works afterwards.
+	e.resume(events.ResumeRequest{TurnID: id, Decisions: map[string]events.Decision{"call_1": {Kind: events.DecisionDeny}}})
+	end := w.waitFor("the end", func(evs []ev) bool {
+		return find(evs, events.TypeTurnFailed) >= 0 || find(evs, events.TypeTurnCompleted) >= 0
+	})
+	checkSeq(t, end)
+	if find(end, events.TypeTurnCompleted) < 0 || runs.Load() != 0 {
+		t.Fatalf("after the deny: tool ran %d times:%s", runs.Load(), describe(end))
+	}
+}
+
+func TestResumeUnknownTurn(t *testing.T) {
+	e := newEnv(t)
+	e.startTurn(turn.Config{})
+	id := newID("ghost")
+	w := e.watch(id)
+	e.resume(events.ResumeRequest{TurnID: id, Decisions: map[string]events.Decision{"x": {Kind: events.DecisionApprove}}})
+	end := w.waitEnd()
+	if te := decode[events.TurnEnded](t, end); end.Type != events.TypeTurnFailed || te.Code != turn.CodeUnknownTurn {
+		t.Fatalf("%s %+v", end.Type, te)
+	}
+	e.consumerIdle(t)
+}
+
+// The second turn of a session sees the first turn's transcript, and the
+// session holds both.
+func TestSessions(t *testing.T) {
+	e := newEnv(t)
+	p := llm.NewScripted(llm.TextStep("first answer"), llm.TextStep("second answer"))
+	e.scripted(p)
+	e.startTurn(turn.Config{})
+	const session = "sess-1"
+	id1, id2 := newID("s1"), newID("s2")
+	w1 := e.watch(id1)
+	e.submit(events.TurnRequest{TurnID: id1, SessionID: session, Model: "test:m", Messages: []events.Message{events.UserText("one")}})
+	first := w1.completed()
+	w2 := e.watch(id2)
+	e.submit(events.TurnRequest{TurnID: id2, SessionID: session, Model: "test:m", Messages: []events.Message{events.UserText("two")}})
+	second := w2.completed()
+
+	reqs := p.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d model calls", len(reqs))
+	}
+	want := append(append([]events.Message{}, first.Messages...), events.UserText("two"))
+	if mustJSON(t, reqs[1].Messages) != mustJSON(t, want) {
+		t.Fatalf("second request messages %s, want %s", mustJSON(t, reqs[1].Messages), mustJSON(t, want))
+	}
+	if mustJSON(t, second.Messages[:len(want)]) != mustJSON(t, want) {
+		t.Fatalf("second transcript %s", mustJSON(t, second.Messages))
+	}
+	s, ok, err := turn.LoadSession(context.Background(), e.js, session)
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if mustJSON(t, s.Messages) != mustJSON(t, second.Messages) || s.LastTurn != id2 {
+		t.Fatalf("session %s", mustJSON(t, s))
+	}
+	// Events of a session turn are on P.events.<session>.<turn>.*.
+	for _, ev := range w2.events() {
+		if !strings.HasPrefix(ev.Subject, "llmw.events."+session+"."+id2+".") {
+			t.Fatalf("subject %s", ev.Subject)
+		}
+	}
+}
+
+// Cancelling a paused turn aborts it (on_abort hooks run on a replica that
+// does not run it); cancelling a turn before it starts makes its request do
+// nothing.
+func TestCancelPausedAndUnstarted(t *testing.T) {
+	e := newEnv(t)
+	p := llm.NewScripted(llm.ToolStep(llm.ToolCallSpec{ID: "call_1", Name: "get_capital", Input: `{"country":"France"}`}))
+	e.scripted(p)
+	var runs atomic.Int64
+	e.startToolexec(toolexec.Config{}, capitalTool(&runs))
+	chain := pauseChain(t)
+	var aborts atomic.Int64
+	if err := chain.OnAbort(hook.Func[hook.AbortInput, hook.AbortResult](func(ctx context.Context, in *hook.AbortInput) (hook.AbortResult, error) {
+		aborts.Add(1)
+		return hook.AbortResult{}, nil
+	}), hook.Options{Name: "count-aborts"}); err != nil {
+		t.Fatal(err)
+	}
+	e.startTurn(turn.Config{Hooks: chain})
+
+	id := newID("cancel-paused")
+	w := e.watch(id)
+	e.submit(events.TurnRequest{TurnID: id, Model: "test:m", Messages: []events.Message{events.UserText("capital?")}, Tools: []string{"get_capital"}})
+	w.waitType(events.TypeTurnPaused)
+	e.cancelTurn(id)
+	evs := w.waitType(events.TypeTurnAborted)
+	checkSeq(t, evs)
+	if aborts.Load() != 1 || runs.Load() != 0 {
+		t.Fatalf("on_abort ran %d times, tool %d times", aborts.Load(), runs.Load())
+	}
+	pollUntil(t, "the aborted state", func() bool {
+		st, ok, _ := turn.LoadState(context.Background(), e.js, id)
+		return ok && st.Status == turn.StatusAborted
+	})
+
+	// Cancelled before it was submitted: the request does nothing.
+	id2 := newID("cancel-early")
+	w2 := e.watch(id2)
+	e.cancelTurn(id2)
+	w2.waitType(events.TypeTurnAborted)
+	calls := p.Calls()
+	e.submit(events.TurnRequest{TurnID: id2, Model: "test:m", Messages: []events.Message{events.UserText("late")}})
+	e.consumerIdle(t)
+	if p.Calls() != calls || find(w2.events(), events.TypeTurnStarted) >= 0 {
+		t.Fatalf("a cancelled turn ran:%s", describe(w2.events()))
+	}
+}
+
+// A resume of a turn that is running (not paused) does not disturb it.
+func TestResumeOfRunningTurn(t *testing.T) {
+	e := newEnv(t)
+	p := llm.NewScripted(llm.BlockingStep("thinking aloud"))
+	e.scripted(p)
+	svc := e.startTurn(turn.Config{})
+	id := newID("busy")
+	w := e.watch(id)
+	e.submit(events.TurnRequest{TurnID: id, Model: "test:m", Messages: []events.Message{events.UserText("hi")}})
+	w.waitType(events.TypeBlockDelta)
+	e.resume(events.ResumeRequest{TurnID: id, Decisions: map[string]events.Decision{"x": {Kind: events.DecisionApprove}}})
+	pollUntil(t, "the resume to be terminated", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		c, err := e.js.Consumer(ctx, events.StreamTurns, turn.ConsumerName)
+		if err != nil {
+			return false
+		}
+		info, err := c.Info(ctx)
+		// Only the running submit is unacknowledged.
+		return err == nil && info.NumPending == 0 && info.NumAckPending == 1
+	})
+	if n := len(svc.Running()); n != 1 || p.Calls() != 1 {
+		t.Fatalf("%d running turns, %d model calls", n, p.Calls())
+	}
+	if evs := w.events(); find(evs, events.TypeTurnResumed) >= 0 || find(evs, events.TypeTurnFailed) >= 0 {
+		t.Fatalf("the running turn was disturbed:%s", describe(evs))
+	}
+	e.cancelTurn(id)
+	if end := w.waitEnd(); end.Type != events.TypeTurnAborted {
+		t.Fatalf("ended %s", end.Type)
+	}
+}

@@ -1,0 +1,106 @@
+package turn_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/turn"
+)
+
+// A model call whose stream breaks (a transport failure) is made again
+// within its step: the partial block is aborted, llmw.turn.step announces
+// attempt 2, and the transcript holds only the second attempt's answer.
+func TestStepRetriedAfterTransportFailure(t *testing.T) {
+	e := newEnv(t)
+	p := llm.NewScripted(llm.FailMidStep(errors.New("connection reset by peer"), "partial"), llm.TextStep("full answer"))
+	e.scripted(p)
+	e.startTurn(turn.Config{RetryBackoff: time.Millisecond})
+	id := newID("retry")
+	w := e.watch(id)
+	e.submit(events.TurnRequest{TurnID: id, Model: "test:m", Messages: []events.Message{events.UserText("hi")}})
+	done := w.completed()
+	evs := w.events()
+	checkSeq(t, evs)
+	var steps []events.TurnStep
+	for _, ev := range evs {
+		if ev.Type == events.TypeTurnStep {
+			steps = append(steps, decode[events.TurnStep](t, ev))
+		}
+	}
+	if len(steps) != 2 || steps[0].Step != 1 || steps[1].Step != 1 || steps[1].Attempt != 2 {
+		t.Fatalf("steps %+v", steps)
+	}
+	ab := find(evs, events.TypeBlockAbort)
+	if ab < 0 {
+		t.Fatalf("no block.abort:%s", describe(evs))
+	}
+	if ab > indexOfAttempt(t, evs, 2) {
+		t.Fatalf("block.abort after the retry's step event:%s", describe(evs))
+	}
+	var assistant []events.Message
+	for _, m := range done.Messages {
+		if m.Role == events.RoleAssistant {
+			assistant = append(assistant, m)
+		}
+	}
+	if len(assistant) != 1 || assistant[0].Text() != "full answer" {
+		t.Fatalf("assistant messages %s", mustJSON(t, assistant))
+	}
+	if p.Calls() != 2 {
+		t.Fatalf("%d model calls", p.Calls())
+	}
+}
+
+func indexOfAttempt(t *testing.T, evs []ev, attempt int) int {
+	for i, ev := range evs {
+		if ev.Type == events.TypeTurnStep && decode[events.TurnStep](t, ev).Attempt == attempt {
+			return i
+		}
+	}
+	return len(evs)
+}
+
+// A refusal is not a transport failure: the step fails at once.
+func TestRefusalNotRetried(t *testing.T) {
+	e := newEnv(t)
+	p := llm.NewScripted(llm.Script{Events: []events.Event{
+		events.StatusEvent{Status: events.StatusStarted},
+		events.ErrorEvent{Code: "refusal", Message: "I can't help with that."},
+		events.StatusEvent{Status: events.StatusFailed},
+	}})
+	e.scripted(p)
+	e.startTurn(turn.Config{RetryBackoff: time.Millisecond})
+	id := newID("refusal")
+	w := e.watch(id)
+	e.submit(events.TurnRequest{TurnID: id, Model: "test:m", Messages: []events.Message{events.UserText("hi")}})
+	end := w.waitEnd()
+	te := decode[events.TurnEnded](t, end)
+	if end.Type != events.TypeTurnFailed || !strings.Contains(te.Reason, "refusal") {
+		t.Fatalf("%s %+v", end.Type, te)
+	}
+	if p.Calls() != 1 || count(w.events(), events.TypeTurnStep) != 1 {
+		t.Fatalf("%d calls, %d steps", p.Calls(), count(w.events(), events.TypeTurnStep))
+	}
+}
+
+// Without ingest the call is retried StepRetries times, then the turn
+// fails with a reason that points at ingest.
+func TestNoIngest(t *testing.T) {
+	e := newEnv(t)
+	e.startTurn(turn.Config{IngestTimeout: 100 * time.Millisecond, StepRetries: 1, RetryBackoff: time.Millisecond})
+	id := newID("noingest")
+	w := e.watch(id)
+	e.submit(events.TurnRequest{TurnID: id, Model: "test:m", Messages: []events.Message{events.UserText("hi")}})
+	end := w.waitEnd()
+	te := decode[events.TurnEnded](t, end)
+	if end.Type != events.TypeTurnFailed || !strings.Contains(te.Reason, "ingest") {
+		t.Fatalf("%s %+v", end.Type, te)
+	}
+	if n := count(w.events(), events.TypeTurnStep); n != 2 {
+		t.Fatalf("%d step events, want 2:%s", n, describe(w.events()))
+	}
+}

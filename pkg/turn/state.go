@@ -1,0 +1,197 @@
+package turn
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/worker"
+)
+
+// Status is where a turn stands in its checkpoint.
+type Status string
+
+const (
+	StatusRunning   Status = "running"
+	StatusPaused    Status = "paused"
+	StatusCompleted Status = "completed"
+	StatusFailed    Status = "failed"
+	StatusAborted   Status = "aborted"
+)
+
+// Finished reports whether the turn ended (completed, failed or aborted).
+func (s Status) Finished() bool {
+	return s == StatusCompleted || s == StatusFailed || s == StatusAborted
+}
+
+// StateVersion is the version of the State format written by this package.
+const StateVersion = 1
+
+// State is the value of a turn in KV LLMW_TURN_STATE (key = the turn id):
+// the worker's checkpoint plus what the service needs to continue the turn
+// on any replica. It is written with the expected revision at every step
+// boundary.
+type State struct {
+	Version int    `json:"version"`
+	Status  Status `json:"status"`
+	// Owner is the instance that wrote the state last.
+	Owner string `json:"owner,omitempty"`
+	// Seq is the seq of the last worker event published before this state
+	// was written (for a paused turn: of its llmw.turn.paused).
+	Seq uint64 `json:"seq"`
+	// Request is the turn's request without its messages (they are in the
+	// checkpoint): model, system, tools and bounds for the continuation.
+	Request *events.TurnRequest `json:"request,omitempty"`
+	// SessionPrefix is the number of checkpoint messages that came from
+	// the session's earlier transcript.
+	SessionPrefix int `json:"session_prefix,omitempty"`
+	// Checkpoint is the worker's state (nil once the turn finished).
+	Checkpoint *worker.Checkpoint `json:"checkpoint,omitempty"`
+	// Reason and Code say why a failed or aborted turn ended.
+	Reason  string    `json:"reason,omitempty"`
+	Code    string    `json:"code,omitempty"`
+	Updated time.Time `json:"updated"`
+}
+
+// Pending returns the tool calls a paused turn waits for decisions on.
+func (s *State) Pending() []events.ToolCall {
+	if s == nil || s.Checkpoint == nil {
+		return nil
+	}
+	return s.Checkpoint.Awaiting()
+}
+
+// kvKey maps an id (a NATS subject token) to a KV key: ids made of KV key
+// characters are used as they are, others are base64url-encoded behind
+// "b64_" (as are ids that start with "b64_" themselves).
+func kvKey(id string) string {
+	if strings.HasPrefix(id, "b64_") { // would collide with an encoded id
+		return "b64_" + base64.RawURLEncoding.EncodeToString([]byte(id))
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '=') {
+			return "b64_" + base64.RawURLEncoding.EncodeToString([]byte(id))
+		}
+	}
+	return id
+}
+
+// LoadState reads a turn's state from KV LLMW_TURN_STATE (for tools such as
+// a CLI that lists the pending calls of a paused turn). ok is false when
+// there is none.
+func LoadState(ctx context.Context, js jetstream.JetStream, turnID string) (st *State, ok bool, err error) {
+	kv, err := js.KeyValue(ctx, events.BucketTurnState)
+	if err != nil {
+		return nil, false, fmt.Errorf("turn: bucket %s: %w", events.BucketTurnState, err)
+	}
+	st, _, err = getState(ctx, kv, turnID)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, false, nil
+	}
+	return st, err == nil, err
+}
+
+func getState(ctx context.Context, kv jetstream.KeyValue, turnID string) (*State, uint64, error) {
+	e, err := kv.Get(ctx, kvKey(turnID))
+	if err != nil {
+		return nil, 0, err
+	}
+	var st State
+	if err := json.Unmarshal(e.Value(), &st); err != nil {
+		return nil, e.Revision(), fmt.Errorf("turn: state of %s: %w", turnID, err)
+	}
+	return &st, e.Revision(), nil
+}
+
+// Session is the value of a session in KV LLMW_SESSIONS (key = the
+// session id): the transcript of its finished turns.
+type Session struct {
+	SessionID string           `json:"session_id"`
+	Messages  []events.Message `json:"messages"`
+	// LastTurn is the id of the turn that stored the transcript last.
+	LastTurn string    `json:"last_turn,omitempty"`
+	Updated  time.Time `json:"updated"`
+}
+
+// LoadSession reads a session's transcript; ok is false when there is
+// none yet.
+func LoadSession(ctx context.Context, js jetstream.JetStream, sessionID string) (s *Session, ok bool, err error) {
+	kv, err := js.KeyValue(ctx, events.BucketSessions)
+	if err != nil {
+		return nil, false, fmt.Errorf("turn: bucket %s: %w", events.BucketSessions, err)
+	}
+	s, _, err = getSession(ctx, kv, sessionID)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, false, nil
+	}
+	return s, err == nil, err
+}
+
+func getSession(ctx context.Context, kv jetstream.KeyValue, id string) (*Session, uint64, error) {
+	e, err := kv.Get(ctx, kvKey(id))
+	if err != nil {
+		return nil, 0, err
+	}
+	var s Session
+	if err := json.Unmarshal(e.Value(), &s); err != nil {
+		return nil, e.Revision(), fmt.Errorf("turn: session %s: %w", id, err)
+	}
+	return &s, e.Revision(), nil
+}
+
+// storeSession appends the messages of a finished turn to its session with
+// the expected revision, re-reading on a conflict (another turn of the
+// session finished meanwhile): the transcript never loses a turn.
+func storeSession(ctx context.Context, kv jetstream.KeyValue, maxPayload int64, id, turnID string, added []events.Message) error {
+	for attempt := 0; ; attempt++ {
+		cur, rev, err := getSession(ctx, kv, id)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			cur, rev = &Session{SessionID: id}, 0
+		case err != nil && cur == nil:
+			return fmt.Errorf("turn: read session %s: %w", id, err)
+		case err != nil: // undecodable: start over rather than fail forever
+			cur = &Session{SessionID: id}
+		}
+		cur.Messages = append(cur.Messages, added...)
+		cur.LastTurn, cur.Updated = turnID, time.Now().UTC()
+		b, err := json.Marshal(cur)
+		if err != nil {
+			return fmt.Errorf("turn: encode session %s: %w", id, err)
+		}
+		if maxPayload > 0 && int64(len(b)) > maxPayload-1024 {
+			return fmt.Errorf("%w: the transcript of session %q is %d bytes, more than the NATS max payload (%d bytes) allows; start a new session",
+				ErrTooLarge, id, len(b), maxPayload)
+		}
+		if rev == 0 {
+			_, err = kv.Create(ctx, kvKey(id), b)
+		} else {
+			_, err = kv.Update(ctx, kvKey(id), b, rev)
+		}
+		if err == nil {
+			return nil
+		}
+		if !isConflict(err) || attempt >= 20 {
+			return fmt.Errorf("turn: store session %s: %w", id, err)
+		}
+	}
+}
+
+// isConflict reports a KV revision mismatch (wrong last sequence) or a
+// create of an existing key.
+func isConflict(err error) bool {
+	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
