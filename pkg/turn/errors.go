@@ -1,6 +1,11 @@
 package turn
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/llmworker/llmworker/pkg/worker"
+)
 
 var (
 	// ErrNilConn is returned by New without a NATS connection.
@@ -38,13 +43,15 @@ var (
 
 	// ErrOwnershipLost is what the checkpoint callback returns when the
 	// checkpoint's revision changed under it: another replica owns the turn
-	// now, and this run stops without publishing anything more.
-	ErrOwnershipLost = errors.New("turn: another replica owns the turn")
+	// now, and this run stops without publishing anything more. It matches
+	// worker.ErrDetached, so the worker runs no on_abort hooks for it.
+	ErrOwnershipLost = fmt.Errorf("turn: another replica owns the turn (%w)", worker.ErrDetached)
 
 	// ErrDraining is what the checkpoint callback returns after Stop began:
 	// the checkpoint was written and the turn is handed to another replica
-	// at this step boundary (its request is not acknowledged).
-	ErrDraining = errors.New("turn: replica draining")
+	// at this step boundary (its request is not acknowledged). It matches
+	// worker.ErrDetached.
+	ErrDraining = fmt.Errorf("turn: replica draining (%w)", worker.ErrDetached)
 
 	// ErrNotPaused is logged (and the request terminated) when a resume
 	// request names a turn that is running, or a request that is not a

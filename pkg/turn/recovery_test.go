@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/hook"
 	"github.com/llmworker/llmworker/pkg/llm"
 	"github.com/llmworker/llmworker/pkg/tool"
 	"github.com/llmworker/llmworker/pkg/toolexec"
@@ -41,7 +42,14 @@ func TestReplicaStoppedMidStream(t *testing.T) {
 	))
 	var runs atomic.Int64
 	e.startToolexec(toolexec.Config{}, countingTool("count", &runs, nil))
-	a, err := turn.New(e.connect(), turn.Config{Instance: "a", Logger: quietLogger(), AckWait: 2 * time.Second})
+	// The turn is not over when a hands it off: a runs no on_abort hook.
+	var aborts atomic.Int64
+	chain := &hook.Chain{}
+	_ = chain.OnAbort(hook.Func[hook.AbortInput, hook.AbortResult](func(context.Context, *hook.AbortInput) (hook.AbortResult, error) {
+		aborts.Add(1)
+		return hook.AbortResult{}, nil
+	}), hook.Options{Name: "count_aborts"})
+	a, err := turn.New(e.connect(), turn.Config{Instance: "a", Logger: quietLogger(), AckWait: 2 * time.Second, Hooks: chain})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,6 +89,9 @@ func TestReplicaStoppedMidStream(t *testing.T) {
 	}
 	if runs.Load() != 1 {
 		t.Fatalf("the tool ran %d times", runs.Load())
+	}
+	if aborts.Load() != 0 {
+		t.Fatalf("the handing-off replica ran on_abort hooks %d times", aborts.Load())
 	}
 	e.consumerIdle(t)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/llmworker/llmworker/pkg/llm"
 	"github.com/llmworker/llmworker/pkg/natsrt"
 	"github.com/llmworker/llmworker/pkg/tool"
+	"github.com/llmworker/llmworker/pkg/worker"
 )
 
 // Service is the turn service: it consumes turn requests from LLMW_TURNS
@@ -250,7 +251,7 @@ func (s *Service) stopWatch() {
 	_ = s.catalog.Stop()
 }
 
-var errStopping = errors.New("the turn service replica is stopping; another replica continues the turn")
+var errStopping = fmt.Errorf("the turn service replica is stopping; another replica continues the turn (%w)", worker.ErrDetached)
 
 func (s *Service) isDraining() bool {
 	s.mu.Lock()

@@ -63,4 +63,14 @@ var (
 	// ErrCheckpoint: Config.Checkpoint returned an error (status failed,
 	// code "checkpoint"); the *TurnError unwraps to it.
 	ErrCheckpoint = errors.New("worker: checkpoint failed")
+
+	// ErrDetached is for the caller to use, not returned by itself: cancel
+	// the run's context with it as the cause (context.WithCancelCause), or
+	// return an error matching it from Config.Checkpoint, when the turn is
+	// continued elsewhere (another replica took it over, or this one hands
+	// it off while draining). The run then stops quietly: no terminal
+	// event for the observers and no on_abort hooks, since the turn is not
+	// over (block events already under way may still reach observers). The Result has status aborted and
+	// code "detached", and its error matches ErrDetached.
+	ErrDetached = errors.New("worker: run detached; the turn continues elsewhere")
 )

@@ -32,6 +32,9 @@ const (
 	CodeMaxTurnEndRetries = "max_turn_end_retries"
 	CodeProviderError     = "provider_error"
 	CodeCheckpoint        = "checkpoint"
+	// CodeDetached: the run stopped because the turn continues elsewhere
+	// (see ErrDetached); nothing was published for it.
+	CodeDetached = "detached"
 )
 
 // Result is the outcome of Run, Resume or RunFrom.

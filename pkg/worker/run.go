@@ -411,6 +411,14 @@ func (r *run) end(ctx context.Context, status Status, code string, kind error, r
 	if r.stopTools != nil {
 		r.stopTools()
 	}
+	if errors.Is(cause, ErrDetached) {
+		// The turn goes on elsewhere: no trace here (see ErrDetached).
+		r.syncVars()
+		res := r.result(StatusAborted)
+		res.Reason, res.Code = "the run was detached: "+cause.Error(), CodeDetached
+		res.err = &TurnError{Status: StatusAborted, Code: CodeDetached, Reason: res.Reason, Cause: cause, kind: ErrDetached}
+		return res
+	}
 	r.tl.AbortCurrentBlock(reason)
 	r.chain.RunAbort(ctx, &hook.AbortInput{Turn: r.turn, Reason: reason, Messages: cloneMessages(r.st.Messages)})
 	r.syncVars()
