@@ -123,12 +123,21 @@ func resultCount(t testing.TB, js jetstream.JetStream, turn, id string) uint64 {
 		t.Fatal(err)
 	}
 	subj := "llmw.tool.result." + turn + "." + id
-	info, err := st.Info(ctx(t), jetstream.WithSubjectFilter(subj))
-	if err != nil {
-		t.Fatal(err)
+	count := func() uint64 {
+		info, err := st.Info(ctx(t), jetstream.WithSubjectFilter(subj))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// State.Msgs counts the whole stream; the filter fills State.Subjects.
+		return info.State.Subjects[subj]
 	}
-	// State.Msgs counts the whole stream; the filter fills State.Subjects.
-	return info.State.Subjects[subj]
+	// A subscriber can see the result a moment before the stream has
+	// stored it: wait for the first one, then count.
+	deadline := time.Now().Add(5 * time.Second)
+	for count() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return count()
 }
 
 func remote(t testing.TB, e *env, name string) *natsrt.RemoteTool {
