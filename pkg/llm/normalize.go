@@ -67,11 +67,16 @@ func Normalize(ctx context.Context, s Stream, o NormalizeOptions) Stream {
 	// the source is all Next could do anyway: read it inline and spare the
 	// goroutine.
 	if ctx.Done() != nil || o.IdleTimeout > 0 {
-		ns.items = make(chan item)
+		// Buffered so that the pump reads ahead while the consumer works:
+		// an unbuffered hand-off costs a goroutine switch per event.
+		ns.items = make(chan item, pumpBuffer)
 		ns.pumpDone = make(chan struct{})
 	}
 	return ns
 }
+
+// pumpBuffer is how many events the pump may read ahead of the consumer.
+const pumpBuffer = 256
 
 type item struct {
 	ev  events.Event
@@ -151,6 +156,13 @@ func (s *normStream) pull() {
 		go s.pump()
 		s.startMu.Unlock()
 	}
+	// Fast path: an event is already waiting, so there is nothing to time.
+	select {
+	case it := <-s.items:
+		s.take(it)
+		return
+	default:
+	}
 	var idle <-chan time.Time
 	if s.opt.IdleTimeout > 0 {
 		if s.timer == nil {
@@ -162,17 +174,7 @@ func (s *normStream) pull() {
 	}
 	select {
 	case it := <-s.items:
-		if s.ctx.Err() != nil {
-			// The source may have failed because ctx was cancelled;
-			// say cancelled, not failed.
-			s.n.terminate(events.StatusCancelled, nil, "cancelled")
-			return
-		}
-		if it.end {
-			s.sourceEnded(it.err)
-		} else {
-			s.n.feed(it.ev)
-		}
+		s.take(it)
 	case <-s.ctx.Done():
 		s.n.terminate(events.StatusCancelled, nil, "cancelled")
 	case <-idle:
@@ -183,6 +185,21 @@ func (s *normStream) pull() {
 	}
 	if s.timer != nil {
 		s.timer.Stop()
+	}
+}
+
+// take feeds one item from the pump to the normalizer.
+func (s *normStream) take(it item) {
+	if s.ctx.Err() != nil {
+		// The source may have failed because ctx was cancelled; say
+		// cancelled, not failed.
+		s.n.terminate(events.StatusCancelled, nil, "cancelled")
+		return
+	}
+	if it.end {
+		s.sourceEnded(it.err)
+	} else {
+		s.n.feed(it.ev)
 	}
 }
 
