@@ -14,6 +14,7 @@ import (
 	"github.com/invopop/jsonschema"
 
 	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/turn"
 )
 
 // Entry is one payload: the CloudEvent types that carry it and its schema.
@@ -63,6 +64,8 @@ func Entries() []Entry {
 		{"Hook registration (KV LLMW_HOOKS)", []string{"(KV value)"}, events.HookRegistration{}},
 		{"Hook request", []string{events.TypeHookRequest}, events.HookRequest{}},
 		{"Hook response", []string{events.TypeHookResponse}, events.HookResponse{}},
+		{"Session transcript (KV LLMW_SESSIONS)", []string{"(KV value)"}, turn.Session{}},
+		{"Turn state and checkpoint (KV LLMW_TURN_STATE)", []string{"(KV value)"}, turn.State{}},
 	}
 }
 

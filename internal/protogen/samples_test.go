@@ -10,6 +10,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/turn"
+	"github.com/llmworker/llmworker/pkg/worker"
 )
 
 func compile(t *testing.T, v any) *jsonschema.Schema {
@@ -97,6 +99,12 @@ func TestSamplesMatchSchemas(t *testing.T) {
 		events.HookRegistration{Name: "h", Event: events.HookBeforeToolCall, Subject: "llmw.hook.h", Failure: events.FailOpen},
 		events.HookRequest{Event: events.HookBeforeToolCall, TurnID: "t1", ToolCall: &call, Tool: &tools[0], Variables: map[string]string{"a": "b"}},
 		events.HookResponse{Result: events.HookContinue, ToolCall: &call, Emit: msgs[:1]},
+		turn.Session{SessionID: "s1", Messages: msgs, LastTurn: "t1", Updated: time.Now()},
+		turn.State{Version: turn.StateVersion, Status: turn.StatusRunning, Owner: "a", Seq: 7,
+			Request: &events.TurnRequest{TurnID: "t1", Model: "a:b", Messages: []events.Message{}},
+			Checkpoint: &worker.Checkpoint{Version: worker.CheckpointVersion, TurnID: "t1", Phase: worker.PhaseTools, Step: 1, Messages: msgs,
+				Pending: []worker.PendingCall{{Call: call, State: worker.CallDone, Output: &worker.ToolOutput{Content: "ok"}}}},
+			Updated: time.Now()},
 	}
 	byType := map[reflect.Type]*jsonschema.Schema{}
 	for _, e := range Entries() {

@@ -237,7 +237,7 @@ func (s *Service) fresh(t *turnRun, req *events.TurnRequest) bool {
 	t.session = req.SessionID
 	t.ep = s.pub.Turn(t.id, t.session, 0)
 	stripped := *req
-	stripped.Messages = nil
+	stripped.Messages = []events.Message{} // in the checkpoint; [] keeps the value valid against the turn request schema
 	t.base = State{Version: StateVersion, Request: &stripped}
 
 	tools, err := s.selectTools(context.Background(), req.Tools)
