@@ -1,19 +1,11 @@
 package cli
 
 import (
-	"errors"
-	"fmt"
 	"strings"
-	"sync"
 
 	"github.com/llmworker/llmworker/internal/replay"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/ingest"
-	"github.com/llmworker/llmworker/pkg/llm"
-	"github.com/llmworker/llmworker/pkg/provider/anthropic"
-	"github.com/llmworker/llmworker/pkg/provider/gemini"
-	"github.com/llmworker/llmworker/pkg/provider/openai"
-	"github.com/llmworker/llmworker/pkg/provider/openairesponses"
 )
 
 // Default models picked by which credentials are set (in this order).
@@ -22,11 +14,6 @@ const (
 	DefaultOpenAIModel    = "openai:gpt-4.1-mini"
 	DefaultGeminiModel    = "gemini:gemini-2.5-flash"
 )
-
-// localKey is the API key given to the OpenAI adapter when only
-// OPENAI_BASE_URL is set: local OpenAI-compatible servers (Ollama,
-// llama.cpp, vLLM) ignore it, but the SDK wants one.
-const localKey = "local"
 
 // credentials says which provider credentials the environment has.
 type credentials struct {
@@ -113,37 +100,8 @@ func missingCredentials() string {
 }
 
 // providerFactories are ingest's providers for the environment: the four
-// adapters with the SDKs' own variables. An adapter is built once, on first
-// use, so that a missing key is reported per request (missing_api_key) and
-// not at start.
+// adapters with the SDKs' own variables (and a placeholder key for a local
+// OpenAI-compatible server, see ingest.LocalAPIKey).
 func providerFactories(getenv func(string) string) map[string]ingest.Factory {
-	lazy := func(build func() (llm.Provider, error), missing error) ingest.Factory {
-		var (
-			once sync.Once
-			p    llm.Provider
-			err  error
-		)
-		return func(string) (llm.Provider, error) {
-			once.Do(func() { p, err = build() })
-			if err != nil && errors.Is(err, missing) {
-				return nil, fmt.Errorf("%w: %w", ingest.ErrMissingAPIKey, err)
-			}
-			return p, err
-		}
-	}
-	openaiCfg := func() openai.Config {
-		c := openai.Config{}
-		if getenv("OPENAI_API_KEY") == "" && getenv("OPENAI_BASE_URL") != "" {
-			c.APIKey = localKey
-		}
-		return c
-	}
-	return map[string]ingest.Factory{
-		"anthropic": lazy(func() (llm.Provider, error) { return anthropic.New(anthropic.Config{}) }, anthropic.ErrMissingAPIKey),
-		"openai":    lazy(func() (llm.Provider, error) { return openai.New(openaiCfg()) }, openai.ErrMissingAPIKey),
-		"openai-responses": lazy(func() (llm.Provider, error) {
-			return openairesponses.New(openairesponses.Config(openaiCfg()))
-		}, openai.ErrMissingAPIKey),
-		"gemini": lazy(func() (llm.Provider, error) { return gemini.New(gemini.Config{}) }, gemini.ErrMissingAPIKey),
-	}
+	return ingest.Builtin(ingest.BuiltinConfig{Getenv: getenv})
 }

@@ -3,6 +3,7 @@ package ingest
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 
 	"github.com/llmworker/llmworker/pkg/llm"
@@ -21,6 +22,26 @@ type BuiltinConfig struct {
 	OpenAI    openai.Config
 	Anthropic anthropic.Config
 	Gemini    gemini.Config
+	// Getenv reads the environment (nil = os.Getenv); tests inject one.
+	Getenv func(string) string
+}
+
+// LocalAPIKey is the API key given to the OpenAI adapters when a base URL
+// is configured (OPENAI_BASE_URL) but no key: local OpenAI-compatible
+// servers (Ollama, llama.cpp, vLLM) want none, and the SDK insists on one.
+const LocalAPIKey = "local"
+
+// openAIConfig applies LocalAPIKey.
+func (c BuiltinConfig) openAIConfig() openai.Config {
+	getenv := c.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	o := c.OpenAI
+	if o.APIKey == "" && getenv("OPENAI_API_KEY") == "" && (o.BaseURL != "" || getenv("OPENAI_BASE_URL") != "") {
+		o.APIKey = LocalAPIKey
+	}
+	return o
 }
 
 // DefaultFactories returns the factories of the built-in adapters, keyed by
@@ -37,14 +58,14 @@ func DefaultFactories() map[string]Factory { return Builtin(BuiltinConfig{}) }
 func Builtin(cfg BuiltinConfig) map[string]Factory {
 	return map[string]Factory{
 		"openai": lazy(func() (llm.Provider, error) {
-			p, err := openai.New(cfg.OpenAI)
+			p, err := openai.New(cfg.openAIConfig())
 			if err != nil {
 				return nil, err
 			}
 			return p, nil
 		}, openai.ErrMissingAPIKey),
 		"openai-responses": lazy(func() (llm.Provider, error) {
-			p, err := openairesponses.New(cfg.OpenAI)
+			p, err := openairesponses.New(cfg.openAIConfig())
 			if err != nil {
 				return nil, err
 			}

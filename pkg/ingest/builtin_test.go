@@ -61,3 +61,21 @@ func TestAllowModels(t *testing.T) {
 		t.Errorf("other model: %v", err)
 	}
 }
+
+// A local OpenAI-compatible server (OPENAI_BASE_URL without a key) works
+// without inventing a key; without either the request names the missing key.
+func TestBuiltinLocalOpenAIServer(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("OPENAI_BASE_URL", "")
+	env := map[string]string{"OPENAI_BASE_URL": "http://127.0.0.1:11434/v1"}
+	local := ingest.Builtin(ingest.BuiltinConfig{Getenv: func(k string) string { return env[k] }})
+	for _, name := range []string{"openai", "openai-responses"} {
+		if p, err := local[name]("llama3.2"); err != nil || p == nil {
+			t.Fatalf("%s with only a base URL: %v", name, err)
+		}
+	}
+	none := ingest.Builtin(ingest.BuiltinConfig{Getenv: func(string) string { return "" }})
+	if _, err := none["openai"]("gpt-4.1-mini"); !errors.Is(err, ingest.ErrMissingAPIKey) {
+		t.Fatalf("no key, no base URL: %v", err)
+	}
+}
