@@ -19,10 +19,12 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/llmworker/llmworker/internal/natsutil"
+	"github.com/llmworker/llmworker/pkg/natsrt"
 	"github.com/llmworker/llmworker/pkg/toolexec"
 	"github.com/llmworker/llmworker/pkg/toolexec/builtin"
 )
@@ -39,8 +41,8 @@ func main() {
 // options are the command line; env fills what flags leave empty.
 type options struct {
 	natsURL, prefix, root, instance string
-	concurrency                     int
-	drain                           time.Duration
+	concurrency, replicas           int
+	drain, ackWait                  time.Duration
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -53,6 +55,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.instance, "instance", os.Getenv("HOSTNAME"), "replica id in event sources (default $HOSTNAME or random)")
 	fs.IntVar(&o.concurrency, "concurrency", toolexec.DefaultConcurrency, "concurrent calls per tool")
 	fs.DurationVar(&o.drain, "drain-timeout", 30*time.Second, "how long running calls may finish on shutdown")
+	fs.DurationVar(&o.ackWait, "ack-wait", envDuration("LLMW_ACK_WAIT", 0), "how long a dead replica's call waits before another replica runs it ($LLMW_ACK_WAIT; 0 = 30s)")
+	fs.IntVar(&o.replicas, "replicas", envInt("LLMW_REPLICAS", 1), "JetStream replicas of the streams and buckets this replica creates ($LLMW_REPLICAS; 3 on a 3-node cluster)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -60,6 +64,20 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	return o, nil
+}
+
+func envInt(k string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(k)); err == nil {
+		return n
+	}
+	return def
+}
+
+func envDuration(k string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(k)); err == nil {
+		return d
+	}
+	return def
 }
 
 func envOr(k, def string) string {
@@ -101,7 +119,8 @@ func runReady(ctx context.Context, args []string, stderr io.Writer, ready func(u
 		log.Info("embedded NATS started", "url", url)
 	}
 	srv, err := toolexec.New(conn.NC, toolexec.Config{
-		Prefix: o.prefix, Instance: o.instance, Logger: log, Concurrency: o.concurrency,
+		Prefix: o.prefix, Instance: o.instance, Logger: log, Concurrency: o.concurrency, AckWait: o.ackWait,
+		Provision: natsrt.ProvisionOptions{Prefix: o.prefix, Replicas: o.replicas},
 	})
 	if err != nil {
 		return err

@@ -53,6 +53,7 @@ import (
 	"github.com/llmworker/llmworker/internal/natsutil"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook"
+	"github.com/llmworker/llmworker/pkg/natsrt"
 	"github.com/llmworker/llmworker/pkg/remotehook"
 	"github.com/llmworker/llmworker/pkg/turn"
 )
@@ -68,6 +69,7 @@ func main() {
 type options struct {
 	natsURL, creds, prefix, instance, storeDir string
 	maxConcurrent, stepRetries, maxSteps       int
+	replicas                                   int
 	ackWait, idle, drain                       time.Duration
 	defaultTools                               string
 	logFormat, logLevel                        string
@@ -106,6 +108,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 		{&o.maxConcurrent, "max-concurrent", "LLMW_MAX_CONCURRENT", turn.DefaultMaxConcurrent, "turns run at once by this replica"},
 		{&o.stepRetries, "step-retries", "LLMW_STEP_RETRIES", turn.DefaultStepRetries, "retries of a model call that failed in transport (negative = none)"},
 		{&o.maxSteps, "max-steps", "LLMW_MAX_STEPS", 0, "model calls of a request without max_steps (0 = 20)"},
+		{&o.replicas, "replicas", "LLMW_REPLICAS", 1, "JetStream replicas of the streams and buckets this replica creates (3 on a 3-node cluster)"},
 	}
 	for _, f := range ints {
 		def := f.def
@@ -199,6 +202,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		IdleTimeout:     o.idle,
 		StepRetries:     o.stepRetries,
 		DefaultMaxSteps: o.maxSteps,
+		Provision:       natsrt.ProvisionOptions{Prefix: o.prefix, Replicas: o.replicas},
 	}
 	if o.stepRetries == 0 {
 		cfg.StepRetries = -1 // 0 on the command line means none

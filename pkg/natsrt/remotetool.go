@@ -154,10 +154,19 @@ func (c *ToolClient) Call(ctx context.Context, req events.ToolCallRequest, timeo
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 
-	if r, ok, err := c.StoredResult(ctx, req.TurnID, req.CallID); err != nil {
+	// JetStream errors here are usually transient (a stream electing a new
+	// leader after a node loss): retry until the call's deadline rather
+	// than hand the model an error about our plumbing.
+	var stored events.ToolCallResult
+	var ok bool
+	if err := retryUntil(ctx, req.Deadline, func(actx context.Context) error {
+		var err error
+		stored, ok, err = c.StoredResult(actx, req.TurnID, req.CallID)
+		return err
+	}); err != nil {
 		return events.ToolCallResult{}, err
 	} else if ok {
-		return r, nil
+		return stored, nil
 	}
 
 	env, err := events.NewEnvelope(c.o.Source, events.TypeToolCall, req)
@@ -168,7 +177,11 @@ func (c *ToolClient) Call(ctx context.Context, req events.ToolCallRequest, timeo
 	msg := &nats.Msg{Subject: c.subjects.ToolCall(req.Name), Header: nats.Header(env.BinaryHeader()), Data: env.Data}
 	// A re-published call (a resumed turn) is dropped by the stream's
 	// duplicate window; the result of the first one still arrives.
-	if _, err := c.js.PublishMsg(ctx, msg, jetstream.WithMsgID(events.ToolMsgID(req.TurnID, req.CallID))); err != nil {
+	// Publishing again is safe: the stream drops a duplicate msg id.
+	if err := retryUntil(ctx, req.Deadline, func(actx context.Context) error {
+		_, err := c.js.PublishMsg(actx, msg, jetstream.WithMsgID(events.ToolMsgID(req.TurnID, req.CallID)))
+		return err
+	}); err != nil {
 		if ctx.Err() != nil {
 			// The call may be stored (and running) although its ack did
 			// not arrive before the cancel: cancel it too.
@@ -281,4 +294,43 @@ func callInfo(ctx context.Context) (CallInfo, bool) {
 		return CallInfo{TurnID: w.TurnID, SessionID: w.SessionID, CallID: w.CallID}, true
 	}
 	return CallInfo{}, false
+}
+
+// Bounds of retryUntil.
+const (
+	retryAttemptTimeout = 5 * time.Second
+	retryMaxBackoff     = 2 * time.Second
+)
+
+// retryUntil runs op until it succeeds, ctx ends or the next attempt would
+// start after deadline; each attempt gets at most retryAttemptTimeout. It
+// returns op's last error (or ctx's).
+func retryUntil(ctx context.Context, deadline time.Time, op func(context.Context) error) error {
+	backoff := 50 * time.Millisecond
+	for {
+		actx, cancel := context.WithTimeout(ctx, retryAttemptTimeout)
+		if d, ok := actx.Deadline(); ok && d.After(deadline) && deadline.After(time.Now()) {
+			cancel()
+			actx, cancel = context.WithDeadline(ctx, deadline)
+		}
+		err := op(actx)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			if err != nil {
+				return ctx.Err()
+			}
+			return nil
+		}
+		if time.Now().Add(backoff).After(deadline) {
+			return err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+		backoff = min(backoff*2, retryMaxBackoff)
+	}
 }

@@ -400,6 +400,12 @@ func (s *Server) cancelCall(callID string, cause error) {
 	}
 }
 
+// pullExpiry is how long one pull request waits on the server: AckWait,
+// kept between 1s and 30s.
+func (s *Server) pullExpiry() time.Duration {
+	return min(max(s.cfg.AckWait, time.Second), 30*time.Second)
+}
+
 // pull is one concurrency slot of one tool: take a call, run it, repeat.
 func (s *Server) pull(ctx context.Context, h *hosted) {
 	defer s.loops.Done()
@@ -408,12 +414,17 @@ func (s *Server) pull(ctx context.Context, h *hosted) {
 		if ctx.Err() != nil {
 			return
 		}
-		m, err := h.cons.Next(jetstream.FetchContext(ctx))
+		// Pull requests expire after about AckWait: a replica cut off from
+		// the network keeps its outstanding requests on the server until
+		// they expire, and each would take (and lose) one redelivery.
+		pctx, cancel := context.WithTimeout(ctx, s.pullExpiry())
+		m, err := h.cons.Next(jetstream.FetchContext(pctx))
+		cancel()
 		if err != nil {
 			switch {
 			case ctx.Err() != nil, errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, jetstream.ErrConsumerDeleted):
 				return
-			case errors.Is(err, nats.ErrTimeout), errors.Is(err, jetstream.ErrNoMessages):
+			case errors.Is(err, nats.ErrTimeout), errors.Is(err, jetstream.ErrNoMessages), errors.Is(err, context.DeadlineExceeded):
 				backoff = 50 * time.Millisecond
 				continue
 			}

@@ -596,3 +596,31 @@ func TestSameCallIDInTwoTurns(t *testing.T) {
 		t.Fatalf("tool ran %d times, want 2", calls.Load())
 	}
 }
+
+// LLMW_TOOLRESULTS unavailable for a moment (a stream electing a new leader
+// after a node loss looks the same to a client): the call waits it out and
+// the model gets the tool's result, not an error about the plumbing.
+func TestResultsStreamBrieflyUnavailable(t *testing.T) {
+	e := start(t)
+	var calls atomic.Int32
+	replica(t, e.url, toolexec.Config{Instance: "r1", AckWait: time.Second}, echo(&calls))
+	rt := remote(t, e, "echo")
+	if err := e.js.DeleteStream(ctx(t), events.StreamToolResults); err != nil {
+		t.Fatal(err)
+	}
+	back := make(chan error, 1)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		back <- natsrt.Provision(context.Background(), e.js, natsrt.ProvisionOptions{})
+	}()
+	out, err := rt.Execute(call(ctx(t), "t9", "c9"), json.RawMessage(`{"text":"ok"}`))
+	if perr := <-back; perr != nil {
+		t.Fatal(perr)
+	}
+	if err != nil || out != "ok" {
+		t.Fatalf("Execute = %q, %v", out, err)
+	}
+	if n := resultCount(t, e.js, "t9", "c9"); n != 1 {
+		t.Fatalf("%d results", n)
+	}
+}
