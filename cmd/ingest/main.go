@@ -16,6 +16,9 @@
 //	--drain-timeout  $LLMW_DRAIN_TIMEOUT, how long SIGINT/SIGTERM waits for running streams (default 25s)
 //	--max-payload    largest request body in bytes (0 = the server's max payload)
 //	--structured     publish structured-mode CloudEvents instead of binary mode
+//	--replay         $LLMW_REPLAY=1, also serve "replay:<scenario>" models: recorded
+//	                 provider streams played through the real adapters (no account,
+//	                 no network; internal/replay), e.g. for demos and end-to-end tests
 //	--store-dir      $LLMW_STORE_DIR, JetStream store of the embedded server (default: temporary)
 //	--log-format     $LLMW_LOG_FORMAT, json or text (default json)
 //	--log-level      $LLMW_LOG_LEVEL, debug, info, warn or error (default info)
@@ -45,6 +48,7 @@ import (
 	"time"
 
 	"github.com/llmworker/llmworker/internal/natsutil"
+	recorded "github.com/llmworker/llmworker/internal/replay"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/ingest"
 )
@@ -61,7 +65,7 @@ type options struct {
 	natsURL, creds, prefix, instance, storeDir string
 	idle, drain                                time.Duration
 	maxPayload                                 int
-	structured                                 bool
+	structured, replay                         bool
 	logFormat, logLevel                        string
 }
 
@@ -86,6 +90,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.StringVar(&o.storeDir, "store-dir", getenv("LLMW_STORE_DIR"), "JetStream store dir of the embedded server")
 	fs.IntVar(&o.maxPayload, "max-payload", 0, "largest request body in bytes (0 = server max payload)")
 	fs.BoolVar(&o.structured, "structured", false, "publish structured-mode CloudEvents")
+	fs.BoolVar(&o.replay, "replay", getenv("LLMW_REPLAY") == "1" || getenv("LLMW_REPLAY") == "true",
+		"also serve replay:<scenario> models ("+recorded.Label+")")
 	fs.StringVar(&o.logFormat, "log-format", env("LLMW_LOG_FORMAT", "json"), "json or text")
 	fs.StringVar(&o.logLevel, "log-level", env("LLMW_LOG_LEVEL", "info"), "debug, info, warn or error")
 	idle, err := envDuration(getenv, "LLMW_IDLE_TIMEOUT", 0)
@@ -161,10 +167,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		log.Info("embedded NATS server", "url", conn.Embedded.URL())
 	}
 
+	providers := ingest.DefaultFactories()
+	if o.replay {
+		// The recordings are served on loopback inside this process, so
+		// the replay models work without network access or keys.
+		srv, err := recorded.NewServer(recorded.Config{})
+		if err != nil {
+			log.Error("start replay server", "err", err)
+			return 1
+		}
+		defer srv.Close()
+		providers[recorded.Prefix] = srv.Factory()
+		log.Info("replay models enabled: "+recorded.Label, "models", replayModels())
+	}
 	svc, err := ingest.New(conn.NC, ingest.Config{
 		Prefix:      o.prefix,
 		Instance:    o.instance,
-		Providers:   ingest.DefaultFactories(),
+		Providers:   providers,
 		IdleTimeout: o.idle,
 		MaxPayload:  o.maxPayload,
 		Logger:      log,
@@ -189,4 +208,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return 1
 	}
 	return 0
+}
+
+// replayModels lists the model strings --replay serves, for the log.
+func replayModels() []string {
+	var out []string
+	for _, sc := range recorded.Scenarios() {
+		out = append(out, sc.ModelString())
+	}
+	return out
 }

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The project's benchmark command: runs every benchmark behind a target in
+# docs/benchmarks.md and prints the raw `go test -bench` output, so the
+# numbers recorded there can be reproduced. Run it on a quiet machine:
+# everything (NATS, ingest, turn, the UI subscriber) shares the same cores.
+#
+#   scripts/bench.sh            # all, -count 5 where cheap
+#   scripts/bench.sh turn       # only benchmarks whose package path matches
+set -euo pipefail
+cd "$(dirname "$0")/.."
+filter="${1:-}"
+
+run() { # package, -bench regexp, extra flags...
+  local pkg=$1 re=$2; shift 2
+  if [ -n "$filter" ] && [[ "$pkg" != *"$filter"* ]]; then return; fi
+  echo "## go test -run '^\$' -bench '$re' -benchmem $* $pkg"
+  go test -run '^$' -bench "$re" -benchmem "$@" "$pkg" | grep -E '^(Benchmark|ok|FAIL|cpu:)'
+}
+
+# Core library (issue 2): one text delta to two handlers, 0 allocs.
+run ./pkg/timeline/ DispatchTextDelta2Handlers -count 5
+run ./pkg/worker/ . -count 5
+run ./pkg/hook/ . -count 3
+run ./pkg/tool/ . -count 3
+
+# Providers (issue 3): normalization vs the SDK merely reading the stream.
+run ./pkg/provider/openai/ . -count 8
+run ./pkg/provider/openairesponses/ . -count 8
+run ./pkg/provider/anthropic/ . -count 8
+run ./pkg/provider/gemini/ . -count 8
+# ingest publishing deltas to an embedded NATS server, one core.
+run ./pkg/ingest/ PublishDeltas -cpu 1 -count 5
+
+# NATS runtime (issue 4).
+run ./pkg/turn/ FirstDelta -benchtime 500x -count 3
+run ./pkg/turn/ StepOverhead -benchtime 200x -count 3
+run ./pkg/turn/ DeltaThroughput -benchtime 5x -count 3
+run ./pkg/turn/ HeapPerActiveTurn -benchtime 3x -count 3
+run ./pkg/toolexec/ ToolRoundTrip -count 3
+run ./pkg/natsrt/ EventPublisherDelta -count 3
+
+# Remote hooks (issue 5).
+run ./pkg/remotehook/ RemoteHook -benchtime 3s -count 3

@@ -1,0 +1,40 @@
+// Package e2e holds llmworker's multi-host end-to-end tests: every service
+// is a separate process in its own container on a private Docker network,
+// against a three-node NATS JetStream cluster with R3 streams, and the
+// tests crash, cut off and kill those processes while turns run
+// (DESIGN.md §8, "durable through crashes").
+//
+// # Running
+//
+// The tests are behind the build tag e2e and need a Docker Engine; no
+// image is pulled. TestMain compiles static linux binaries (CGO_ENABLED=0)
+// of nats-server, cmd/ingest (run with --replay: recorded provider streams,
+// no account, no network), test/e2e/cmd/e2eturn and
+// test/e2e/cmd/e2etoolexec, and builds one FROM scratch image per binary
+// with testcontainers-go:
+//
+//	TESTCONTAINERS_RYUK_DISABLED=true go test -tags e2e -count=1 -v ./test/e2e/...
+//
+// Without a reachable Docker Engine every test skips and says why.
+//
+// # Scenarios
+//
+//   - TestClusterTurns: ingest ×1, turn ×2, toolexec ×2 on the cluster;
+//     concurrent turns in every recorded provider format complete, with one
+//     tool result per call.
+//   - TestTurnReplicaCrash: the turn replica running a turn is killed
+//     (SIGKILL) while the turn's tool runs; the other replica resumes from
+//     the checkpoint and completes the turn; the tool ran once.
+//   - TestToolexecPartition: the toolexec replica running a call is cut off
+//     the network; after AckWait the call is redelivered to the other
+//     replica; one result per call id; the turn completes, and it stays one
+//     result after the cut-off replica is reconnected.
+//   - TestNATSNodeLoss: the node leading LLMW_TURNS is killed; turns
+//     submitted afterwards complete on the two remaining nodes.
+//
+// # Test binaries
+//
+// e2eturn and e2etoolexec are cmd/turn and cmd/toolexec plus the flags the
+// tests need and those commands lack (--replicas, toolexec's --ack-wait,
+// and --slow to make a tool take a while).
+package e2e

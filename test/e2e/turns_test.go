@@ -1,0 +1,345 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/llmworker/llmworker/internal/replay"
+	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/turn"
+)
+
+// submit publishes a turn request for a replay scenario, as a client does:
+// retried until JetStream stores it (the turn id is the Nats-Msg-Id, so a
+// retry after a lost ack is dropped as a duplicate).
+func (c *cluster) submit(turnID, scenario string) {
+	c.t.Helper()
+	sc, err := replay.Lookup(scenario)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	req := events.TurnRequest{
+		TurnID:   turnID,
+		Model:    sc.ModelString(),
+		Messages: []events.Message{events.UserText(sc.Prompt)},
+		Tools:    []string{"*"},
+	}
+	env, err := events.NewEnvelope(events.Source("e2e", "test"), events.TypeTurnSubmit, req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	env.Subject, env.TurnID = turnID, turnID
+	h := nats.Header(env.BinaryHeader())
+	h.Set(events.HeaderMsgID, turnID)
+	c.retry("submit "+turnID, func(ctx context.Context) error {
+		_, err := c.js.PublishMsg(ctx, &nats.Msg{Subject: c.subj.TurnSubmit(), Header: h, Data: env.Data})
+		return err
+	})
+}
+
+// follower records a turn's worker events from LLMW_EVENTS with an ordered
+// consumer, as a UI does (it survives a node loss by recreating itself).
+type follower struct {
+	c      *cluster
+	turnID string
+	mu     sync.Mutex
+	evs    []*events.Envelope
+	errs   []string
+	done   bool // the events were read from the stream; the consumer is stopped
+	cc     jetstream.ConsumeContext
+}
+
+func (c *cluster) follow(turnID string) *follower {
+	c.t.Helper()
+	f := &follower{c: c, turnID: turnID}
+	var cons jetstream.Consumer
+	c.retry("follow "+turnID, func(ctx context.Context) (err error) {
+		cons, err = c.js.OrderedConsumer(ctx, events.StreamEvents, jetstream.OrderedConsumerConfig{
+			FilterSubjects: []string{c.subj.EventsOfTurn(turnID)},
+		})
+		return err
+	})
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		env, err := events.DecodeEnvelope(m.Headers(), m.Data())
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.done {
+			return
+		}
+		if err != nil {
+			f.errs = append(f.errs, err.Error())
+			return
+		}
+		f.evs = append(f.evs, env)
+	})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	f.cc = cc
+	c.t.Cleanup(cc.Stop)
+	return f
+}
+
+func (f *follower) events() []*events.Envelope {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]*events.Envelope(nil), f.evs...)
+}
+
+func (f *follower) types() string {
+	var ts []string
+	for _, e := range f.events() {
+		ts = append(ts, strings.TrimPrefix(e.Type, "llmw."))
+	}
+	return strings.Join(ts, " ")
+}
+
+// wait returns the first event of one of the types, polling until timeout.
+// Events of the turn channel are also looked up in the stream directly
+// (the last one of the channel), so that a follower whose consumer is
+// still being recreated after a node loss does not hold the test up; the
+// events are then read again from the stream (see completed).
+func (f *follower) wait(timeout time.Duration, types ...string) *events.Envelope {
+	f.c.t.Helper()
+	var found *events.Envelope
+	f.c.eventually(timeout, fmt.Sprintf("turn %s: event %v", f.turnID, types), func() (bool, string) {
+		for _, e := range f.events() {
+			if slices.Contains(types, e.Type) {
+				found = e
+				return true, ""
+			}
+		}
+		last, err := f.c.lastTurnEvent(f.turnID)
+		if last != nil && slices.Contains(types, last.Type) {
+			f.c.t.Logf("turn %s: %s found in the stream before the follower had it (%d events so far)", f.turnID, last.Type, len(f.events()))
+			found = last
+			return true, ""
+		}
+		f.mu.Lock()
+		errs := f.errs
+		f.mu.Unlock()
+		return false, fmt.Sprintf("seen [%s], decode errors %v; last turn-channel event in the stream: %v (%v)", f.types(), errs, last, err)
+	})
+	return found
+}
+
+// lastTurnEvent is the last event on the turn's turn channel in LLMW_EVENTS.
+func (c *cluster) lastTurnEvent(turnID string) (*events.Envelope, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := c.js.Stream(ctx, events.StreamEvents)
+	if err != nil {
+		return nil, err
+	}
+	m, err := st.GetLastMsgForSubject(ctx, c.subj.Events("", turnID, events.ChannelTurn))
+	if err != nil {
+		return nil, err
+	}
+	return events.DecodeEnvelope(m.Header, m.Data)
+}
+
+// readAll reads every event of a turn from LLMW_EVENTS with direct gets
+// (next message on the turn's subjects), which any replica answers: after
+// a node loss the cluster may still place a new consumer on the lost node
+// until it is marked offline, and such a consumer never delivers.
+func (c *cluster) readAll(turnID string) []*events.Envelope {
+	c.t.Helper()
+	var out []*events.Envelope
+	c.retry("read the events of "+turnID, func(ctx context.Context) error {
+		out = nil
+		st, err := c.js.Stream(ctx, events.StreamEvents)
+		if err != nil {
+			return err
+		}
+		for seq := uint64(1); ; {
+			m, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(c.subj.EventsOfTurn(turnID)))
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("after %d events: %w", len(out), err)
+			}
+			env, err := events.DecodeEnvelope(m.Header, m.Data)
+			if err != nil {
+				return err
+			}
+			out = append(out, env)
+			seq = m.Sequence + 1
+		}
+	})
+	return out
+}
+
+// completed waits for the turn's end and requires llmw.turn.completed.
+func (f *follower) completed(timeout time.Duration) events.TurnCompleted {
+	f.c.t.Helper()
+	end := f.wait(timeout, events.TypeTurnCompleted, events.TypeTurnFailed, events.TypeTurnAborted)
+	if end.Type != events.TypeTurnCompleted {
+		ended, _ := events.DecodeData[events.TurnEnded](end)
+		f.c.t.Fatalf("turn %s ended %s: %s (%s); events [%s]", f.turnID, end.Type, ended.Reason, ended.Code, f.types())
+	}
+	done, err := events.DecodeData[events.TurnCompleted](end)
+	if err != nil {
+		f.c.t.Fatalf("turn %s: completed data: %v", f.turnID, err)
+	}
+	// What the stream holds, whatever the follower got so far.
+	f.cc.Stop()
+	all := f.c.readAll(f.turnID)
+	f.mu.Lock()
+	f.evs, f.done = all, true
+	f.mu.Unlock()
+	return done
+}
+
+// of returns the events of one type.
+func (f *follower) of(typ string) []*events.Envelope {
+	var out []*events.Envelope
+	for _, e := range f.events() {
+		if e.Type == typ {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// instance is the replica named in an event's source /llmw/<svc>/<instance>.
+func instance(e *events.Envelope) string {
+	return e.Source[strings.LastIndexByte(e.Source, '/')+1:]
+}
+
+// toolResults counts the messages per call id that LLMW_TOOLRESULTS holds
+// for a turn (one subject P.tool.result.<turn>.<call> per call).
+func (c *cluster) toolResults(turnID string) map[string]uint64 {
+	c.t.Helper()
+	var out map[string]uint64
+	c.retry("LLMW_TOOLRESULTS info", func(ctx context.Context) error {
+		st, err := c.js.Stream(ctx, events.StreamToolResults)
+		if err != nil {
+			return err
+		}
+		info, err := st.Info(ctx, jetstream.WithSubjectFilter(c.subj.ToolResultsOfTurn(turnID)))
+		if err != nil {
+			return err
+		}
+		out = map[string]uint64{}
+		for subj, n := range info.State.Subjects {
+			out[events.LastToken(subj)] = n
+		}
+		return nil
+	})
+	return out
+}
+
+// state reads the turn's checkpoint from KV LLMW_TURN_STATE.
+func (c *cluster) state(turnID string) *turn.State {
+	c.t.Helper()
+	var st *turn.State
+	c.retry("state of "+turnID, func(ctx context.Context) error {
+		s, ok, err := turn.LoadState(ctx, c.js, turnID)
+		if err == nil && !ok {
+			err = errors.New("no state")
+		}
+		st = s
+		return err
+	})
+	return st
+}
+
+// checkTranscript checks a completed replay turn: the scenario's tools were
+// called, each answered once with the demo data, and the model answered in
+// text after them.
+func (c *cluster) checkTranscript(turnID, scenario string, done events.TurnCompleted) (callIDs []string) {
+	c.t.Helper()
+	sc, _ := replay.Lookup(scenario)
+	want := map[string]bool{}
+	for _, n := range sc.Tools {
+		want[n] = true
+	}
+	results := map[string]int{}
+	lastText := ""
+	for _, m := range done.Messages {
+		for _, p := range m.Content {
+			switch p.Type {
+			case events.PartToolUse:
+				if !want[p.Name] {
+					c.t.Errorf("turn %s: call of %q, want only %v", turnID, p.Name, sc.Tools)
+				}
+				delete(want, p.Name)
+				callIDs = append(callIDs, p.ID)
+			case events.PartToolResult:
+				results[p.ToolUseID]++
+				if p.IsError || !strings.Contains(p.Content, replay.DemoNote) {
+					c.t.Errorf("turn %s: result for %s: error %v, %q", turnID, p.ToolUseID, p.IsError, p.Content)
+				}
+			case events.PartText:
+				if m.Role == events.RoleAssistant {
+					lastText = p.Text
+				}
+			}
+		}
+	}
+	if len(want) > 0 {
+		c.t.Errorf("turn %s: tools never called: %v", turnID, want)
+	}
+	for _, id := range callIDs {
+		if results[id] != 1 {
+			c.t.Errorf("turn %s: %d results for call %s in the transcript, want 1", turnID, results[id], id)
+		}
+	}
+	if last := done.Messages[len(done.Messages)-1]; last.Role != events.RoleAssistant || strings.TrimSpace(lastText) == "" {
+		c.t.Errorf("turn %s: no final assistant text (last role %s)", turnID, last.Role)
+	}
+	// LLMW_TOOLRESULTS holds exactly one result per call, none else.
+	stored := c.toolResults(turnID)
+	if len(stored) != len(callIDs) {
+		c.t.Errorf("turn %s: LLMW_TOOLRESULTS has results for %v, want one each for %v", turnID, stored, callIDs)
+	}
+	for _, id := range callIDs {
+		if stored[id] != 1 {
+			c.t.Errorf("turn %s: LLMW_TOOLRESULTS has %d results for call %s, want 1 (a direct get finds: %s)", turnID, stored[id], id, c.directGet(turnID, id))
+		}
+	}
+	if st := c.state(turnID); st.Status != turn.StatusCompleted {
+		c.t.Errorf("turn %s: checkpoint status %q, want completed", turnID, st.Status)
+	}
+	return callIDs
+}
+
+// slowStarts returns, per toolexec replica, the call ids whose slow tool
+// execution started there (from the replicas' logs).
+func (c *cluster) slowStarts() map[string][]string {
+	c.t.Helper()
+	out := map[string][]string{}
+	for _, name := range []string{"toolexec-1", "toolexec-2"} {
+		for _, rec := range c.logRecords(name, "slow tool start") {
+			id, _ := rec["call_id"].(string)
+			out[name] = append(out[name], id)
+		}
+	}
+	return out
+}
+
+// directGet reads a call's result with a direct get, for failure messages.
+func (c *cluster) directGet(turnID, callID string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := c.js.Stream(ctx, events.StreamToolResults)
+	if err != nil {
+		return err.Error()
+	}
+	m, err := st.GetLastMsgForSubject(ctx, c.subj.ToolResult(turnID, callID))
+	if err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("seq %d %s", m.Sequence, m.Data)
+}
