@@ -30,70 +30,42 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
-	"os/signal"
-	"strings"
-	"syscall"
 	"time"
 
-	"github.com/llmworker/llmworker/internal/natsutil"
+	"github.com/llmworker/llmworker/internal/cmdutil"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hookbridge"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr, nil)
-	stop()
-	os.Exit(code)
+	cmdutil.Main(func(ctx context.Context) int {
+		return run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr, nil)
+	})
 }
 
 type options struct {
-	config, natsURL, creds, prefix, instance, storeDir string
-	check, unregister                                  bool
-	drain                                              time.Duration
-	logFormat, logLevel                                string
+	cmdutil.Common
+	config            string
+	check, unregister bool
+	drain             time.Duration
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
-	env := func(k, def string) string {
-		if v := getenv(k); v != "" {
-			return v
-		}
-		return def
-	}
-	host, _ := os.Hostname()
-	if host == "" {
-		host = hookbridge.ServiceName
-	}
 	o := &options{}
 	fs := flag.NewFlagSet("hookbridge", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.config, "config", getenv("LLMW_HOOKS_CONFIG"), "hook config file (YAML)")
 	fs.BoolVar(&o.check, "check", false, "check the config, print the hooks and exit")
-	fs.StringVar(&o.natsURL, "nats-url", getenv("NATS_URL"), "NATS server URL (empty: embedded server)")
-	fs.StringVar(&o.creds, "nats-creds", getenv("NATS_CREDS"), "NATS credentials file")
-	fs.StringVar(&o.prefix, "prefix", env("LLMW_PREFIX", events.DefaultPrefix), "subject prefix")
-	fs.StringVar(&o.instance, "instance", env("LLMW_INSTANCE", host), "replica name in the CloudEvents source")
+	o.Register(fs, getenv, cmdutil.Hostname(hookbridge.ServiceName))
 	fs.BoolVar(&o.unregister, "unregister", false, "remove the hooks from LLMW_HOOKS on shutdown")
-	fs.StringVar(&o.storeDir, "store-dir", getenv("LLMW_STORE_DIR"), "JetStream store dir of the embedded server")
-	fs.StringVar(&o.logFormat, "log-format", env("LLMW_LOG_FORMAT", "json"), "json or text")
-	fs.StringVar(&o.logLevel, "log-level", env("LLMW_LOG_LEVEL", "info"), "debug, info, warn or error")
-	drain := 25 * time.Second
-	if v := getenv("LLMW_DRAIN_TIMEOUT"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return nil, fmt.Errorf("$LLMW_DRAIN_TIMEOUT: %w", err)
-		}
-		drain = d
-	}
-	fs.DurationVar(&o.drain, "drain-timeout", drain, "how long a shutdown waits for hook calls in flight")
-	if err := fs.Parse(args); err != nil {
+	drain, err := cmdutil.EnvDuration(getenv, "LLMW_DRAIN_TIMEOUT", 25*time.Second)
+	if err != nil {
 		return nil, err
 	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	fs.DurationVar(&o.drain, "drain-timeout", drain, "how long a shutdown waits for hook calls in flight")
+	if err := cmdutil.Parse(fs, args); err != nil {
+		return nil, err
 	}
 	if o.config == "" {
 		return nil, errors.New("--config is required (or $LLMW_HOOKS_CONFIG)")
@@ -101,36 +73,13 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	return o, nil
 }
 
-func newLogger(o *options, w io.Writer) (*slog.Logger, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
-	}
-	ho := &slog.HandlerOptions{Level: level}
-	switch o.logFormat {
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, ho)), nil
-	case "text":
-		return slog.New(slog.NewTextHandler(w, ho)), nil
-	}
-	return nil, fmt.Errorf("--log-format: want json or text, got %q", o.logFormat)
-}
-
 // run serves until ctx ends, then drains; it returns the exit code. ready,
 // if not nil, is called once the hooks are served (tests).
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, ready func(*hookbridge.Bridge)) int {
 	o, err := parseFlags(args, getenv, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "hookbridge:", err)
-		return 2
-	}
-	log, err := newLogger(o, stderr)
-	if err != nil {
-		fmt.Fprintln(stderr, "hookbridge:", err)
-		return 2
+	log, code := cmdutil.Setup("hookbridge", stderr, o, err)
+	if code >= 0 {
+		return code
 	}
 	b, err := os.ReadFile(o.config)
 	if err != nil {
@@ -151,17 +100,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return 0
 	}
 
-	conn, err := natsutil.Connect(natsutil.Config{URL: o.natsURL, Creds: o.creds, Name: hookbridge.ServiceName + " " + o.instance, StoreDir: o.storeDir})
+	conn, err := o.Connect(hookbridge.ServiceName, log)
 	if err != nil {
 		log.Error("connect to NATS", "err", err)
 		return 1
 	}
 	defer conn.Close()
-	if conn.Embedded != nil {
-		log.Info("embedded NATS server", "url", conn.Embedded.URL())
-	}
 	br, err := hookbridge.New(conn.NC, hookbridge.Config{
-		Prefix: o.prefix, Instance: o.instance, Logger: log, Hooks: file.Hooks, UnregisterOnStop: o.unregister,
+		Prefix: o.Prefix, Instance: o.Instance, Logger: log, Hooks: file.Hooks, UnregisterOnStop: o.unregister,
 	})
 	if err != nil {
 		log.Error("configure hookbridge", "err", err)
@@ -180,11 +126,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if ready != nil {
 		ready(br)
 	}
-	<-ctx.Done()
-	log.Info("shutting down", "drain_timeout", o.drain)
-	dctx, dcancel := context.WithTimeout(context.Background(), o.drain)
-	defer dcancel()
-	if err := br.Stop(dctx); err != nil {
+	if err := cmdutil.Drain(ctx, log, o.drain, br.Stop); err != nil {
 		log.Error("drain", "err", err)
 		return 1
 	}

@@ -36,136 +36,67 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
-	"fmt"
 	"io"
-	"log/slog"
 	"os"
-	"os/signal"
-	"strings"
-	"syscall"
 	"time"
 
-	"github.com/llmworker/llmworker/internal/natsutil"
+	"github.com/llmworker/llmworker/internal/cmdutil"
 	recorded "github.com/llmworker/llmworker/internal/replay"
-	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/ingest"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Getenv, os.Stderr)
-	stop()
-	os.Exit(code)
+	cmdutil.Main(func(ctx context.Context) int { return run(ctx, os.Args[1:], os.Getenv, os.Stderr) })
 }
 
 // options are the parsed flags.
 type options struct {
-	natsURL, creds, prefix, instance, storeDir string
-	idle, drain                                time.Duration
-	maxPayload                                 int
-	structured, replay                         bool
-	logFormat, logLevel                        string
+	cmdutil.Common
+	idle, drain        time.Duration
+	maxPayload         int
+	structured, replay bool
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
-	env := func(k, def string) string {
-		if v := getenv(k); v != "" {
-			return v
-		}
-		return def
-	}
-	host, _ := os.Hostname()
-	if host == "" {
-		host = "ingest"
-	}
 	o := &options{}
 	fs := flag.NewFlagSet("ingest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.natsURL, "nats-url", getenv("NATS_URL"), "NATS server URL (empty: embedded server)")
-	fs.StringVar(&o.creds, "nats-creds", getenv("NATS_CREDS"), "NATS credentials file")
-	fs.StringVar(&o.prefix, "prefix", env("LLMW_PREFIX", events.DefaultPrefix), "subject prefix")
-	fs.StringVar(&o.instance, "instance", env("LLMW_INSTANCE", host), "replica name in the CloudEvents source")
-	fs.StringVar(&o.storeDir, "store-dir", getenv("LLMW_STORE_DIR"), "JetStream store dir of the embedded server")
+	o.Register(fs, getenv, cmdutil.Hostname("ingest"))
 	fs.IntVar(&o.maxPayload, "max-payload", 0, "largest request body in bytes (0 = server max payload)")
 	fs.BoolVar(&o.structured, "structured", false, "publish structured-mode CloudEvents")
 	fs.BoolVar(&o.replay, "replay", getenv("LLMW_REPLAY") == "1" || getenv("LLMW_REPLAY") == "true",
 		"also serve replay:<scenario> models ("+recorded.Label+")")
-	fs.StringVar(&o.logFormat, "log-format", env("LLMW_LOG_FORMAT", "json"), "json or text")
-	fs.StringVar(&o.logLevel, "log-level", env("LLMW_LOG_LEVEL", "info"), "debug, info, warn or error")
-	idle, err := envDuration(getenv, "LLMW_IDLE_TIMEOUT", 0)
+	idle, err := cmdutil.EnvDuration(getenv, "LLMW_IDLE_TIMEOUT", 0)
 	if err != nil {
 		return nil, err
 	}
-	drain, err := envDuration(getenv, "LLMW_DRAIN_TIMEOUT", 25*time.Second)
+	drain, err := cmdutil.EnvDuration(getenv, "LLMW_DRAIN_TIMEOUT", 25*time.Second)
 	if err != nil {
 		return nil, err
 	}
 	fs.DurationVar(&o.idle, "idle-timeout", idle, "end a stream whose provider is silent this long (0 = default, negative = never)")
 	fs.DurationVar(&o.drain, "drain-timeout", drain, "how long a shutdown waits for running streams")
-	if err := fs.Parse(args); err != nil {
+	if err := cmdutil.Parse(fs, args); err != nil {
 		return nil, err
 	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
-	}
 	return o, nil
-}
-
-func envDuration(getenv func(string) string, k string, def time.Duration) (time.Duration, error) {
-	v := getenv(k)
-	if v == "" {
-		return def, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		return 0, fmt.Errorf("$%s: %w", k, err)
-	}
-	return d, nil
-}
-
-func newLogger(o *options, w io.Writer) (*slog.Logger, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
-	}
-	ho := &slog.HandlerOptions{Level: level}
-	switch o.logFormat {
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, ho)), nil
-	case "text":
-		return slog.New(slog.NewTextHandler(w, ho)), nil
-	}
-	return nil, fmt.Errorf("--log-format: want json or text, got %q", o.logFormat)
 }
 
 // run serves until ctx ends, then drains. It returns the exit code.
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
 	o, err := parseFlags(args, getenv, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "ingest:", err)
-		return 2
-	}
-	log, err := newLogger(o, stderr)
-	if err != nil {
-		fmt.Fprintln(stderr, "ingest:", err)
-		return 2
+	log, code := cmdutil.Setup("ingest", stderr, o, err)
+	if code >= 0 {
+		return code
 	}
 
-	conn, err := natsutil.Connect(natsutil.Config{URL: o.natsURL, Creds: o.creds, Name: ingest.ServiceName + " " + o.instance, StoreDir: o.storeDir})
+	conn, err := o.Connect(ingest.ServiceName, log)
 	if err != nil {
 		log.Error("connect to NATS", "err", err)
 		return 1
 	}
 	defer conn.Close()
-	if conn.Embedded != nil {
-		// Other processes reach the embedded server at this URL.
-		log.Info("embedded NATS server", "url", conn.Embedded.URL())
-	}
 
 	providers := ingest.DefaultFactories()
 	if o.replay {
@@ -181,8 +112,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		log.Info("replay models enabled: "+recorded.Label, "models", replayModels())
 	}
 	svc, err := ingest.New(conn.NC, ingest.Config{
-		Prefix:      o.prefix,
-		Instance:    o.instance,
+		Prefix:      o.Prefix,
+		Instance:    o.Instance,
 		Providers:   providers,
 		IdleTimeout: o.idle,
 		MaxPayload:  o.maxPayload,
@@ -199,11 +130,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		log.Error("start ingest", "err", err)
 		return 1
 	}
-	<-ctx.Done()
-	log.Info("shutting down", "drain_timeout", o.drain)
-	dctx, cancel := context.WithTimeout(context.Background(), o.drain)
-	defer cancel()
-	if err := svc.Stop(dctx); err != nil {
+	if err := cmdutil.Drain(ctx, log, o.drain, svc.Stop); err != nil {
 		log.Error("drain", "err", err)
 		return 1
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/goleak"
 
+	"github.com/llmworker/llmworker/internal/cmdutil/cmdtest"
 	"github.com/llmworker/llmworker/internal/natsutil"
 )
 
@@ -150,22 +151,7 @@ func (r *replay) handler(body []byte) http.Handler {
 }
 
 // syncBuffer collects the subprocess's logs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = cmdtest.SyncBuffer
 
 func buildBinary(t *testing.T) string {
 	t.Helper()
@@ -479,7 +465,7 @@ func TestFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.natsURL != "nats://x:4222" || o.prefix != "p2" || o.idle != 90*time.Second || o.instance != "i9" || o.drain != 25*time.Second {
+	if o.NATSURL != "nats://x:4222" || o.Prefix != "p2" || o.idle != 90*time.Second || o.Instance != "i9" || o.drain != 25*time.Second {
 		t.Errorf("%+v", o)
 	}
 	if _, err := parseFlags(nil, func(k string) string {

@@ -4,10 +4,13 @@
 // consumers, so running more replicas scales the tools horizontally.
 //
 //	toolexec [--nats-url URL] [--prefix P] [--root DIR] [--instance ID]
+//	         [--log-format text|json] [--log-level LEVEL]
 //
 // Without --nats-url or $NATS_URL it starts an embedded NATS server.
-// $NATS_CREDS names a credentials file. SIGINT or SIGTERM drains: running
-// calls finish and are acknowledged before the process exits.
+// $NATS_CREDS names a credentials file. Logs are text unless --log-format
+// or $LLMW_LOG_FORMAT says json; --log-level or $LLMW_LOG_LEVEL sets the
+// level (default info). SIGINT or SIGTERM drains: running calls finish and
+// are acknowledged before the process exits.
 package main
 
 import (
@@ -16,13 +19,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
-	"os/signal"
-	"strconv"
-	"syscall"
 	"time"
 
+	"github.com/llmworker/llmworker/internal/cmdutil"
 	"github.com/llmworker/llmworker/internal/natsutil"
 	"github.com/llmworker/llmworker/pkg/natsrt"
 	"github.com/llmworker/llmworker/pkg/toolexec"
@@ -30,12 +30,13 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "toolexec:", err)
-		os.Exit(1)
-	}
+	cmdutil.Main(func(ctx context.Context) int {
+		if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, "toolexec:", err)
+			return 1
+		}
+		return 0
+	})
 }
 
 // options are the command line; env fills what flags leave empty.
@@ -43,20 +44,28 @@ type options struct {
 	natsURL, prefix, root, instance string
 	concurrency, replicas           int
 	drain, ackWait                  time.Duration
+	log                             cmdutil.LogFlags
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("toolexec", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	// Malformed numbers in the environment fall back to the defaults (this
+	// command has always been lenient there, unlike the other services).
+	ackWait, _ := cmdutil.EnvDuration(os.Getenv, "LLMW_ACK_WAIT", 0)
+	replicas, _ := cmdutil.EnvInt(os.Getenv, "LLMW_REPLICAS", 1)
 	fs.StringVar(&o.natsURL, "nats-url", os.Getenv("NATS_URL"), "NATS server URL ($NATS_URL); empty starts an embedded server")
-	fs.StringVar(&o.prefix, "prefix", envOr("LLMW_PREFIX", "llmw"), "subject prefix ($LLMW_PREFIX)")
+	fs.StringVar(&o.prefix, "prefix", cmdutil.Env(os.Getenv, "LLMW_PREFIX", "llmw"), "subject prefix ($LLMW_PREFIX)")
 	fs.StringVar(&o.root, "root", os.Getenv("LLMW_TOOL_ROOT"), "directory read_file and list_dir may read ($LLMW_TOOL_ROOT); empty disables them")
 	fs.StringVar(&o.instance, "instance", os.Getenv("HOSTNAME"), "replica id in event sources (default $HOSTNAME or random)")
 	fs.IntVar(&o.concurrency, "concurrency", toolexec.DefaultConcurrency, "concurrent calls per tool")
 	fs.DurationVar(&o.drain, "drain-timeout", 30*time.Second, "how long running calls may finish on shutdown")
-	fs.DurationVar(&o.ackWait, "ack-wait", envDuration("LLMW_ACK_WAIT", 0), "how long a dead replica's call waits before another replica runs it ($LLMW_ACK_WAIT; 0 = 30s)")
-	fs.IntVar(&o.replicas, "replicas", envInt("LLMW_REPLICAS", 1), "JetStream replicas of the streams and buckets this replica creates ($LLMW_REPLICAS; 3 on a 3-node cluster)")
+	fs.DurationVar(&o.ackWait, "ack-wait", ackWait, "how long a dead replica's call waits before another replica runs it ($LLMW_ACK_WAIT; 0 = 30s)")
+	fs.IntVar(&o.replicas, "replicas", replicas, "JetStream replicas of the streams and buckets this replica creates ($LLMW_REPLICAS; 3 on a 3-node cluster)")
+	// Text by default, as before the flag existed; $LLMW_LOG_FORMAT=json
+	// switches all services at once.
+	o.log.Register(fs, os.Getenv, "text")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -64,27 +73,6 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	return o, nil
-}
-
-func envInt(k string, def int) int {
-	if n, err := strconv.Atoi(os.Getenv(k)); err == nil {
-		return n
-	}
-	return def
-}
-
-func envDuration(k string, def time.Duration) time.Duration {
-	if d, err := time.ParseDuration(os.Getenv(k)); err == nil {
-		return d
-	}
-	return def
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
 }
 
 // run serves until ctx ends; ready (when non-nil) receives the connection
@@ -101,7 +89,10 @@ func runReady(ctx context.Context, args []string, stderr io.Writer, ready func(u
 		}
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
+	log, err := o.log.Logger(stderr)
+	if err != nil {
+		return err
+	}
 	tools, err := builtin.Tools(builtin.Config{Root: o.root})
 	if err != nil {
 		return err
@@ -140,7 +131,5 @@ func runReady(ctx context.Context, args []string, stderr io.Writer, ready func(u
 		ready(url)
 	}
 	<-ctx.Done()
-	dctx, cancel := context.WithTimeout(context.Background(), o.drain)
-	defer cancel()
-	return srv.Stop(dctx)
+	return cmdutil.StopWithin(o.drain, srv.Stop)
 }

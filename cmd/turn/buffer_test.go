@@ -1,25 +1,6 @@
 package main
 
-import (
-	"bytes"
-	"sync"
-)
+import "github.com/llmworker/llmworker/internal/cmdutil/cmdtest"
 
-// syncBuffer is a bytes.Buffer safe for the logger's and the test's
-// goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is a buffer safe for the logger's and the test's goroutines.
+type syncBuffer = cmdtest.SyncBuffer

@@ -36,22 +36,15 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
-	"fmt"
 	"io"
-	"log/slog"
 	"os"
-	"os/signal"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/llmworker/llmworker/internal/natsutil"
-	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/internal/cmdutil"
 	"github.com/llmworker/llmworker/pkg/hook"
 	"github.com/llmworker/llmworker/pkg/natsrt"
 	"github.com/llmworker/llmworker/pkg/remotehook"
@@ -59,45 +52,26 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Getenv, os.Stderr)
-	stop()
-	os.Exit(code)
+	cmdutil.Main(func(ctx context.Context) int { return run(ctx, os.Args[1:], os.Getenv, os.Stderr) })
 }
 
 // options are the parsed flags.
 type options struct {
-	natsURL, creds, prefix, instance, storeDir string
-	maxConcurrent, stepRetries, maxSteps       int
-	replicas                                   int
-	ackWait, idle, drain                       time.Duration
-	defaultTools                               string
-	logFormat, logLevel                        string
+	cmdutil.Common
+	maxConcurrent, stepRetries, maxSteps int
+	replicas                             int
+	ackWait, idle, drain                 time.Duration
+	defaultTools                         string
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
-	env := func(k, def string) string {
-		if v := getenv(k); v != "" {
-			return v
-		}
-		return def
-	}
-	host, _ := os.Hostname()
-	if host == "" {
-		host = "turn"
-	}
-	host = strings.NewReplacer(".", "-", " ", "-", "/", "-").Replace(host)
+	// The instance names a consumer and KV keys: no dots, spaces or slashes.
+	host := strings.NewReplacer(".", "-", " ", "-", "/", "-").Replace(cmdutil.Hostname("turn"))
 	o := &options{}
 	fs := flag.NewFlagSet("turn", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.natsURL, "nats-url", getenv("NATS_URL"), "NATS server URL (empty: embedded server)")
-	fs.StringVar(&o.creds, "nats-creds", getenv("NATS_CREDS"), "NATS credentials file")
-	fs.StringVar(&o.prefix, "prefix", env("LLMW_PREFIX", events.DefaultPrefix), "subject prefix")
-	fs.StringVar(&o.instance, "instance", env("LLMW_INSTANCE", host), "replica name in the CloudEvents source")
-	fs.StringVar(&o.storeDir, "store-dir", getenv("LLMW_STORE_DIR"), "JetStream store dir of the embedded server")
+	o.Register(fs, getenv, host)
 	fs.StringVar(&o.defaultTools, "default-tools", getenv("LLMW_DEFAULT_TOOLS"), "comma-separated tool patterns of a request without tools")
-	fs.StringVar(&o.logFormat, "log-format", env("LLMW_LOG_FORMAT", "json"), "json or text")
-	fs.StringVar(&o.logLevel, "log-level", env("LLMW_LOG_LEVEL", "info"), "debug, info, warn or error")
 	ints := []struct {
 		p    *int
 		name string
@@ -111,13 +85,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 		{&o.replicas, "replicas", "LLMW_REPLICAS", 1, "JetStream replicas of the streams and buckets this replica creates (3 on a 3-node cluster)"},
 	}
 	for _, f := range ints {
-		def := f.def
-		if v := getenv(f.env); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				return nil, fmt.Errorf("$%s: %w", f.env, err)
-			}
-			def = n
+		def, err := cmdutil.EnvInt(getenv, f.env, f.def)
+		if err != nil {
+			return nil, err
 		}
 		fs.IntVar(f.p, f.name, def, f.help)
 	}
@@ -133,38 +103,16 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 		{&o.drain, "drain-timeout", "LLMW_DRAIN_TIMEOUT", 25 * time.Second, "how long a shutdown waits for running turns"},
 	}
 	for _, f := range durs {
-		def := f.def
-		if v := getenv(f.env); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				return nil, fmt.Errorf("$%s: %w", f.env, err)
-			}
-			def = d
+		def, err := cmdutil.EnvDuration(getenv, f.env, f.def)
+		if err != nil {
+			return nil, err
 		}
 		fs.DurationVar(f.p, f.name, def, f.help)
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := cmdutil.Parse(fs, args); err != nil {
 		return nil, err
 	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
-	}
 	return o, nil
-}
-
-func newLogger(o *options, w io.Writer) (*slog.Logger, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
-	}
-	ho := &slog.HandlerOptions{Level: level}
-	switch o.logFormat {
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, ho)), nil
-	case "text":
-		return slog.New(slog.NewTextHandler(w, ho)), nil
-	}
-	return nil, fmt.Errorf("--log-format: want json or text, got %q", o.logFormat)
 }
 
 func splitList(s string) []string {
@@ -180,21 +128,13 @@ func splitList(s string) []string {
 // run serves until ctx ends, then drains. It returns the exit code.
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
 	o, err := parseFlags(args, getenv, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "turn:", err)
-		return 2
-	}
-	log, err := newLogger(o, stderr)
-	if err != nil {
-		fmt.Fprintln(stderr, "turn:", err)
-		return 2
+	log, code := cmdutil.Setup("turn", stderr, o, err)
+	if code >= 0 {
+		return code
 	}
 	cfg := turn.Config{
-		Prefix:          o.prefix,
-		Instance:        o.instance,
+		Prefix:          o.Prefix,
+		Instance:        o.Instance,
 		Logger:          log,
 		DefaultTools:    splitList(o.defaultTools),
 		MaxConcurrent:   o.maxConcurrent,
@@ -202,21 +142,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		IdleTimeout:     o.idle,
 		StepRetries:     o.stepRetries,
 		DefaultMaxSteps: o.maxSteps,
-		Provision:       natsrt.ProvisionOptions{Prefix: o.prefix, Replicas: o.replicas},
+		Provision:       natsrt.ProvisionOptions{Prefix: o.Prefix, Replicas: o.replicas},
 	}
 	if o.stepRetries == 0 {
 		cfg.StepRetries = -1 // 0 on the command line means none
 	}
 
-	conn, err := natsutil.Connect(natsutil.Config{URL: o.natsURL, Creds: o.creds, Name: "llmw-turn " + o.instance, StoreDir: o.storeDir})
+	conn, err := o.Connect("llmw-turn", log)
 	if err != nil {
 		log.Error("connect to NATS", "err", err)
 		return 1
 	}
 	defer conn.Close()
-	if conn.Embedded != nil {
-		log.Info("embedded NATS server", "url", conn.Embedded.URL())
-	}
 	// The hooks of every turn: the registry LLMW_HOOKS, kept in sync by a
 	// watcher once Start has provisioned the bucket.
 	chain := &hook.Chain{}
@@ -244,16 +181,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	if err != nil {
 		log.Error("watch the hook registry", "err", err)
-		sctx, cancel := context.WithTimeout(context.Background(), o.drain)
-		defer cancel()
-		_ = svc.Stop(sctx)
+		_ = cmdutil.StopWithin(o.drain, svc.Stop)
 		return 1
 	}
-	<-ctx.Done()
-	log.Info("shutting down", "drain_timeout", o.drain)
-	dctx, cancel := context.WithTimeout(context.Background(), o.drain)
-	defer cancel()
-	if err := svc.Stop(dctx); err != nil {
+	if err := cmdutil.Drain(ctx, log, o.drain, svc.Stop); err != nil {
 		log.Warn("drain incomplete; unfinished turns are left to other replicas", "err", err)
 	}
 	return 0
