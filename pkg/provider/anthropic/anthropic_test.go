@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"net/http"
 	"reflect"
 	"strings"
@@ -24,15 +23,11 @@ func newProvider(t *testing.T, cfg anthropic.Config) *anthropic.Provider {
 	if cfg.APIKey == "" {
 		cfg.APIKey = "test-key"
 	}
-	p, err := anthropic.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return providertest.MustNew(t, anthropic.New, cfg)
 }
 
 func simpleRequest() *llm.Request {
-	return &llm.Request{Model: "anthropic:claude-test", Messages: []events.Message{events.UserText("hi")}}
+	return providertest.SimpleRequest("anthropic:claude-test")
 }
 
 func TestRequestMapping(t *testing.T) {
@@ -60,7 +55,7 @@ func TestRequestMapping(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	collect(t, s)
+	providertest.MustCollect(t, s)
 	got := srv.LastRequest()
 	if got.Path != "/v1/messages" || got.Header.Get("X-Api-Key") != "test-key" {
 		t.Errorf("request %s with key %q", got.Path, got.Header.Get("X-Api-Key"))
@@ -114,7 +109,7 @@ func TestServerToolRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs := collect(t, s)
+	evs := providertest.MustCollect(t, s)
 	// Build the assistant message from the stream, as a worker does.
 	var parts []events.Part
 	bufs := map[int]*strings.Builder{}
@@ -145,7 +140,7 @@ func TestServerToolRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	collect(t, s)
+	providertest.MustCollect(t, s)
 	var sent struct {
 		Messages []struct {
 			Role    string           `json:"role"`
@@ -196,8 +191,8 @@ func TestRetryHonoursRetryAfter(t *testing.T) {
 	if el := time.Since(start); el < 900*time.Millisecond {
 		t.Errorf("retried after %v, want Retry-After: 1s", el)
 	}
-	evs := collect(t, s)
-	if got := summarize(t, evs); got.Status != events.StatusCompleted || got.Text != "2" {
+	evs := providertest.MustCollect(t, s)
+	if got := providertest.Summarize(t, evs); got.Status != events.StatusCompleted || got.Text != "2" {
 		t.Errorf("after retry: %+v", got)
 	}
 	if n := srv.RequestCount(); n != 2 {
@@ -227,12 +222,7 @@ func TestRetriesAreBounded(t *testing.T) {
 }
 
 func TestConnectionRefused(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := providertest.ClosedAddr(t)
 	p := newProvider(t, anthropic.Config{BaseURL: "http://" + addr, MaxRetries: -1})
 	if _, err := p.Stream(context.Background(), simpleRequest()); !errors.Is(err, anthropic.ErrRequestFailed) {
 		t.Fatalf("err = %v, want ErrRequestFailed", err)
@@ -250,8 +240,8 @@ func TestMidStreamError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs := collect(t, s)
-	if err := wellFormed(evs); err != nil {
+	evs := providertest.MustCollect(t, s)
+	if err := providertest.StrictWellFormed(evs); err != nil {
 		t.Fatal(err)
 	}
 	n := len(evs)
@@ -275,11 +265,11 @@ func TestTruncatedStreamFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs := collect(t, s)
-	if err := wellFormed(evs); err != nil {
+	evs := providertest.MustCollect(t, s)
+	if err := providertest.StrictWellFormed(evs); err != nil {
 		t.Fatal(err)
 	}
-	if got := summarize(t, evs); got.Status != events.StatusFailed || len(got.Errors) != 1 || got.Text != "2" {
+	if got := providertest.Summarize(t, evs); got.Status != events.StatusFailed || len(got.Errors) != 1 || got.Text != "2" {
 		t.Errorf("truncated stream: %+v", got)
 	}
 }
@@ -293,11 +283,11 @@ func TestIdleTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs := collect(t, s)
-	if err := wellFormed(evs); err != nil {
+	evs := providertest.MustCollect(t, s)
+	if err := providertest.StrictWellFormed(evs); err != nil {
 		t.Fatal(err)
 	}
-	got := summarize(t, evs)
+	got := providertest.Summarize(t, evs)
 	if got.Status != events.StatusFailed || len(got.Errors) != 1 || got.Errors[0].Code != "idle_timeout" {
 		t.Errorf("silent provider: %+v", got)
 	}
@@ -308,26 +298,10 @@ func TestCancel(t *testing.T) {
 	cut := full[:strings.Index(string(full), "event: content_block_stop")]
 	srv := providertest.NewServer(t, providertest.Response{Body: cut, Stall: true})
 	p := newProvider(t, anthropic.Config{BaseURL: srv.URL()})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	s, err := p.Stream(ctx, simpleRequest())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var evs []events.Event
-	for s.Next() {
-		evs = append(evs, s.Current())
-		if d, ok := s.Current().(events.BlockDelta); ok && d.Content == "2" {
-			cancel()
-		}
-	}
-	s.Close()
-	if err := wellFormed(evs); err != nil {
-		t.Fatal(err)
-	}
-	if st := evs[len(evs)-1].(events.StatusEvent); st.Status != events.StatusCancelled {
-		t.Errorf("status %s, want cancelled", st.Status)
-	}
+	providertest.CollectCancelled(t, p, simpleRequest(), func(e events.Event) bool {
+		d, ok := e.(events.BlockDelta)
+		return ok && d.Content == "2"
+	})
 }
 
 func TestConfigFromEnvironment(t *testing.T) {
@@ -346,7 +320,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	collect(t, s)
+	providertest.MustCollect(t, s)
 	if k := srv.LastRequest().Header.Get("X-Api-Key"); k != "env-key" {
 		t.Errorf("key %q, want the environment's", k)
 	}

@@ -2,7 +2,6 @@ package anthropic_test
 
 import (
 	"context"
-	"net/http"
 	"testing"
 
 	sdk "github.com/anthropics/anthropic-sdk-go"
@@ -25,23 +24,12 @@ func BenchmarkSDKRead(b *testing.B) {
 		body := providertest.MustLoadFixture(b, name)
 		b.Run(name[len("anthropic/"):], func(b *testing.B) {
 			client := sdk.NewClient(option.WithoutEnvironmentDefaults(), option.WithAPIKey("k"),
-				option.WithBaseURL("http://replay.invalid"), option.WithHTTPClient(&http.Client{Transport: fixedTransport{body: body}}))
+				option.WithBaseURL("http://replay.invalid"), option.WithHTTPClient(providertest.FixedClient(body)))
 			params := sdk.MessageNewParams{Model: "claude-test", MaxTokens: 1024,
 				Messages: []sdk.MessageParam{sdk.NewUserMessage(sdk.NewTextBlock("hi"))}}
-			b.SetBytes(int64(len(body)))
-			b.ReportAllocs()
-			for b.Loop() {
-				s := client.Messages.NewStreaming(context.Background(), params)
-				n := 0
-				for s.Next() {
-					_ = s.Current()
-					n++
-				}
-				if s.Err() != nil || n == 0 {
-					b.Fatal(s.Err())
-				}
-				s.Close()
-			}
+			providertest.BenchmarkSDK(b, body, func() (int, error) {
+				return providertest.SDKCount(client.Messages.NewStreaming(context.Background(), params))
+			})
 		})
 	}
 }
@@ -51,28 +39,11 @@ func BenchmarkAdapter(b *testing.B) {
 		body := providertest.MustLoadFixture(b, name)
 		b.Run(name[len("anthropic/"):], func(b *testing.B) {
 			p, err := anthropic.New(anthropic.Config{APIKey: "k", BaseURL: "http://replay.invalid",
-				HTTPClient: &http.Client{Transport: fixedTransport{body: body}}})
+				HTTPClient: providertest.FixedClient(body)})
 			if err != nil {
 				b.Fatal(err)
 			}
-			req := simpleRequest()
-			b.SetBytes(int64(len(body)))
-			b.ReportAllocs()
-			for b.Loop() {
-				s, err := p.Stream(context.Background(), req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				n := 0
-				for s.Next() {
-					_ = s.Current()
-					n++
-				}
-				if n < 3 {
-					b.Fatal("short stream")
-				}
-				s.Close()
-			}
+			providertest.BenchmarkStream(b, p, simpleRequest(), body)
 		})
 	}
 }

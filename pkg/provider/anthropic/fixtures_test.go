@@ -50,7 +50,7 @@ type wireBlock struct {
 
 // expectation is what a fixture file says the stream must contain.
 type expectation struct {
-	summary
+	providertest.Summary
 	RefusalExplanation string
 	ResultRaw          []json.RawMessage
 }
@@ -140,7 +140,7 @@ func expect(t *testing.T, body []byte) expectation {
 		case "thinking", "redacted_thinking":
 			x.Signatures = append(x.Signatures, b.sig)
 		case "tool_use", "server_tool_use":
-			c := call{ID: b.wb.ID, Name: b.wb.Name, Server: b.wb.Type == "server_tool_use"}
+			c := providertest.Call{ID: b.wb.ID, Name: b.wb.Name, Server: b.wb.Type == "server_tool_use"}
 			in := b.input.String()
 			if in == "" {
 				in = "{}"
@@ -157,7 +157,7 @@ func expect(t *testing.T, body []byte) expectation {
 	u := &events.UsageEvent{}
 	set := func(dst **int64, k string) {
 		if v, ok := usage[k]; ok {
-			*dst = i64(v)
+			*dst = providertest.Int64(v)
 		}
 	}
 	set(&u.InputTokens, "input_tokens")
@@ -187,11 +187,11 @@ func TestFixtures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			evs := collect(t, s)
-			if err := wellFormed(evs); err != nil {
+			evs := providertest.MustCollect(t, s)
+			if err := providertest.StrictWellFormed(evs); err != nil {
 				t.Fatalf("not well-formed: %v", err)
 			}
-			got := summarize(t, evs)
+			got := providertest.Summarize(t, evs)
 			if got.Text != want.Text {
 				t.Errorf("text = %q, want %q", got.Text, want.Text)
 			}
@@ -236,8 +236,8 @@ func TestFixtures(t *testing.T) {
 				{"cache_creation", got.Usage.CacheCreationInputTokens, want.Usage.CacheCreationInputTokens},
 				{"reasoning", got.Usage.ReasoningTokens, want.Usage.ReasoningTokens},
 			} {
-				if !ptrEq(f.got, f.want) {
-					t.Errorf("usage %s = %s, want %s", f.name, fmtPtr(f.got), fmtPtr(f.want))
+				if !providertest.EqualInt64(f.got, f.want) {
+					t.Errorf("usage %s = %s, want %s", f.name, providertest.FormatInt64(f.got), providertest.FormatInt64(f.want))
 				}
 			}
 			if !reflect.DeepEqual(got.Errors, want.Errors) {

@@ -1,13 +1,8 @@
 package anthropic_test
 
 import (
-	"context"
 	"flag"
-	"fmt"
-	"net/http"
-	"runtime"
 	"testing"
-	"time"
 
 	"github.com/llmworker/llmworker/pkg/provider/anthropic"
 	"github.com/llmworker/llmworker/pkg/provider/providertest"
@@ -40,24 +35,11 @@ func FuzzStream(f *testing.F) {
 	f.Add([]byte("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":3,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\"}}\n\n"))
 	f.Add([]byte("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"\",\"name\":\"f\",\"input\":{}}}\n\nevent: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\"}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		wd := time.AfterFunc(10*time.Second, func() {
-			buf := make([]byte, 1<<20)
-			n := runtime.Stack(buf, true)
-			panic(fmt.Sprintf("hang on %q\n%s", body, buf[:n]))
-		})
-		defer wd.Stop()
 		p, err := anthropic.New(anthropic.Config{APIKey: "k", BaseURL: "http://replay.invalid",
-			HTTPClient: &http.Client{Transport: fixedTransport{body: body}}, MaxRetries: -1})
+			HTTPClient: providertest.FixedClient(body), MaxRetries: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := p.Stream(context.Background(), simpleRequest())
-		if err != nil {
-			return // rejected before the stream: no stream to check
-		}
-		evs := collect(t, s)
-		if err := wellFormed(evs); err != nil {
-			t.Fatalf("not well-formed: %v\n%s", err, body)
-		}
+		providertest.CheckFuzzInput(t, p, simpleRequest(), body)
 	})
 }

@@ -2,7 +2,6 @@ package gemini_test
 
 import (
 	"context"
-	"net/http"
 	"testing"
 
 	"google.golang.org/genai"
@@ -24,27 +23,23 @@ func BenchmarkSDKRead(b *testing.B) {
 		body := providertest.MustLoadFixture(b, name)
 		b.Run(name[len("gemini/"):], func(b *testing.B) {
 			client, err := genai.NewClient(context.Background(), &genai.ClientConfig{APIKey: "k", Backend: genai.BackendGeminiAPI,
-				HTTPClient: &http.Client{Transport: fixedTransport{body: body}}, HTTPOptions: genai.HTTPOptions{BaseURL: "http://replay.invalid"}})
+				HTTPClient: providertest.FixedClient(body), HTTPOptions: genai.HTTPOptions{BaseURL: "http://replay.invalid"}})
 			if err != nil {
 				b.Fatal(err)
 			}
 			contents := []*genai.Content{genai.NewContentFromText("hi", genai.RoleUser)}
 			cfg := &genai.GenerateContentConfig{AutomaticContinuation: genai.Ptr(false)}
-			b.SetBytes(int64(len(body)))
-			b.ReportAllocs()
-			for b.Loop() {
+			providertest.BenchmarkSDK(b, body, func() (int, error) {
 				n := 0
 				for r, err := range client.Models.GenerateContentStream(context.Background(), "gemini-test", contents, cfg) {
 					if err != nil {
-						b.Fatal(err)
+						return n, err
 					}
 					_ = r
 					n++
 				}
-				if n == 0 {
-					b.Fatal("no chunks")
-				}
-			}
+				return n, nil
+			})
 		})
 	}
 }
@@ -54,28 +49,11 @@ func BenchmarkAdapter(b *testing.B) {
 		body := providertest.MustLoadFixture(b, name)
 		b.Run(name[len("gemini/"):], func(b *testing.B) {
 			p, err := gemini.New(gemini.Config{APIKey: "k", BaseURL: "http://replay.invalid",
-				HTTPClient: &http.Client{Transport: fixedTransport{body: body}}})
+				HTTPClient: providertest.FixedClient(body)})
 			if err != nil {
 				b.Fatal(err)
 			}
-			req := simpleRequest()
-			b.SetBytes(int64(len(body)))
-			b.ReportAllocs()
-			for b.Loop() {
-				s, err := p.Stream(context.Background(), req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				n := 0
-				for s.Next() {
-					_ = s.Current()
-					n++
-				}
-				if n < 3 {
-					b.Fatal("short stream")
-				}
-				s.Close()
-			}
+			providertest.BenchmarkStream(b, p, simpleRequest(), body)
 		})
 	}
 }

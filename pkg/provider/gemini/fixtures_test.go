@@ -51,14 +51,14 @@ type wireChunk struct {
 }
 
 type expectation struct {
-	summary
+	providertest.Summary
 	ErrorContains string
 }
 
 func expect(t *testing.T, body []byte) expectation {
 	t.Helper()
 	var x expectation
-	var streaming *call // a call whose arguments are streamed
+	var streaming *providertest.Call // a call whose arguments are streamed
 	var streamArgs map[string]string
 	endStreaming := func() {
 		if streaming == nil {
@@ -79,12 +79,12 @@ func expect(t *testing.T, body []byte) expectation {
 			t.Fatalf("fixture chunk %q: %v", line, err)
 		}
 		if u := c.UsageMetadata; u != nil && (u.Prompt != 0 || u.Total != 0) {
-			x.Usage = &events.UsageEvent{InputTokens: i64(u.Prompt), OutputTokens: i64(u.Candidates + u.Thoughts), TotalTokens: i64(u.Total)}
+			x.Usage = &events.UsageEvent{InputTokens: providertest.Int64(u.Prompt), OutputTokens: providertest.Int64(u.Candidates + u.Thoughts), TotalTokens: providertest.Int64(u.Total)}
 			if u.Thoughts != 0 {
-				x.Usage.ReasoningTokens = i64(u.Thoughts)
+				x.Usage.ReasoningTokens = providertest.Int64(u.Thoughts)
 			}
 			if u.Cached != 0 {
-				x.Usage.CacheReadInputTokens = i64(u.Cached)
+				x.Usage.CacheReadInputTokens = providertest.Int64(u.Cached)
 			}
 		}
 		if c.PromptFeedback != nil && c.PromptFeedback.BlockReason != "" {
@@ -105,7 +105,7 @@ func expect(t *testing.T, body []byte) expectation {
 				switch fc := p.FunctionCall; {
 				case fc != nil && fc.Name != "":
 					endStreaming()
-					cl := call{ID: fc.ID, Name: fc.Name}
+					cl := providertest.Call{ID: fc.ID, Name: fc.Name}
 					if fc.WillContinue {
 						streaming, streamArgs = &cl, map[string]string{}
 						continue
@@ -169,14 +169,14 @@ func TestFixtures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			evs := collect(t, s)
-			if err := wellFormed(evs); err != nil {
+			evs := providertest.MustCollect(t, s)
+			if err := providertest.StrictWellFormed(evs); err != nil {
 				t.Fatalf("not well-formed: %v", err)
 			}
 			if r := srv.LastRequest(); !strings.HasSuffix(r.Path, "models/gemini-test:streamGenerateContent") || r.Query != "alt=sse" {
 				t.Errorf("request went to %s?%s", r.Path, r.Query)
 			}
-			got := summarize(t, evs)
+			got := providertest.Summarize(t, evs)
 			if got.Text != want.Text {
 				t.Errorf("text = %q, want %q", got.Text, want.Text)
 			}
@@ -227,8 +227,8 @@ func TestFixtures(t *testing.T) {
 					{"cache_read", got.Usage.CacheReadInputTokens, want.Usage.CacheReadInputTokens},
 					{"reasoning", got.Usage.ReasoningTokens, want.Usage.ReasoningTokens},
 				} {
-					if !ptrEq(f.got, f.want) {
-						t.Errorf("usage %s = %s, want %s", f.name, fmtPtr(f.got), fmtPtr(f.want))
+					if !providertest.EqualInt64(f.got, f.want) {
+						t.Errorf("usage %s = %s, want %s", f.name, providertest.FormatInt64(f.got), providertest.FormatInt64(f.want))
 					}
 				}
 			}

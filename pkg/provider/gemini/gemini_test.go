@@ -25,15 +25,11 @@ func newProvider(t *testing.T, cfg gemini.Config) *gemini.Provider {
 	if cfg.APIKey == "" {
 		cfg.APIKey = "test-key"
 	}
-	p, err := gemini.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return providertest.MustNew(t, gemini.New, cfg)
 }
 
 func simpleRequest() *llm.Request {
-	return &llm.Request{Model: "gemini:gemini-test", Messages: []events.Message{events.UserText("hi")}}
+	return providertest.SimpleRequest("gemini:gemini-test")
 }
 
 func TestRequestMapping(t *testing.T) {
@@ -66,7 +62,7 @@ func TestRequestMapping(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	collect(t, s)
+	providertest.MustCollect(t, s)
 	got := srv.LastRequest()
 	if got.Path != "/v1beta/models/gemini-2.5-pro:streamGenerateContent" || got.Header.Get("X-Goog-Api-Key") != "test-key" {
 		t.Errorf("request %s with key %q", got.Path, got.Header.Get("X-Goog-Api-Key"))
@@ -117,7 +113,7 @@ func TestSignatureRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	var part events.Part
-	for _, e := range collect(t, s) {
+	for _, e := range providertest.MustCollect(t, s) {
 		switch e := e.(type) {
 		case events.BlockStart:
 			if e.BlockType == events.BlockToolUse {
@@ -137,7 +133,7 @@ func TestSignatureRoundTrip(t *testing.T) {
 	if s, err = p.Stream(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}
-	collect(t, s)
+	providertest.MustCollect(t, s)
 	var sent struct {
 		Contents []struct {
 			Parts []map[string]any `json:"parts"`
@@ -182,7 +178,7 @@ func TestRetryHonoursRetryAfter(t *testing.T) {
 	if el := time.Since(start); el < 900*time.Millisecond {
 		t.Errorf("retried after %v, want Retry-After: 1s", el)
 	}
-	if got := summarize(t, collect(t, s)); got.Status != events.StatusCompleted || got.Text == "" {
+	if got := providertest.Summarize(t, providertest.MustCollect(t, s)); got.Status != events.StatusCompleted || got.Text == "" {
 		t.Errorf("after retry: %+v", got)
 	}
 	if n := srv.RequestCount(); n != 2 {
@@ -215,12 +211,7 @@ func TestRetriesAreBounded(t *testing.T) {
 }
 
 func TestConnectionRefusedIsRetried(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := providertest.ClosedAddr(t)
 	dials := 0
 	tr := &http.Transport{DialContext: func(ctx context.Context, network, a string) (net.Conn, error) {
 		dials++
@@ -245,11 +236,11 @@ func TestMidStreamError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs := collect(t, s)
-	if err := wellFormed(evs); err != nil {
+	evs := providertest.MustCollect(t, s)
+	if err := providertest.StrictWellFormed(evs); err != nil {
 		t.Fatal(err)
 	}
-	got := summarize(t, evs)
+	got := providertest.Summarize(t, evs)
 	if got.Status != events.StatusFailed || got.Text != "Hel" || len(got.Errors) != 1 || got.Errors[0].Code != "internal" {
 		t.Errorf("mid-stream error: %+v", got)
 	}
@@ -266,11 +257,11 @@ func TestIdleTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs := collect(t, s)
-	if err := wellFormed(evs); err != nil {
+	evs := providertest.MustCollect(t, s)
+	if err := providertest.StrictWellFormed(evs); err != nil {
 		t.Fatal(err)
 	}
-	if got := summarize(t, evs); got.Status != events.StatusFailed || got.Errors[0].Code != "idle_timeout" {
+	if got := providertest.Summarize(t, evs); got.Status != events.StatusFailed || got.Errors[0].Code != "idle_timeout" {
 		t.Errorf("silent provider: %+v", got)
 	}
 }
@@ -279,26 +270,10 @@ func TestCancel(t *testing.T) {
 	body := "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"Hel\"}],\"role\": \"model\"}}]}\r\n\r\n"
 	srv := providertest.NewServer(t, providertest.Response{Body: []byte(body), Stall: true})
 	p := newProvider(t, gemini.Config{BaseURL: srv.URL()})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	s, err := p.Stream(ctx, simpleRequest())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var evs []events.Event
-	for s.Next() {
-		evs = append(evs, s.Current())
-		if _, ok := s.Current().(events.BlockDelta); ok {
-			cancel()
-		}
-	}
-	s.Close()
-	if err := wellFormed(evs); err != nil {
-		t.Fatal(err)
-	}
-	if st := evs[len(evs)-1].(events.StatusEvent); st.Status != events.StatusCancelled {
-		t.Errorf("status %s, want cancelled", st.Status)
-	}
+	providertest.CollectCancelled(t, p, simpleRequest(), func(e events.Event) bool {
+		_, ok := e.(events.BlockDelta)
+		return ok
+	})
 }
 
 func TestConfigFromEnvironment(t *testing.T) {
@@ -318,7 +293,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	collect(t, s)
+	providertest.MustCollect(t, s)
 	if k := srv.LastRequest().Header.Get("X-Goog-Api-Key"); k != "env-key" {
 		t.Errorf("key %q, want the environment's", k)
 	}

@@ -7,7 +7,6 @@ import (
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
-	"github.com/llmworker/llmworker/pkg/llm"
 	"github.com/llmworker/llmworker/pkg/provider/openai"
 	"github.com/llmworker/llmworker/pkg/provider/providertest"
 )
@@ -25,20 +24,7 @@ func FuzzChatStream(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		srv.SetScript(providertest.SSE(body))
-		s, err := p.Stream(context.Background(), simpleRequest())
-		if err != nil {
-			return // not a stream at all; Stream said so
-		}
-		evs, _ := providertest.Collect(s)
-		if err := llm.CheckWellFormed(evs); err != nil {
-			t.Fatalf("not well-formed: %v", err)
-		}
-		if err := providertest.WellFormed(evs); err != nil {
-			t.Fatalf("not well-formed (providertest): %v", err)
-		}
-	})
+	providertest.FuzzServer(f, srv, p, simpleRequest())
 }
 
 func benchFixture(b *testing.B, name string) (*providertest.Server, []byte) {
@@ -55,20 +41,9 @@ func BenchmarkSDKReadOnly(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			srv, body := benchFixture(b, name)
 			c := sdk.NewClient(option.WithAPIKey("k"), option.WithBaseURL(srv.URL()), option.WithMaxRetries(0))
-			b.SetBytes(int64(len(body)))
-			b.ReportAllocs()
-			for b.Loop() {
-				s := c.Chat.Completions.NewStreaming(context.Background(), sdk.ChatCompletionNewParams{Model: "gpt-4o"})
-				n := 0
-				for s.Next() {
-					_ = s.Current()
-					n++
-				}
-				if s.Err() != nil || n == 0 {
-					b.Fatal(s.Err())
-				}
-				s.Close()
-			}
+			providertest.BenchmarkSDK(b, body, func() (int, error) {
+				return providertest.SDKCount(c.Chat.Completions.NewStreaming(context.Background(), sdk.ChatCompletionNewParams{Model: "gpt-4o"}))
+			})
 		})
 	}
 }
@@ -83,24 +58,7 @@ func BenchmarkNormalize(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			req := simpleRequest()
-			b.SetBytes(int64(len(body)))
-			b.ReportAllocs()
-			for b.Loop() {
-				s, err := p.Stream(context.Background(), req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				n := 0
-				for s.Next() {
-					_ = s.Current()
-					n++
-				}
-				if n < 3 {
-					b.Fatal("no events")
-				}
-				s.Close()
-			}
+			providertest.BenchmarkStream(b, p, simpleRequest(), body)
 		})
 	}
 }

@@ -22,18 +22,13 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func newProvider(t testing.TB, srv *providertest.Server, mod ...func(*openai.Config)) *openai.Provider {
 	t.Helper()
 	cfg := openai.Config{APIKey: "test-key", BaseURL: srv.URL(), MaxRetries: -1, IdleTimeout: 5 * time.Second}
-	for _, f := range mod {
-		f(&cfg)
-	}
-	p, err := openai.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return providertest.MustNew(t, openai.New, cfg, mod...)
 }
 
 func simpleRequest() *llm.Request {
-	return &llm.Request{RequestID: "r1", Model: "openai:gpt-4o", Messages: []events.Message{events.UserText("hi")}}
+	req := providertest.SimpleRequest("openai:gpt-4o")
+	req.RequestID = "r1"
+	return req
 }
 
 // summary is what a test compares: derived once from the fixture bytes and
@@ -181,14 +176,6 @@ func expectChat(t *testing.T, body []byte) summary {
 	return s
 }
 
-func usageString(u *events.UsageEvent) string {
-	if u == nil {
-		return "<nil>"
-	}
-	b, _ := json.Marshal(u)
-	return string(b)
-}
-
 func compare(t *testing.T, got, want summary) {
 	t.Helper()
 	if got.Text != want.Text {
@@ -206,8 +193,8 @@ func compare(t *testing.T, got, want summary) {
 			}
 		}
 	}
-	if usageString(got.Usage) != usageString(want.Usage) {
-		t.Errorf("usage: got %s, want %s", usageString(got.Usage), usageString(want.Usage))
+	if providertest.UsageJSON(got.Usage) != providertest.UsageJSON(want.Usage) {
+		t.Errorf("usage: got %s, want %s", providertest.UsageJSON(got.Usage), providertest.UsageJSON(want.Usage))
 	}
 	if want.Status == events.StatusCompleted && got.Stop != want.Stop {
 		t.Errorf("stop reason: got %q, want %q", got.Stop, want.Stop)
@@ -218,25 +205,6 @@ func compare(t *testing.T, got, want summary) {
 	if got.ErrCode != want.ErrCode || got.ErrMsg != want.ErrMsg {
 		t.Errorf("error: got %q %q, want %q %q", got.ErrCode, got.ErrMsg, want.ErrCode, want.ErrMsg)
 	}
-}
-
-func run(t *testing.T, p llm.Provider, req *llm.Request) []events.Event {
-	t.Helper()
-	s, err := p.Stream(context.Background(), req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	evs, err := providertest.Collect(s)
-	if err != nil {
-		t.Fatalf("stream error: %v", err)
-	}
-	if err := llm.CheckWellFormed(evs); err != nil {
-		t.Fatalf("not well-formed: %v\n%v", err, evs)
-	}
-	if err := providertest.WellFormed(evs); err != nil {
-		t.Fatalf("not well-formed (providertest): %v\n%v", err, evs)
-	}
-	return evs
 }
 
 func TestFixtures(t *testing.T) {
@@ -251,7 +219,7 @@ func TestFixtures(t *testing.T) {
 				t.Fatal("fixture has no terminal event")
 			}
 			srv := providertest.NewServer(t, providertest.SSE(body))
-			evs := run(t, newProvider(t, srv), simpleRequest())
+			evs := providertest.MustRun(t, newProvider(t, srv), simpleRequest())
 			compare(t, summarize(t, evs), want)
 			if r := srv.LastRequest(); r.Path != "/chat/completions" {
 				t.Errorf("path %q", r.Path)
@@ -272,7 +240,7 @@ func TestInterleavedParallelToolCalls(t *testing.T) {
 	}
 	body, _ := providertest.ChunksToSSE(providertest.FormatOpenAIChat, []byte(strings.Join(chunks, "\n")))
 	srv := providertest.NewServer(t, providertest.SSE(body))
-	got := summarize(t, run(t, newProvider(t, srv), simpleRequest()))
+	got := summarize(t, providertest.MustRun(t, newProvider(t, srv), simpleRequest()))
 	want := []tool{{"call_a", "f", `{"x":1}`}, {"call_b", "g", `{"y":2}`}}
 	if len(got.Tools) != 2 || got.Tools[0] != want[0] || got.Tools[1] != want[1] {
 		t.Fatalf("tools = %+v, want %+v", got.Tools, want)
@@ -293,7 +261,7 @@ func TestRefusal(t *testing.T) {
 	}
 	body, _ := providertest.ChunksToSSE(providertest.FormatOpenAIChat, []byte(strings.Join(chunks, "\n")))
 	srv := providertest.NewServer(t, providertest.SSE(body))
-	got := summarize(t, run(t, newProvider(t, srv), simpleRequest()))
+	got := summarize(t, providertest.MustRun(t, newProvider(t, srv), simpleRequest()))
 	if got.ErrCode != "refusal" || got.ErrMsg != "I can't help with that." || got.Stop != events.StopRefusal {
 		t.Fatalf("got %+v", got)
 	}
@@ -308,7 +276,7 @@ func TestFinishReasons(t *testing.T) {
 			`{"choices":[{"index":0,"delta":{},"finish_reason":"` + finish + `"}]}`
 		body, _ := providertest.ChunksToSSE(providertest.FormatOpenAIChat, []byte(chunks))
 		srv := providertest.NewServer(t, providertest.SSE(body))
-		got := summarize(t, run(t, newProvider(t, srv), simpleRequest()))
+		got := summarize(t, providertest.MustRun(t, newProvider(t, srv), simpleRequest()))
 		if got.Stop != want || got.Status != events.StatusCompleted {
 			t.Errorf("%s: stop %q status %q, want %q", finish, got.Stop, got.Status, want)
 		}
@@ -323,7 +291,7 @@ func TestFinishReasons(t *testing.T) {
 func TestTruncatedStreamFails(t *testing.T) {
 	body := []byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"partial\"}}]}\n\n")
 	srv := providertest.NewServer(t, providertest.SSE(body))
-	evs := run(t, newProvider(t, srv), simpleRequest())
+	evs := providertest.MustRun(t, newProvider(t, srv), simpleRequest())
 	var aborted bool
 	for _, ev := range evs {
 		if _, ok := ev.(events.BlockAbort); ok {
@@ -354,7 +322,7 @@ func TestEnvKeyAndBaseURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, p, simpleRequest())
+	providertest.MustRun(t, p, simpleRequest())
 	if h := srv.LastRequest().Header.Get("Authorization"); h != "Bearer env-key" {
 		t.Fatalf("Authorization = %q", h)
 	}

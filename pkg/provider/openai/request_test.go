@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -49,7 +48,7 @@ func transcript() *llm.Request {
 // thinking dropped, usage requested in the stream.
 func TestRequestMapping(t *testing.T) {
 	srv := providertest.NewServer(t, providertest.SSE([]byte(doneBody)))
-	run(t, newProvider(t, srv), transcript())
+	providertest.MustRun(t, newProvider(t, srv), transcript())
 	want := `{
 	  "model": "gpt-4o",
 	  "stream": true,
@@ -78,23 +77,7 @@ func TestRequestMapping(t *testing.T) {
 	if r.Method != http.MethodPost || r.Path != "/chat/completions" || r.Header.Get("Authorization") != "Bearer test-key" {
 		t.Errorf("request %s %s auth %q", r.Method, r.Path, r.Header.Get("Authorization"))
 	}
-	assertJSON(t, r.Body, want)
-}
-
-func assertJSON(t *testing.T, got []byte, want string) {
-	t.Helper()
-	var g, w any
-	if err := json.Unmarshal(got, &g); err != nil {
-		t.Fatalf("body %q: %v", got, err)
-	}
-	if err := json.Unmarshal([]byte(want), &w); err != nil {
-		t.Fatalf("want: %v", err)
-	}
-	if !reflect.DeepEqual(g, w) {
-		gb, _ := json.MarshalIndent(g, "", " ")
-		wb, _ := json.MarshalIndent(w, "", " ")
-		t.Fatalf("request body\n got %s\nwant %s", gb, wb)
-	}
+	providertest.AssertJSON(t, r.Body, want)
 }
 
 // A 429 with Retry-After is retried after the delay it asks for, and the
@@ -106,7 +89,7 @@ func TestRetryAfter429(t *testing.T) {
 	)
 	p := newProvider(t, srv, func(c *openai.Config) { c.MaxRetries = 2 })
 	start := time.Now()
-	got := summarize(t, run(t, p, simpleRequest()))
+	got := summarize(t, providertest.MustRun(t, p, simpleRequest()))
 	if got.Text != "ok" || got.Status != events.StatusCompleted {
 		t.Fatalf("got %+v", got)
 	}
@@ -152,7 +135,7 @@ func TestIdleTimeout(t *testing.T) {
 		Stall: true,
 	})
 	p := newProvider(t, srv, func(c *openai.Config) { c.IdleTimeout = 200 * time.Millisecond })
-	evs := run(t, p, simpleRequest())
+	evs := providertest.MustRun(t, p, simpleRequest())
 	got := summarize(t, evs)
 	if got.ErrCode != "idle_timeout" || got.Status != events.StatusFailed || got.Text != "he" {
 		t.Fatalf("got %+v", got)
@@ -165,24 +148,8 @@ func TestCancel(t *testing.T) {
 		Body:  []byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"he\"}}]}\n\n"),
 		Stall: true,
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	s, err := newProvider(t, srv).Stream(ctx, simpleRequest())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var evs []events.Event
-	for s.Next() {
-		evs = append(evs, s.Current())
-		if d, ok := s.Current().(events.BlockDelta); ok && d.Content == "he" {
-			cancel()
-		}
-	}
-	s.Close()
-	if err := llm.CheckWellFormed(evs); err != nil {
-		t.Fatal(err)
-	}
-	if st := evs[len(evs)-1].(events.StatusEvent); st.Status != events.StatusCancelled {
-		t.Fatalf("last status %q", st.Status)
-	}
+	providertest.CollectCancelled(t, newProvider(t, srv), simpleRequest(), func(e events.Event) bool {
+		d, ok := e.(events.BlockDelta)
+		return ok && d.Content == "he"
+	})
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
-	"github.com/llmworker/llmworker/pkg/llm"
 	"github.com/llmworker/llmworker/pkg/provider/openairesponses"
 	"github.com/llmworker/llmworker/pkg/provider/providertest"
 )
@@ -28,20 +27,7 @@ func FuzzResponsesStream(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		srv.SetScript(providertest.SSE(body))
-		s, err := p.Stream(context.Background(), simpleRequest())
-		if err != nil {
-			return
-		}
-		evs, _ := providertest.Collect(s)
-		if err := llm.CheckWellFormed(evs); err != nil {
-			t.Fatalf("not well-formed: %v", err)
-		}
-		if err := providertest.WellFormed(evs); err != nil {
-			t.Fatalf("not well-formed (providertest): %v", err)
-		}
-	})
+	providertest.FuzzServer(f, srv, p, simpleRequest())
 }
 
 var benchFixtures = []string{"reasoning-summary-4-parts-then-text_o3-mini.sse", "function-call_gpt-4o.sse"}
@@ -54,20 +40,9 @@ func BenchmarkSDKReadOnly(b *testing.B) {
 			body := providertest.MustLoadFixture(b, "openai-responses/"+name)
 			srv := providertest.NewServer(b, providertest.SSE(body))
 			c := sdk.NewClient(option.WithAPIKey("k"), option.WithBaseURL(srv.URL()), option.WithMaxRetries(0))
-			b.SetBytes(int64(len(body)))
-			b.ReportAllocs()
-			for b.Loop() {
-				s := c.Responses.NewStreaming(context.Background(), responses.ResponseNewParams{Model: "o3-mini"})
-				n := 0
-				for s.Next() {
-					_ = s.Current()
-					n++
-				}
-				if s.Err() != nil || n == 0 {
-					b.Fatal(s.Err())
-				}
-				s.Close()
-			}
+			providertest.BenchmarkSDK(b, body, func() (int, error) {
+				return providertest.SDKCount(c.Responses.NewStreaming(context.Background(), responses.ResponseNewParams{Model: "o3-mini"}))
+			})
 		})
 	}
 }
@@ -83,24 +58,7 @@ func BenchmarkNormalize(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			req := simpleRequest()
-			b.SetBytes(int64(len(body)))
-			b.ReportAllocs()
-			for b.Loop() {
-				s, err := p.Stream(context.Background(), req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				n := 0
-				for s.Next() {
-					_ = s.Current()
-					n++
-				}
-				if n < 3 {
-					b.Fatal("no events")
-				}
-				s.Close()
-			}
+			providertest.BenchmarkStream(b, p, simpleRequest(), body)
 		})
 	}
 }

@@ -1,8 +1,6 @@
 package openairesponses_test
 
 import (
-	"context"
-	"math/rand"
 	"testing"
 
 	"github.com/llmworker/llmworker/pkg/llm"
@@ -14,26 +12,7 @@ import (
 // 300 randomly edited fixture streams (fixed seed), each of which must give
 // a well-formed stream without a panic.
 func TestMutatedFixtures(t *testing.T) {
-	var seeds [][]byte
-	for _, f := range providertest.Fixtures(t, "openai-responses") {
-		seeds = append(seeds, providertest.MustLoadFixture(t, f))
-	}
-	srv := providertest.NewServer(t)
-	p, err := openairesponses.New(openairesponses.Config{APIKey: "k", BaseURL: srv.URL(), MaxRetries: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := rand.New(rand.NewSource(1))
-	for i := 0; i < 300; i++ {
-		body := providertest.Mutate(r, seeds)
-		srv.SetScript(providertest.SSE(body))
-		s, err := p.Stream(context.Background(), simpleRequest())
-		if err != nil {
-			continue
-		}
-		evs, _ := providertest.Collect(s)
-		if err := llm.CheckWellFormed(evs); err != nil {
-			t.Fatalf("input %d: %v\n%q", i, err, body)
-		}
-	}
+	providertest.CheckMutatedFixtures(t, "openai-responses", 300, simpleRequest(), func(baseURL string) (llm.Provider, error) {
+		return openairesponses.New(openairesponses.Config{APIKey: "k", BaseURL: baseURL, MaxRetries: -1})
+	})
 }

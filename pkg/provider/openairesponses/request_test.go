@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -87,10 +86,10 @@ func TestReasoningRoundTrip(t *testing.T) {
 	p := newProvider(t, srv)
 	req := simpleRequest()
 	req.Thinking = &events.ThinkingConfig{BudgetTokens: 20000}
-	evs := run(t, p, req)
+	evs := providertest.MustRun(t, p, req)
 	req.Messages = append(req.Messages, assistantMessage(evs),
 		events.Message{Role: events.RoleTool, Content: []events.Part{events.ToolResultPart(callID, "42", false)}})
-	run(t, p, req)
+	providertest.MustRun(t, p, req)
 
 	argsJSON, _ := json.Marshal(args)
 	want := `{
@@ -104,7 +103,7 @@ func TestReasoningRoundTrip(t *testing.T) {
 	    {"type": "function_call_output", "call_id": "` + callID + `", "output": "42"}
 	  ]
 	}`
-	assertJSON(t, srv.LastRequest().Body, want)
+	providertest.AssertJSON(t, srv.LastRequest().Body, want)
 }
 
 // A transcript with text, reasoning (ours and another provider's), tool
@@ -129,7 +128,7 @@ func TestRequestMapping(t *testing.T) {
 		Tools:     []events.ToolDefinition{{Name: "get_weather", Description: "Weather", InputSchema: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}}}`)}},
 		MaxTokens: 500, Temperature: &temp, Thinking: &events.ThinkingConfig{BudgetTokens: 1024},
 	}
-	run(t, newProvider(t, srv), req)
+	providertest.MustRun(t, newProvider(t, srv), req)
 	want := `{
 	  "model": "o3", "stream": true, "store": false, "instructions": "Be brief.",
 	  "max_output_tokens": 500, "temperature": 0.2,
@@ -151,23 +150,7 @@ func TestRequestMapping(t *testing.T) {
 	if r.Path != "/responses" {
 		t.Errorf("path %q", r.Path)
 	}
-	assertJSON(t, r.Body, want)
-}
-
-func assertJSON(t *testing.T, got []byte, want string) {
-	t.Helper()
-	var g, w any
-	if err := json.Unmarshal(got, &g); err != nil {
-		t.Fatalf("body %q: %v", got, err)
-	}
-	if err := json.Unmarshal([]byte(want), &w); err != nil {
-		t.Fatalf("want: %v", err)
-	}
-	if !reflect.DeepEqual(g, w) {
-		gb, _ := json.MarshalIndent(g, "", " ")
-		wb, _ := json.MarshalIndent(w, "", " ")
-		t.Fatalf("request body\n got %s\nwant %s", gb, wb)
-	}
+	providertest.AssertJSON(t, r.Body, want)
 }
 
 func TestRetryAfter429(t *testing.T) {
@@ -178,7 +161,7 @@ func TestRetryAfter429(t *testing.T) {
 		providertest.SSE(done))
 	p := newProvider(t, srv, func(c *openairesponses.Config) { c.MaxRetries = 1 })
 	start := time.Now()
-	got := summarize(t, run(t, p, simpleRequest()))
+	got := summarize(t, providertest.MustRun(t, p, simpleRequest()))
 	if got.Text != "ok" || srv.RequestCount() != 2 || time.Since(start) < 900*time.Millisecond {
 		t.Fatalf("got %+v after %d requests in %v", got, srv.RequestCount(), time.Since(start))
 	}
@@ -202,7 +185,7 @@ func TestIdleTimeout(t *testing.T) {
 		Stall: true,
 	})
 	p := newProvider(t, srv, func(c *openairesponses.Config) { c.IdleTimeout = 200 * time.Millisecond })
-	got := summarize(t, run(t, p, simpleRequest()))
+	got := summarize(t, providertest.MustRun(t, p, simpleRequest()))
 	if got.ErrCode != "idle_timeout" || got.Status != events.StatusFailed || got.Text != "he" {
 		t.Fatalf("got %+v", got)
 	}

@@ -1,7 +1,6 @@
 package openairesponses_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"path/filepath"
@@ -22,18 +21,13 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func newProvider(t testing.TB, srv *providertest.Server, mod ...func(*openairesponses.Config)) *openairesponses.Provider {
 	t.Helper()
 	cfg := openairesponses.Config{APIKey: "test-key", BaseURL: srv.URL(), MaxRetries: -1, IdleTimeout: 5 * time.Second}
-	for _, f := range mod {
-		f(&cfg)
-	}
-	p, err := openairesponses.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return providertest.MustNew(t, openairesponses.New, cfg, mod...)
 }
 
 func simpleRequest() *llm.Request {
-	return &llm.Request{RequestID: "r1", Model: "openai-responses:gpt-5", Messages: []events.Message{events.UserText("hi")}}
+	req := providertest.SimpleRequest("openai-responses:gpt-5")
+	req.RequestID = "r1"
+	return req
 }
 
 type tool struct{ ID, Name, Args string }
@@ -252,25 +246,6 @@ func compare(t *testing.T, got, want summary) {
 	}
 }
 
-func run(t *testing.T, p llm.Provider, req *llm.Request) []events.Event {
-	t.Helper()
-	s, err := p.Stream(context.Background(), req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	evs, err := providertest.Collect(s)
-	if err != nil {
-		t.Fatalf("stream error: %v", err)
-	}
-	if err := llm.CheckWellFormed(evs); err != nil {
-		t.Fatalf("not well-formed: %v\n%v", err, evs)
-	}
-	if err := providertest.WellFormed(evs); err != nil {
-		t.Fatalf("not well-formed (providertest): %v\n%v", err, evs)
-	}
-	return evs
-}
-
 func TestFixtures(t *testing.T) {
 	for _, path := range providertest.Fixtures(t, "openai-responses") {
 		t.Run(filepath.Base(path), func(t *testing.T) {
@@ -283,7 +258,7 @@ func TestFixtures(t *testing.T) {
 				t.Fatal("fixture has no terminal event")
 			}
 			srv := providertest.NewServer(t, providertest.SSE(body))
-			compare(t, summarize(t, run(t, newProvider(t, srv), simpleRequest())), want)
+			compare(t, summarize(t, providertest.MustRun(t, newProvider(t, srv), simpleRequest())), want)
 			if r := srv.LastRequest(); r.Path != "/responses" {
 				t.Errorf("path %q", r.Path)
 			}
@@ -310,7 +285,7 @@ func TestRefusal(t *testing.T) {
 		`{"type":"response.completed","response":{"id":"r","status":"completed","output":[]}}`,
 	)
 	srv := providertest.NewServer(t, providertest.SSE(body))
-	got := summarize(t, run(t, newProvider(t, srv), simpleRequest()))
+	got := summarize(t, providertest.MustRun(t, newProvider(t, srv), simpleRequest()))
 	if got.ErrCode != "refusal" || got.ErrMsg != "I can't do that." || got.Stop != events.StopRefusal || got.Text != "" {
 		t.Fatalf("got %+v", got)
 	}
@@ -322,7 +297,7 @@ func TestIncompleteMaxTokens(t *testing.T) {
 		`{"type":"response.incomplete","response":{"id":"r","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"output":[]}}`,
 	)
 	srv := providertest.NewServer(t, providertest.SSE(body))
-	got := summarize(t, run(t, newProvider(t, srv), simpleRequest()))
+	got := summarize(t, providertest.MustRun(t, newProvider(t, srv), simpleRequest()))
 	if got.Stop != events.StopMaxTokens || got.Status != events.StatusCompleted || got.Text != "abc" {
 		t.Fatalf("got %+v", got)
 	}
@@ -338,7 +313,7 @@ func TestErrorShapes(t *testing.T) {
 			`{"type":"response.failed","response":{"id":"r","status":"failed","error":{"code":"server_error","message":"boom"},"output":[]}}`),
 	} {
 		srv := providertest.NewServer(t, providertest.SSE(body))
-		evs := run(t, newProvider(t, srv), simpleRequest())
+		evs := providertest.MustRun(t, newProvider(t, srv), simpleRequest())
 		got := summarize(t, evs)
 		if got.ErrCode != "server_error" || got.ErrMsg != "boom" || got.Status != events.StatusFailed {
 			t.Errorf("%s: got %+v", name, got)

@@ -28,6 +28,22 @@
 // sent: *.sse files as they are, *.chunks.jsonl files rebuilt with the rules
 // of the MANIFEST for the wire format of their directory (ChunksToSSE).
 //
+// # Shared adapter test helpers
+//
+// The adapter packages' tests share their checks and folds from here rather
+// than each keeping a copy: MustRun and MustCollect read a stream to its end
+// (MustRun also checks it with llm.CheckWellFormed and WellFormed),
+// StrictWellFormed adds the test's own statement of DESIGN.md §3 to
+// llm.CheckWellFormed, Summarize folds events into a Summary to compare with
+// what a fixture says, CollectCancelled cancels mid-stream and checks the
+// stream ends cancelled, FixedTransport/FixedClient serve one body from
+// memory (fuzzing, benchmarks), CheckFuzzInput, FuzzServer and
+// CheckMutatedFixtures are the bodies of fuzz and mutation tests,
+// BenchmarkStream and BenchmarkSDK the bodies of the adapter and SDK
+// baseline benchmarks, and MustNew, SimpleRequest, ClosedAddr, AssertJSON,
+// LeakOptions, Int64, EqualInt64, FormatInt64 and UsageJSON the small
+// pieces around them.
+//
 // # Concurrency
 //
 // A Server is safe for concurrent use; SetScript may be called between
