@@ -3,6 +3,7 @@ package turn_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -257,5 +258,34 @@ func TestResumeOfRunningTurn(t *testing.T) {
 	e.cancelTurn(id)
 	if end := w.waitEnd(); end.Type != events.TypeTurnAborted {
 		t.Fatalf("ended %s", end.Type)
+	}
+}
+
+// A client that resumes the moment it sees llmw.turn.paused (an automated
+// approver) races the replica that is still finishing the pause: the resume
+// must wait for it, not be dropped.
+func TestResumeRightAfterPause(t *testing.T) {
+	e := newEnv(t)
+	var runs atomic.Int64
+	e.startToolexec(toolexec.Config{}, capitalTool(&runs))
+	e.startTurn(turn.Config{Hooks: pauseChain(t)})
+	const turns = 8
+	var steps []llm.Script
+	for range turns {
+		steps = append(steps, llm.ToolStep(llm.ToolCallSpec{ID: "call_1", Name: "get_capital", Input: `{"country":"France"}`}), llm.TextStep("Paris"))
+	}
+	e.scripted(llm.NewScripted(steps...))
+	for i := range turns {
+		id := newID(fmt.Sprintf("quick%d", i))
+		w := e.watch(id)
+		e.submit(events.TurnRequest{TurnID: id, Model: "test:m", Messages: []events.Message{events.UserText("capital?")}, Tools: []string{"get_capital"}})
+		w.waitType(events.TypeTurnPaused)
+		e.resume(events.ResumeRequest{TurnID: id, Decisions: map[string]events.Decision{"call_1": {Kind: events.DecisionApprove}}})
+		if end := w.waitFor("the turn to complete", func(evs []ev) bool { return find(evs, events.TypeTurnCompleted) >= 0 }); find(end, events.TypeTurnFailed) >= 0 {
+			t.Fatalf("turn %d failed:%s", i, describe(end))
+		}
+	}
+	if runs.Load() != turns {
+		t.Fatalf("the tool ran %d times, want %d", runs.Load(), turns)
 	}
 }

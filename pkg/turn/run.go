@@ -160,6 +160,27 @@ func (s *Service) unregister(t *turnRun) {
 	t.cancelF(nil)
 }
 
+// resumeRetryDelay is how long a resume waits when it arrives while this
+// replica still handles its turn.
+const resumeRetryDelay = 100 * time.Millisecond
+
+// resumeWhileBusy answers a resume that arrives while this replica still
+// handles its turn. If the state says paused, the run is only finishing the
+// pause the resume answers (the paused state is written, and
+// llmw.turn.paused published, before the run acknowledges and lets go):
+// look again in a moment. Otherwise the turn really runs and is not paused.
+func (s *Service) resumeWhileBusy(m jetstream.Msg, id string) {
+	kctx, cancel := context.WithTimeout(context.Background(), kvTimeout)
+	st, _, err := getState(kctx, s.stateKV, id)
+	cancel()
+	if err == nil && st.Status == StatusPaused {
+		_ = m.NakWithDelay(resumeRetryDelay)
+		return
+	}
+	s.log.Warn("turn: resume of a turn that is running here", "turn_id", id, "err", ErrNotPaused)
+	_ = m.TermWithReason("turn is not paused")
+}
+
 // process dispatches a decoded request on the turn's checkpoint: none →
 // a fresh run; running → continue from the checkpoint (a replica died or
 // stopped); paused → resume (or nothing for a repeated submit); finished →
@@ -176,8 +197,7 @@ func (s *Service) process(m jetstream.Msg, submit *events.TurnRequest, resume *e
 	if !s.register(t) {
 		cancel(nil)
 		if resume != nil {
-			s.log.Warn("turn: resume of a turn that is running here", "turn_id", id, "err", ErrNotPaused)
-			_ = m.TermWithReason("turn is not paused")
+			s.resumeWhileBusy(m, id)
 		}
 		return // a duplicate of the request the running turn will acknowledge
 	}
