@@ -29,8 +29,6 @@ func readCredentials(env *Env) credentials {
 	}
 }
 
-func (c credentials) any() bool { return c.anthropic || c.openai || c.openaiBase || c.gemini }
-
 // has reports whether the credentials of a provider prefix are set.
 func (c credentials) has(provider string) bool {
 	switch provider {

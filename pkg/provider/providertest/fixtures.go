@@ -2,13 +2,14 @@ package providertest
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/llmworker/llmworker/internal/fixtures"
 )
 
 // Format is the wire format of a recorded stream; it decides how a
@@ -217,42 +218,15 @@ func SplitSSE(body []byte) []SSEEvent {
 }
 
 // ChunksToSSE rebuilds the SSE body of a .chunks.jsonl file (one JSON chunk
-// per line, event lines and [DONE] dropped) with the rules of MANIFEST.md.
+// per line, event lines and [DONE] dropped) with the rules of MANIFEST.md;
+// the rules live in internal/fixtures, which the replay demo uses too.
 func ChunksToSSE(f Format, jsonl []byte) ([]byte, error) {
-	var b bytes.Buffer
-	b.Grow(len(jsonl) + len(jsonl)/4)
-	for i, line := range bytes.Split(jsonl, []byte("\n")) {
-		line = bytes.TrimRight(line, "\r")
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
-		}
-		switch f {
-		case FormatOpenAIChat:
-			b.WriteString("data: ")
-			b.Write(line)
-			b.WriteString("\n\n")
-		case FormatGemini:
-			b.WriteString("data: ")
-			b.Write(line)
-			b.WriteString("\r\n\r\n")
-		case FormatOpenAIResponses, FormatAnthropic:
-			var head struct {
-				Type string `json:"type"`
-			}
-			if err := json.Unmarshal(line, &head); err != nil || head.Type == "" {
-				return nil, fmt.Errorf("%w: line %d has no string \"type\"", ErrBadChunk, i+1)
-			}
-			b.WriteString("event: ")
-			b.WriteString(head.Type)
-			b.WriteString("\ndata: ")
-			b.Write(line)
-			b.WriteString("\n\n")
-		default:
-			return nil, fmt.Errorf("%w: %v", ErrUnknownFormat, f)
-		}
+	if f == FormatUnknown || f.String() == "unknown" {
+		return nil, fmt.Errorf("%w: %v", ErrUnknownFormat, f)
 	}
-	if f == FormatOpenAIChat {
-		b.WriteString("data: [DONE]\n\n")
+	b, err := fixtures.ChunksToSSE(f.String(), jsonl)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadChunk, err)
 	}
-	return b.Bytes(), nil
+	return b, nil
 }
