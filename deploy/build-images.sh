@@ -7,11 +7,16 @@
 #   TAG=v0.1.0 REGISTRY=ghcr.io/me deploy/build-images.sh
 #   NO_DOCKER=1 deploy/build-images.sh  # binaries only, in deploy/.build
 #
+# The binaries are stripped and report VERSION (default: TAG) in
+# `llmworker version` and in $SRV.INFO (a TAG that is not SemVer, such as
+# dev, reads 0.0.0-dev there).
+#
 # Needs: go (1.26), docker (only to build the images; nothing is pulled).
 set -eu
 
 cd "$(dirname "$0")/.."
 TAG=${TAG:-dev}
+VERSION=${VERSION:-$TAG}
 REGISTRY=${REGISTRY:-llmworker}
 OUT=deploy/.build
 GOARCH=${GOARCH:-$(go env GOARCH)}
@@ -19,7 +24,8 @@ mkdir -p "$OUT"
 
 build() { # name package
 	echo "go build $2 -> $OUT/$1"
-	CGO_ENABLED=0 GOOS=linux GOARCH="$GOARCH" go build -trimpath -ldflags="-s -w" -o "$OUT/$1" "$2"
+	CGO_ENABLED=0 GOOS=linux GOARCH="$GOARCH" go build -trimpath \
+		-ldflags="-s -w -X github.com/llmworker/llmworker/internal/version.Version=$VERSION" -o "$OUT/$1" "$2"
 }
 build llmworker ./cmd/llmworker
 build ingest ./cmd/ingest

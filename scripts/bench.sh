@@ -37,7 +37,8 @@ run ./pkg/turn/ StepOverhead -benchtime 200x -count 3
 run ./pkg/turn/ DeltaThroughput -benchtime 5x -count 3
 run ./pkg/turn/ HeapPerActiveTurn -benchtime 3x -count 3
 run ./pkg/toolexec/ ToolRoundTrip -count 3
-run ./pkg/natsrt/ EventPublisherDelta -count 3
+run ./pkg/turn/ EventPublisherDelta -count 3
+run ./pkg/cenats/ . -count 3
 
 # Remote hooks (issue 5).
-run ./pkg/remotehook/ RemoteHook -benchtime 3s -count 3
+run ./pkg/hook/hooknats/ RemoteHook -benchtime 3s -count 3

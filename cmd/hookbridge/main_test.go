@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,10 +13,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
-	"github.com/llmworker/llmworker/internal/natsutil"
-	"github.com/llmworker/llmworker/pkg/hookbridge"
-	"github.com/llmworker/llmworker/pkg/remotehook"
 	"github.com/nats-io/nats.go"
+
+	"github.com/llmworker/llmworker/internal/natsutil"
+	"github.com/llmworker/llmworker/internal/service"
+	"github.com/llmworker/llmworker/internal/service/hookbridgesvc"
+	"github.com/llmworker/llmworker/pkg/hook/hooknats"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -64,12 +67,12 @@ func TestServesAndStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan *hookbridge.Bridge, 1)
+	ready := make(chan *hooknats.Server, 1)
 	done := make(chan int, 1)
 	var errb bytes.Buffer
 	go func() {
 		done <- run(ctx, []string{"--config", p, "--log-format", "text"}, env(map[string]string{"NATS_URL": srv.URL()}), &bytes.Buffer{}, &errb,
-			func(b *hookbridge.Bridge) { ready <- b })
+			func(b *hooknats.Server) { ready <- b })
 	}()
 	select {
 	case <-ready:
@@ -84,11 +87,11 @@ func TestServesAndStops(t *testing.T) {
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	kv, err := remotehook.Bucket(context.Background(), js)
+	kv, err := hooknats.Bucket(context.Background(), js)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := remotehook.List(context.Background(), kv)
+	l, err := hooknats.List(context.Background(), kv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,4 +102,24 @@ func TestServesAndStops(t *testing.T) {
 	if code := <-done; code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
+}
+
+// run is the command's main with its environment; ready (when not nil) is
+// called once the hooks are served.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, ready func(*hooknats.Server)) int {
+	return service.Main(ctx, readyService{&hookbridgesvc.Service{}, ready}, args, service.IO{Getenv: getenv, Stdout: stdout, Stderr: stderr})
+}
+
+// readyService reports the started server to a test.
+type readyService struct {
+	*hookbridgesvc.Service
+	ready func(*hooknats.Server)
+}
+
+func (r readyService) Start(ctx context.Context, env service.Env) (service.Stopper, error) {
+	st, err := r.Service.Start(ctx, env)
+	if err == nil && r.ready != nil {
+		r.ready(r.Server)
+	}
+	return st, err
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -26,8 +27,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/goleak"
 
-	"github.com/llmworker/llmworker/internal/cmdutil/cmdtest"
+	"github.com/llmworker/llmworker/internal/fixtures"
 	"github.com/llmworker/llmworker/internal/natsutil"
+	"github.com/llmworker/llmworker/internal/service"
+	"github.com/llmworker/llmworker/internal/service/ingestsvc"
+	"github.com/llmworker/llmworker/internal/service/servicetest"
 )
 
 // The genai SDK's dependencies start an opencensus worker in an init
@@ -37,25 +41,6 @@ func TestMain(m *testing.M) {
 }
 
 const fixture = "openai-chat/single-tool-call-usage_gpt-4o-mini.sse"
-
-// fixturePath finds the shared fixture directory ($LLMW_FIXTURES or a
-// shared/fixtures directory above the working directory).
-func fixturePath(t *testing.T, name string) string {
-	t.Helper()
-	if d := os.Getenv("LLMW_FIXTURES"); d != "" {
-		return filepath.Join(d, name)
-	}
-	wd, _ := os.Getwd()
-	for d := wd; ; d = filepath.Dir(d) {
-		p := filepath.Join(d, "shared", "fixtures", name)
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-		if filepath.Dir(d) == d {
-			t.Fatalf("fixture %s not found above %s (set LLMW_FIXTURES)", name, wd)
-		}
-	}
-}
 
 // expected is what the recorded Chat Completions stream says, read with
 // plain encoding/json.
@@ -151,7 +136,7 @@ func (r *replay) handler(body []byte) http.Handler {
 }
 
 // syncBuffer collects the subprocess's logs.
-type syncBuffer = cmdtest.SyncBuffer
+type syncBuffer = servicetest.SyncBuffer
 
 func buildBinary(t *testing.T) string {
 	t.Helper()
@@ -190,7 +175,7 @@ func TestBlackBoxOpenAIStream(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	raw, err := os.ReadFile(fixturePath(t, fixture))
+	raw, err := fixtures.SSE(fixture) // the repo's copy (internal/fixtures)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -461,27 +446,33 @@ func TestBlackBoxOpenAIStream(t *testing.T) {
 
 func TestFlags(t *testing.T) {
 	env := map[string]string{"NATS_URL": "nats://x:4222", "LLMW_PREFIX": "p1", "LLMW_IDLE_TIMEOUT": "90s", "LLMW_INSTANCE": "i9"}
-	o, err := parseFlags([]string{"--prefix", "p2"}, func(k string) string { return env[k] }, io.Discard)
+	svc := &ingestsvc.Service{}
+	c, err := service.Parse(svc, []string{"--prefix", "p2"}, func(k string) string { return env[k] }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.NATSURL != "nats://x:4222" || o.Prefix != "p2" || o.idle != 90*time.Second || o.Instance != "i9" || o.drain != 25*time.Second {
-		t.Errorf("%+v", o)
+	if c.NATSURL != "nats://x:4222" || c.Prefix != "p2" || svc.IdleTimeout != 90*time.Second || c.Instance != "i9" || c.Drain != 25*time.Second {
+		t.Errorf("%+v %+v", c, svc.Options)
 	}
-	if _, err := parseFlags(nil, func(k string) string {
+	if _, err := service.Parse(&ingestsvc.Service{}, nil, func(k string) string {
 		if k == "LLMW_IDLE_TIMEOUT" {
 			return "soon"
 		}
 		return ""
-	}, io.Discard); err == nil {
-		t.Error("bad $LLMW_IDLE_TIMEOUT accepted")
+	}, io.Discard); !errors.Is(err, service.ErrUsage) || !strings.Contains(err.Error(), "LLMW_IDLE_TIMEOUT") {
+		t.Errorf("bad $LLMW_IDLE_TIMEOUT: %v", err)
 	}
-	if _, err := parseFlags([]string{"extra"}, func(string) string { return "" }, io.Discard); err == nil {
+	if _, err := service.Parse(&ingestsvc.Service{}, []string{"extra"}, func(string) string { return "" }, io.Discard); err == nil {
 		t.Error("extra argument accepted")
 	}
 	if code := run(context.Background(), []string{"--log-format", "xml"}, func(string) string { return "" }, io.Discard); code != 2 {
 		t.Errorf("bad log format: exit %d", code)
 	}
+}
+
+// run is the command's main with its environment.
+func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
+	return service.Main(ctx, &ingestsvc.Service{}, args, service.IO{Getenv: getenv, Stdout: io.Discard, Stderr: stderr})
 }
 
 // run with an embedded server (no NATS_URL) serves until its context ends.

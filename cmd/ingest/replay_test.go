@@ -13,22 +13,25 @@ import (
 
 	"github.com/llmworker/llmworker/internal/natsutil"
 	recorded "github.com/llmworker/llmworker/internal/replay"
+	"github.com/llmworker/llmworker/internal/service"
+	"github.com/llmworker/llmworker/internal/service/ingestsvc"
 	"github.com/llmworker/llmworker/pkg/events"
 )
 
 func TestReplayFlag(t *testing.T) {
-	o, err := parseFlags(nil, func(k string) string {
+	svc := &ingestsvc.Service{}
+	_, err := service.Parse(svc, nil, func(k string) string {
 		if k == "LLMW_REPLAY" {
 			return "1"
 		}
 		return ""
 	}, io.Discard)
-	if err != nil || !o.replay {
-		t.Fatalf("$LLMW_REPLAY=1: replay %v, err %v", o != nil && o.replay, err)
+	if err != nil || !svc.Replay {
+		t.Fatalf("$LLMW_REPLAY=1: replay %v, err %v", svc.Replay, err)
 	}
-	o, err = parseFlags(nil, func(string) string { return "" }, io.Discard)
-	if err != nil || o.replay {
-		t.Fatalf("default: replay %v, err %v", o != nil && o.replay, err)
+	svc = &ingestsvc.Service{}
+	if _, err = service.Parse(svc, nil, func(string) string { return "" }, io.Discard); err != nil || svc.Replay {
+		t.Fatalf("default: replay %v, err %v", svc.Replay, err)
 	}
 }
 

@@ -15,6 +15,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"golang.org/x/term"
+
 	"github.com/llmworker/llmworker/internal/cli"
 )
 
@@ -26,16 +28,15 @@ func main() {
 	signal.Notify(interrupts, os.Interrupt)
 	code := cli.Main(ctx, os.Args[1:], cli.Env{
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
-		Interrupt: interrupts,
-		Terminal:  isTerminal(os.Stdout),
+		Interrupt:     interrupts,
+		Terminal:      isTerminal(os.Stdout),
+		StdinTerminal: isTerminal(os.Stdin),
 	})
 	stop()
 	os.Exit(code)
 }
 
-// isTerminal reports whether f is a character device (a terminal), without
-// a terminal library.
-func isTerminal(f *os.File) bool {
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
+// isTerminal reports whether f is a terminal. A character device is not
+// enough: /dev/null is one, and output sent there must not wait at a
+// prompt or carry colours.
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }

@@ -1,6 +1,6 @@
 package main
 
-import "github.com/llmworker/llmworker/internal/cmdutil/cmdtest"
+import "github.com/llmworker/llmworker/internal/service/servicetest"
 
 // syncBuffer is a buffer safe for the logger's and the test's goroutines.
-type syncBuffer = cmdtest.SyncBuffer
+type syncBuffer = servicetest.SyncBuffer

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/llmworker/llmworker/internal/natsutil"
+	"github.com/llmworker/llmworker/internal/service"
+	"github.com/llmworker/llmworker/internal/service/turnsvc"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -75,4 +78,9 @@ func TestRunAndDrain(t *testing.T) {
 	if !strings.Contains(out.String(), "turn service stopped") {
 		t.Fatalf("no drain: %s", out.String())
 	}
+}
+
+// run is the command's main with its environment.
+func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
+	return service.Main(ctx, &turnsvc.Service{}, args, service.IO{Getenv: getenv, Stdout: io.Discard, Stderr: stderr})
 }

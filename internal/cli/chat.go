@@ -9,15 +9,19 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
 	"github.com/llmworker/llmworker/internal/replay"
+	"github.com/llmworker/llmworker/internal/service/hookbridgesvc"
+	"github.com/llmworker/llmworker/internal/service/ingestsvc"
+	"github.com/llmworker/llmworker/internal/service/toolexecsvc"
 	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/turn"
 )
 
 const chatAbout = `
@@ -97,19 +101,27 @@ func chat(ctx context.Context, env *Env, o *chatOptions) error {
 		return ErrNoCredentials
 	}
 	out := NewRenderer(env.Stdout, env.color())
+	recorded := "" // the replayed scenario's question
 	if isReplay {
 		sc, err := replay.Lookup(strings.TrimPrefix(model, replay.Prefix+":"))
 		if err != nil {
 			return fmt.Errorf("%w: %v", ErrUsage, err)
 		}
 		out.line(out.style(ansiCyan, "▶ "+replay.Label+" · scenario "+sc.Name+" · tools run for real with demo data"))
-		if o.prompt == "" && !env.Terminal {
+		recorded = sc.Prompt
+		switch {
+		case o.prompt == "" && o.replay:
+			// The demo (--replay): the recorded question first; then, for
+			// a person at a terminal, the choice of the other recordings.
+			o.prompt = sc.Prompt
+			o.interactive = env.Terminal && env.StdinTerminal
+		case o.prompt == "" && !env.Terminal:
 			o.prompt, o.interactive = sc.Prompt, false
-		}
-		if o.prompt == sc.Prompt {
-			out.line(out.style(ansiDim, "prompt: "+o.prompt))
+		case o.prompt != "" && o.prompt != sc.Prompt:
+			out.line(out.style(ansiDim, "(a replay answers what was recorded: the question \""+sc.Prompt+"\", not yours)"))
 		}
 	}
+	menu := isReplay && o.replay
 
 	var nc *nats.Conn
 	if embedded {
@@ -118,9 +130,11 @@ func chat(ctx context.Context, env *Env, o *chatOptions) error {
 			return err
 		}
 		st, err := StartStack(context.WithoutCancel(ctx), StackConfig{
-			Creds: o.conn.creds, Prefix: o.conn.prefix, Root: o.root, HooksFile: o.hooks,
-			Replay: isReplay, ReplayPace: o.pace, Getenv: env.Getenv,
-			Logger: slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level})),
+			Prefix: o.conn.prefix, Getenv: env.Getenv,
+			Ingest:     ingestsvc.Options{Replay: isReplay, ReplayPace: o.pace},
+			Toolexec:   toolexecsvc.Options{Root: o.root, Replay: isReplay},
+			Hookbridge: hookbridgesvc.Options{Config: o.hooks},
+			Logger:     slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level})),
 		})
 		if err != nil {
 			return err
@@ -142,21 +156,31 @@ func chat(ctx context.Context, env *Env, o *chatOptions) error {
 		defer cl.close()
 		nc = cl.nc
 	}
-	js, err := jetstream.New(nc)
+	tc, err := turn.NewClient(nc, turn.ClientOptions{Prefix: o.conn.prefix, Source: events.Source("llmworker", "chat")})
 	if err != nil {
 		return err
 	}
-	c := &chatter{env: env, o: o, nc: nc, js: js, subj: o.conn.subjects(), out: out, model: model}
+	c := &chatter{env: env, o: o, tc: tc, subj: o.conn.subjects(), out: out, model: model}
 	c.lines = newLineReader(env.Stdin)
 	defer c.lines.stop()
-	if !o.interactive {
-		return c.turn(ctx, o.prompt)
-	}
-	if c.o.session == "" {
+	if o.interactive && c.o.session == "" {
 		c.o.session = "chat-" + nuid.Next()
 	}
-	out.line(out.style(ansiDim, "model "+model+" · session "+c.o.session+" · /exit to leave"))
 	var last error
+	if o.prompt != "" {
+		if o.prompt == recorded {
+			out.line(out.style(ansiDim, "prompt: "+o.prompt))
+		}
+		last = c.turn(ctx, o.prompt)
+		if !o.interactive || errors.Is(last, context.Canceled) || ctx.Err() != nil {
+			return last
+		}
+	}
+	if menu {
+		c.replayMenu()
+	} else {
+		out.line(out.style(ansiDim, "model "+model+" · session "+c.o.session+" · /exit to leave"))
+	}
 	for {
 		if env.Terminal {
 			out.write(out.style(ansiBold, "> "))
@@ -173,6 +197,16 @@ func chat(ctx context.Context, env *Env, o *chatOptions) error {
 		case "/exit", "/quit":
 			return last
 		}
+		if menu {
+			sc, ok := c.pickScenario(line)
+			if !ok {
+				c.replayMenu()
+				continue
+			}
+			c.model = sc.ModelString()
+			out.line(out.style(ansiCyan, "▶ scenario "+sc.Name) + out.style(ansiDim, " · prompt: "+sc.Prompt))
+			line = sc.Prompt
+		}
 		last = c.turn(ctx, line)
 		if errors.Is(last, context.Canceled) || ctx.Err() != nil {
 			return last
@@ -180,12 +214,33 @@ func chat(ctx context.Context, env *Env, o *chatOptions) error {
 	}
 }
 
+// replayMenu lists what a replay can play: its recordings answer only
+// their own questions, so the prompt offers those.
+func (c *chatter) replayMenu() {
+	c.out.line(c.out.style(ansiDim, "A replay plays recorded conversations, so it answers only their questions. Type a number to play one, /exit to leave:"))
+	for i, sc := range replay.Scenarios() {
+		c.out.line(c.out.style(ansiDim, fmt.Sprintf("  %d  %-16s %s", i+1, sc.Name, sc.Prompt)))
+	}
+	c.out.line(c.out.style(ansiDim, "For answers to your own questions, set a provider key (ANTHROPIC_API_KEY, OPENAI_API_KEY or GEMINI_API_KEY) and run chat without --replay."))
+}
+
+// pickScenario reads a menu choice: a number or a scenario name.
+func (c *chatter) pickScenario(line string) (replay.Scenario, bool) {
+	all := replay.Scenarios()
+	if n, err := strconv.Atoi(line); err == nil && n >= 1 && n <= len(all) {
+		return all[n-1], true
+	}
+	if sc, err := replay.Lookup(strings.TrimPrefix(line, replay.Prefix+":")); err == nil {
+		return sc, true
+	}
+	return replay.Scenario{}, false
+}
+
 // chatter runs turns of one chat.
 type chatter struct {
 	env   *Env
 	o     *chatOptions
-	nc    *nats.Conn
-	js    jetstream.JetStream
+	tc    *turn.Client
 	subj  events.Subjects
 	out   *Renderer
 	model string
@@ -218,12 +273,12 @@ func (c *chatter) turn(ctx context.Context, prompt string) error {
 	}
 	// Subscribe before submitting: the ordered consumer replays from the
 	// first event of the turn whenever it is published.
-	f, err := follow(ctx, c.js, c.subj.EventsOfTurn(turnID))
+	f, err := c.tc.Follow(ctx, c.subj.EventsOfTurn(turnID))
 	if err != nil {
 		return err
 	}
 	defer f.Stop()
-	if err := publishEvent(ctx, c.js, c.subj.TurnSubmit(), events.TypeTurnSubmit, turnID, req.SessionID, turnID, req); err != nil {
+	if err := c.tc.Submit(ctx, &req); err != nil {
 		return err
 	}
 	return c.render(ctx, f, turnID, req.SessionID)
@@ -231,7 +286,7 @@ func (c *chatter) turn(ctx context.Context, prompt string) error {
 
 // render follows a submitted turn to its end, asking for approvals and
 // cancelling it on interrupt.
-func (c *chatter) render(ctx context.Context, f *follower, turnID, sessionID string) error {
+func (c *chatter) render(ctx context.Context, f *turn.Follower, turnID, sessionID string) error {
 	notice := time.NewTimer(c.o.noticeAfter)
 	defer notice.Stop()
 	cancelled := false
@@ -255,13 +310,8 @@ func (c *chatter) render(ctx context.Context, f *follower, turnID, sessionID str
 			c.out.line(c.out.style(ansiDim, "(no events yet for turn "+turnID+": is a turn service running on this NATS server with prefix "+c.o.conn.prefix+"?)"))
 		case it := <-f.C():
 			notice.Stop()
-			if it.err != nil {
-				c.out.line(c.out.style(ansiRed, "(skipped an undecodable event: "+it.err.Error()+")"))
-				continue
-			}
-			r, err := c.out.Render(it.env)
-			if err != nil {
-				c.out.line(c.out.style(ansiRed, "(skipped "+it.env.Type+": "+err.Error()+")"))
+			r, ok := renderItem(c.out, it)
+			if !ok {
 				continue
 			}
 			switch r.State {
@@ -281,14 +331,7 @@ func (c *chatter) render(ctx context.Context, f *follower, turnID, sessionID str
 }
 
 func (c *chatter) cancel(turnID string) {
-	e, err := events.NewEnvelope(events.Source("llmworker", "chat"), events.TypeTurnCancel, map[string]string{"turn_id": turnID})
-	if err != nil {
-		return
-	}
-	e.Subject, e.TurnID = turnID, turnID
-	m := &nats.Msg{Subject: c.subj.TurnCancel(turnID), Header: nats.Header(e.BinaryHeader()), Data: e.Data}
-	_ = c.nc.PublishMsg(m)
-	_ = c.nc.Flush()
+	_ = c.tc.Cancel(context.Background(), turnID)
 }
 
 // approve asks the person about each pending call and publishes the resume.
@@ -312,10 +355,7 @@ func (c *chatter) approve(ctx context.Context, turnID string, p *events.TurnPaus
 			}
 		}
 	}
-	r := events.ResumeRequest{TurnID: turnID, Decisions: decisions}
-	// A turn may pause more than once: every resume message needs its own
-	// de-duplication id.
-	return publishEvent(ctx, c.js, c.subj.TurnResume(), events.TypeTurnResume, turnID, "", turnID+"-resume-"+nuid.Next(), r)
+	return c.tc.Resume(ctx, &events.ResumeRequest{TurnID: turnID, Decisions: decisions})
 }
 
 func (c *chatter) decide(ctx context.Context, line string, call events.ToolCall) (events.Decision, bool) {
@@ -349,27 +389,6 @@ func (c *chatter) decide(ctx context.Context, line string, call events.ToolCall)
 }
 
 // publishEvent publishes a CloudEvent to a JetStream subject with msgID as
-// Nats-Msg-Id and waits for the stream's ack.
-func publishEvent(ctx context.Context, js jetstream.JetStream, subject, typ, turnID, sessionID, msgID string, data any) error {
-	e, err := events.NewEnvelope(events.Source("llmworker", "cli"), typ, data)
-	if err != nil {
-		return err
-	}
-	e.Subject, e.TurnID, e.SessionID = turnID, turnID, sessionID
-	h := nats.Header(e.BinaryHeader())
-	h.Set(events.HeaderMsgID, msgID)
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	_, err = js.PublishMsg(pctx, &nats.Msg{Subject: subject, Header: h, Data: e.Data})
-	if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
-		return fmt.Errorf("%w: nothing captures %s (no %s stream; start `llmworker up`, or check --prefix)", ErrNotProvisioned, subject, events.StreamTurns)
-	}
-	if err != nil {
-		return fmt.Errorf("publish %s: %w", subject, err)
-	}
-	return nil
-}
-
 // lineReader reads stdin lines in the background so that reading can be
 // interrupted.
 type lineReader struct {

@@ -6,10 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"strings"
-)
 
-// Version is the llmworker version printed by `llmworker version`.
-var Version = "0.1.0-dev"
+	"github.com/llmworker/llmworker/internal/version"
+)
 
 const mainUsage = `llmworker — LLM agent turns distributed over NATS
 
@@ -23,6 +22,8 @@ commands:
   hooks                 list the registered hooks (KV LLMW_HOOKS) in chain order
   turn cancel <id>      cancel a running or paused turn
   turn resume <id>      settle a paused turn (--approve/--deny/--edit/--approve-all)
+  provision             create the streams and buckets (--replicas 3 on a cluster)
+  permissions           print a nats-server authorization block: one identity per role
   version               print the version
 
 Run 'llmworker <command> --help' for a command's flags.
@@ -71,10 +72,14 @@ func run(ctx context.Context, env *Env, args []string) error {
 		return runTools(ctx, env, rest)
 	case "hooks":
 		return runHooks(ctx, env, rest)
+	case "provision":
+		return runProvision(ctx, env, rest)
+	case "permissions":
+		return runPermissions(env, rest)
 	case "turn":
 		return runTurnCmd(ctx, env, rest)
 	case "version", "--version":
-		fmt.Fprintln(env.Stdout, "llmworker", Version)
+		fmt.Fprintln(env.Stdout, "llmworker", version.String())
 		return nil
 	case "help", "-h", "--help", "-help":
 		fmt.Fprint(env.Stdout, mainUsage)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -18,9 +19,11 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/llmworker/llmworker/internal/replay"
+	"github.com/llmworker/llmworker/internal/replay/demotools"
 	"github.com/llmworker/llmworker/pkg/events"
-	"github.com/llmworker/llmworker/pkg/remotehook"
+	"github.com/llmworker/llmworker/pkg/hook/hooknats"
 	"github.com/llmworker/llmworker/pkg/toolexec/builtin"
+	"github.com/llmworker/llmworker/pkg/turn"
 )
 
 // TestChatReplay runs `chat --replay` end to end for every provider
@@ -39,7 +42,7 @@ func TestChatReplay(t *testing.T) {
 				if !strings.Contains(r.stdout, "→ "+tool+" ") {
 					t.Errorf("no tool call %s in output:\n%s", tool, r.stdout)
 				}
-				if !regexp.MustCompile(`← ` + tool + ` \(\d+ ms\): .*` + regexp.QuoteMeta(replay.DemoNote)).MatchString(r.stdout) {
+				if !regexp.MustCompile(`← ` + tool + ` \(\d+ ms\): .*` + regexp.QuoteMeta(demotools.DemoNote)).MatchString(r.stdout) {
 					t.Errorf("no demo result of %s in output:\n%s", tool, r.stdout)
 				}
 			}
@@ -66,6 +69,49 @@ func TestChatColours(t *testing.T) {
 	r = runCLI(t, Env{Terminal: true, Getenv: envOf("NO_COLOR", "1")}, "chat", "--replay", "--replay-pace", "0", "q")
 	if r.code != 0 || strings.Contains(r.stdout, "\x1b[") || !strings.Contains(r.stdout, "thinking: ") {
 		t.Fatalf("exit %d, NO_COLOR output:\n%q", r.code, r.stdout)
+	}
+}
+
+// TestChatReplayDemo: `chat --replay` with no prompt plays the recorded
+// question. Output that is not a terminal (a file, /dev/null) gets that
+// turn and the command ends; a person at a terminal then gets the other
+// recordings to choose from, and free text is answered with that choice
+// instead of a recording about something else.
+func TestChatReplayDemo(t *testing.T) {
+	first := replay.Scenarios()[0]
+	r := runCLI(t, Env{}, "chat", "--replay", "--replay-pace", "0")
+	if r.code != 0 || strings.Count(r.stdout, "✓ completed") != 1 {
+		t.Fatalf("exit %d, want one completed turn:\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	for _, s := range []string{"prompt: " + first.Prompt, recordedText(t, first.Steps[len(first.Steps)-1])} {
+		if !strings.Contains(r.stdout, s) {
+			t.Errorf("output lacks %q:\n%s", Truncate(s, 60), r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "Type a number") {
+		t.Errorf("a menu without a person to answer it:\n%s", r.stdout)
+	}
+
+	var pick replay.Scenario
+	n := 0
+	for i, sc := range replay.Scenarios() {
+		if sc.Name == "gemini" {
+			pick, n = sc, i+1
+		}
+	}
+	in := "What time is it in Tokyo?\n" + strconv.Itoa(n) + "\n/exit\n"
+	r = runCLI(t, Env{Terminal: true, StdinTerminal: true, Getenv: envOf("NO_COLOR", "1"), Stdin: strings.NewReader(in)},
+		"chat", "--replay", "--replay-pace", "0")
+	if r.code != 0 || strings.Count(r.stdout, "✓ completed") != 2 {
+		t.Fatalf("exit %d, want the demo turn and the picked one:\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if c := strings.Count(r.stdout, "Type a number to play one"); c != 2 {
+		t.Errorf("menu shown %d times, want after the demo and after the free text:\n%s", c, r.stdout)
+	}
+	for _, s := range []string{"scenario gemini", pick.Prompt, recordedText(t, pick.Steps[len(pick.Steps)-1]), "→ get_temperature"} {
+		if !strings.Contains(r.stdout, s) {
+			t.Errorf("output lacks %q:\n%s", Truncate(s, 60), r.stdout)
+		}
 	}
 }
 
@@ -128,7 +174,7 @@ func TestBadUsage(t *testing.T) {
 		{[]string{"tools"}, nil, "NATS_URL"},
 		{[]string{"tail", "--session", "a", "--turn", "b"}, []string{"NATS_URL", "nats://127.0.0.1:1"}, "not both"},
 		{[]string{"tail", "--turn", "a.b"}, []string{"NATS_URL", "nats://127.0.0.1:1"}, "not a valid id"},
-		{[]string{"turn"}, nil, "cancel or resume"},
+		{[]string{"turn"}, nil, "submit, cancel or resume"},
 		{[]string{"turn", "pause", "x"}, nil, `unknown turn subcommand "pause"`},
 		{[]string{"turn", "cancel"}, nil, "missing <turn_id>"},
 		{[]string{"turn", "resume", "t1"}, nil, "--approve, --deny, --edit or --approve-all"},
@@ -166,10 +212,19 @@ func TestClientCommands(t *testing.T) {
 			t.Fatalf("exit %d: %s", r.code, r.stderr)
 		}
 		bt, _ := builtin.Tools(builtin.Config{})
-		for _, tl := range append(bt, replay.Tools()...) {
+		for _, tl := range append(bt, demotools.Tools()...) {
 			if !regexp.MustCompile(`(?m)^` + tl.Name() + `\s.*` + regexp.QuoteMeta(string([]rune(tl.Description())[:30]))).MatchString(r.stdout) {
 				t.Errorf("no line for %s with its description:\n%s", tl.Name(), r.stdout)
 			}
+		}
+		// One tool whole: its description uncut and its schema.
+		tl := demotools.Tools()[0]
+		r = runCLI(t, env, "tools", tl.Name())
+		if r.code != 0 || !strings.Contains(r.stdout, "description: "+tl.Description()) || !strings.Contains(r.stdout, "input schema:") {
+			t.Errorf("tools %s: exit %d:\n%s%s", tl.Name(), r.code, r.stdout, r.stderr)
+		}
+		if r = runCLI(t, env, "tools", "no_such_tool"); r.code != 2 || !strings.Contains(r.stderr, "no_such_tool") {
+			t.Errorf("tools no_such_tool: exit %d %s", r.code, r.stderr)
 		}
 	})
 
@@ -177,7 +232,7 @@ func TestClientCommands(t *testing.T) {
 		js, _ := jetstream.New(st.NC)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		kv, err := remotehook.Bucket(ctx, js)
+		kv, err := hooknats.Bucket(ctx, js)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -188,15 +243,15 @@ func TestClientCommands(t *testing.T) {
 			{Name: "audit", Event: events.HookAfterToolCall, Subject: "x.audit"},
 			{Name: "date", Event: events.HookOnMessageSend, Subject: "x.date", Priority: 5},
 		} {
-			if _, err := remotehook.Register(ctx, kv, reg); err != nil {
+			if _, err := hooknats.Register(ctx, kv, reg); err != nil {
 				t.Fatal(err)
 			}
 		}
 		defer func() {
 			for _, n := range []string{"late-first", "audit", "date"} {
-				_ = remotehook.Unregister(context.Background(), kv, n)
+				_ = hooknats.Unregister(context.Background(), kv, n)
 			}
-			_ = st.watcher.Sync(context.Background())
+			_ = st.SyncHooks(context.Background())
 		}()
 		r := runCLI(t, env, "hooks")
 		if r.code != 0 {
@@ -220,22 +275,41 @@ func TestClientCommands(t *testing.T) {
 		}
 	})
 
+	t.Run("turn submit", func(t *testing.T) {
+		r := runCLI(t, env, "turn", "submit", "--model", "replay:anthropic", "--prompt", "hi", "--follow")
+		if r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		id := strings.SplitN(r.stdout, "\n", 2)[0]
+		if !events.ValidToken(id) || !strings.Contains(r.stdout, "✓ completed") {
+			t.Fatalf("want the turn id, then the turn to its end:\n%s", r.stdout)
+		}
+		// The same id with another request: the service answers that the
+		// turn exists, and the command says so with the code.
+		in := Env{Getenv: env.Getenv, Stdin: strings.NewReader(`{"turn_id":"` + id + `","model":"replay:anthropic","messages":[{"role":"user","content":[{"type":"text","text":"other"}]}]}`)}
+		r = runCLI(t, in, "turn", "submit", "--file", "-", "--follow")
+		if r.code != 1 || !strings.Contains(r.stderr, "turn_exists") {
+			t.Fatalf("exit %d, want 1 naming turn_exists: %s", r.code, r.stderr)
+		}
+	})
+
 	t.Run("tail", func(t *testing.T) {
 		turnID, session := nuid.Next(), "s-"+nuid.Next()
-		submit(t, st, events.TurnRequest{TurnID: turnID, SessionID: session, Model: "replay:openai"})
+		submit(t, st, events.TurnRequest{TurnID: turnID, SessionID: session, Model: "replay:anthropic"})
 		waitFor(t, st, turnID, events.TypeTurnCompleted)
-		want := recordedText(t, "openai-chat/text-include-usage_gpt-4.1-nano.chunks.jsonl")
+		sc, _ := replay.Lookup("anthropic")
+		want := recordedText(t, sc.Steps[len(sc.Steps)-1])
 		for _, args := range [][]string{{"tail", "--turn", turnID}, {"tail", "--session", session, "--follow=false"}} {
 			r := runCLI(t, env, args...)
 			if r.code != 0 {
 				t.Fatalf("%v: exit %d: %s", args, r.code, r.stderr)
 			}
-			for _, s := range []string{"→ get_weather {\"city\":\"Mexico City\"}", "→ get_product_name {}", want, "✓ completed"} {
+			for _, s := range []string{"→ fixed_version {}", "← fixed_version", want, "✓ completed"} {
 				if !strings.Contains(r.stdout, s) {
 					t.Errorf("%v: output lacks %q:\n%s", args, Truncate(s, 60), r.stdout)
 				}
 			}
-			if args[1] == "--session" && !strings.Contains(r.stdout, "── turn "+turnID+" · session "+session+" · replay:openai ──") {
+			if args[1] == "--session" && !strings.Contains(r.stdout, "── turn "+turnID+" · session "+session+" · replay:anthropic ──") {
 				t.Errorf("no turn header:\n%s", r.stdout)
 			}
 		}
@@ -270,7 +344,14 @@ func TestClientCommands(t *testing.T) {
 		turnID = nuid.Next()
 		submit(t, st, events.TurnRequest{TurnID: turnID, Model: "replay:gemini"})
 		p, _ = events.DecodeData[events.TurnPaused](waitFor(t, st, turnID, events.TypeTurnPaused))
-		r = runCLI(t, env, "turn", "resume", "--deny", p.Pending[0].ID+"=not today", turnID)
+		// A call named by something that is not pending: refused, naming
+		// what is.
+		r = runCLI(t, env, "turn", "resume", turnID, "--approve", "zzz")
+		if r.code != 2 || !strings.Contains(r.stderr, p.Pending[0].ID) {
+			t.Fatalf("unknown call: exit %d: %s", r.code, r.stderr)
+		}
+		// The call by its position.
+		r = runCLI(t, env, "turn", "resume", "--deny", "1=not today", turnID)
 		if r.code != 0 {
 			t.Fatalf("exit %d: %s", r.code, r.stderr)
 		}
@@ -292,7 +373,8 @@ func TestClientCommands(t *testing.T) {
 		turnID = nuid.Next()
 		submit(t, st, events.TurnRequest{TurnID: turnID, Model: "replay:gemini"})
 		p, _ = events.DecodeData[events.TurnPaused](waitFor(t, st, turnID, events.TypeTurnPaused))
-		r = runCLI(t, env, "turn", "resume", turnID, "--edit", p.Pending[0].ID+`={"country":"Japan"}`)
+		// The call by a prefix of its id.
+		r = runCLI(t, env, "turn", "resume", turnID, "--edit", p.Pending[0].ID[:6]+`={"country":"Japan"}`)
 		if r.code != 0 {
 			t.Fatalf("exit %d: %s", r.code, r.stderr)
 		}
@@ -303,6 +385,11 @@ func TestClientCommands(t *testing.T) {
 		r = runCLI(t, env, "turn", "resume", turnID, "--approve-all")
 		if r.code != 1 || !strings.Contains(r.stderr, "not paused") {
 			t.Errorf("resume of a finished turn: exit %d %q", r.code, r.stderr)
+		}
+		// A turn that never ran: said at once, whatever the flags.
+		r = runCLI(t, env, "turn", "resume", "never-"+nuid.Next(), "--approve", "1")
+		if r.code != 1 || !strings.Contains(r.stderr, "no events of turn") {
+			t.Errorf("resume of an unknown turn: exit %d %q", r.code, r.stderr)
 		}
 	})
 
@@ -328,7 +415,7 @@ func TestClientCommands(t *testing.T) {
 
 	t.Run("interactive", func(t *testing.T) {
 		r := runCLI(t, Env{Terminal: true, Getenv: envOf("NATS_URL", st.URL, "NO_COLOR", "1"), Stdin: strings.NewReader("first\n\nsecond\n/exit\nnever\n")},
-			"chat", "--model", "replay:openai", "--session", "s-interactive")
+			"chat", "--model", "replay:anthropic", "--session", "s-interactive")
 		if r.code != 0 {
 			t.Fatalf("exit %d:\n%s\n%s", r.code, r.stdout, r.stderr)
 		}
@@ -361,57 +448,66 @@ func TestClientCommands(t *testing.T) {
 	})
 
 	t.Run("cancel", func(t *testing.T) {
+		// A paused turn (the hook holds its get_capital call) is cancelled:
+		// the command exits 0 and prints the reason, which names the
+		// subject with this installation's prefix.
 		turnID := nuid.Next()
-		// openai-responses streams ~700 recorded events at 2 ms each; its
-		// tool call pauses first, so approve it, then cancel mid-stream.
 		submit(t, st, events.TurnRequest{TurnID: turnID, Model: "replay:openai-responses"})
 		waitFor(t, st, turnID, events.TypeTurnPaused)
-		if r := runCLI(t, env, "turn", "resume", turnID, "--approve-all"); r.code != 0 {
-			t.Fatal(r.stderr)
-		}
-		waitFor(t, st, turnID, events.TypeTurnResumed)
-		waitForDelta(t, st, turnID, 2)
 		r := runCLI(t, env, "turn", "cancel", turnID)
-		if r.code != 0 || !strings.Contains(r.stdout, "cancel sent for turn "+turnID) {
+		if r.code != 0 || !strings.Contains(r.stdout, "cancel sent for turn "+turnID) || !strings.Contains(r.stdout, "turn "+turnID+" aborted: ") {
 			t.Fatalf("exit %d: %s %s", r.code, r.stdout, r.stderr)
 		}
+		if subj := events.NewSubjects(st.Prefix).TurnCancel(turnID); !strings.Contains(r.stdout, subj) || strings.Contains(r.stdout, "P.turn") {
+			t.Errorf("reason does not name %s:\n%s", subj, r.stdout)
+		}
 		waitFor(t, st, turnID, events.TypeTurnAborted)
+		// An id that has no turn: the service says so, and so does the
+		// command.
+		r = runCLI(t, env, "turn", "cancel", "no-such-"+nuid.Next())
+		if r.code != 1 || !strings.Contains(r.stderr, "unknown_turn") {
+			t.Fatalf("exit %d, want 1 naming unknown_turn: %s %s", r.code, r.stdout, r.stderr)
+		}
 	})
 
-	t.Run("chat-interrupt", func(t *testing.T) {
-		intr := make(chan os.Signal, 1)
-		out := &syncBuffer{}
-		var code atomic.Int32
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			code.Store(int32(Main(ctx, []string{"chat", "--model", "replay:openai", "go"},
-				Env{Getenv: envOf("NATS_URL", st.URL), Stdout: out, Stderr: out, Interrupt: intr})))
-		}()
-		deadline := time.Now().Add(30 * time.Second)
-		for !strings.Contains(out.String(), "**Holiday") {
-			if time.Now().After(deadline) {
-				t.Fatalf("no text streamed:\n%s", out.String())
-			}
-			time.Sleep(5 * time.Millisecond)
+}
+
+// TestChatInterrupt: Ctrl-C during a turn cancels it. The replay is slowed
+// down so that the turn is still streaming when the interrupt comes.
+func TestChatInterrupt(t *testing.T) {
+	st := startShared(t, 150*time.Millisecond)
+	intr := make(chan os.Signal, 1)
+	out := &syncBuffer{}
+	var code atomic.Int32
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		code.Store(int32(Main(ctx, []string{"chat", "--model", "replay:anthropic", "go"},
+			Env{Getenv: envOf("NATS_URL", st.URL), Stdout: out, Stderr: out, Interrupt: intr})))
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), "thinking: ") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no thinking streamed:\n%s", out.String())
 		}
-		intr <- os.Interrupt
-		<-done
-		if code.Load() != 1 || !strings.Contains(out.String(), "cancelling turn") || !strings.Contains(out.String(), "✗ turn aborted") {
-			t.Fatalf("exit %d:\n%s", code.Load(), out.String())
-		}
-	})
+		time.Sleep(5 * time.Millisecond)
+	}
+	intr <- os.Interrupt
+	<-done
+	if code.Load() != 1 || !strings.Contains(out.String(), "cancelling turn") || !strings.Contains(out.String(), "✗ turn aborted") {
+		t.Fatalf("exit %d:\n%s", code.Load(), out.String())
+	}
 }
 
 // waitForDelta waits until n block deltas of a turn were published.
 func waitForDelta(t *testing.T, st *Stack, turnID string, n int) {
 	t.Helper()
-	js, _ := jetstream.New(st.NC)
+	tc, _ := turn.NewClient(st.NC, turn.ClientOptions{Prefix: st.Prefix})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	f, err := follow(ctx, js, events.NewSubjects(st.Prefix).EventsOfTurn(turnID))
+	f, err := tc.Follow(ctx, events.NewSubjects(st.Prefix).EventsOfTurn(turnID))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -422,52 +518,19 @@ func waitForDelta(t *testing.T, st *Stack, turnID string, n int) {
 		case <-ctx.Done():
 			t.Fatal("no deltas")
 		case it := <-f.C():
-			if it.env.Type == events.TypeTurnResumed {
+			if it.Env.Type == events.TypeTurnResumed {
 				after = true
 			}
-			if after && it.env.Type == events.TypeBlockDelta {
+			if after && it.Env.Type == events.TypeBlockDelta {
 				n--
 			}
 		}
 	}
 }
 
-func TestUp(t *testing.T) {
-	intr := make(chan os.Signal, 1)
-	started := make(chan *Stack, 1)
-	out := &syncBuffer{}
-	done := make(chan int)
-	go func() {
-		done <- Main(context.Background(), []string{"up", "--listen", "127.0.0.1:0", "--replay", "--log-level", "error"},
-			Env{Stdout: out, Stderr: out, Getenv: envOf(), Interrupt: intr, Started: func(s *Stack) { started <- s }})
-	}()
-	var st *Stack
-	select {
-	case st = <-started:
-	case code := <-done:
-		t.Fatalf("up exited %d:\n%s", code, out.String())
-	}
-	// A client chats with the running system.
-	r := runCLI(t, Env{Getenv: envOf("NATS_URL", st.URL)}, "chat", "--model", "replay:openai", "hi")
-	if r.code != 0 {
-		t.Fatalf("chat against up: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
-	}
-	intr <- os.Interrupt
-	if code := <-done; code != 0 {
-		t.Fatalf("up exited %d:\n%s", code, out.String())
-	}
-	s := out.String()
-	for _, want := range []string{"llmworker is up: ingest, toolexec, turn", st.URL, "NATS_URL=" + st.URL + " llmworker chat",
-		"llmw.turn.submit", "llmw.turn.cancel.<turn_id>", "llmw.events.<session|_>.<turn_id>.<channel>", replay.Label, "draining"} {
-		if !strings.Contains(s, want) {
-			t.Errorf("up output lacks %q:\n%s", want, s)
-		}
-	}
-}
-
 func TestHealthHandler(t *testing.T) {
 	var cur atomic.Pointer[Stack]
-	srv := httptest.NewServer(healthHandler(&cur))
+	srv := httptest.NewServer(healthHandler(&cur, nil))
 	defer srv.Close()
 	get := func(path string) int {
 		resp, err := http.Get(srv.URL + path)
@@ -549,4 +612,84 @@ func TestRenderer(t *testing.T) {
 	}
 	_ = fmt.Sprint
 	_ = json.Valid
+}
+
+// With Headers (tail of several turns), each turn gets one header line: a
+// turn.started writes it with the model, a turn first seen mid-way (its
+// start expired or was filtered) gets one from its first event.
+func TestRendererHeaders(t *testing.T) {
+	var b strings.Builder
+	r := NewRenderer(&b, false)
+	r.Headers = true
+	env := func(turnID, typ string, data any) *events.Envelope { return envelopeOf(t, turnID, typ, data) }
+	for _, e := range []*events.Envelope{
+		env("t1", events.TypeTurnStarted, events.TurnStarted{TurnID: "t1", SessionID: "s1", Model: "m"}),
+		env("t1", events.TypeTurnStep, events.TurnStep{Step: 1}),
+		env("t2", events.TypeTurnStep, events.TurnStep{Step: 3}),
+		env("t2", events.TypeTurnCompleted, events.TurnCompleted{StopReason: events.StopEndTurn}),
+	} {
+		if _, err := r.Render(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := "── turn t1 · session s1 · m ──\n── turn t2 · session s1 ──\n✓ completed\n"
+	if got := b.String(); got != want {
+		t.Errorf("output:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// A session's turn that fails before it starts (no llmw.turn.started)
+// shows no usage: the previous turn's is not its own.
+func TestRendererUsagePerTurn(t *testing.T) {
+	in, out := int64(11), int64(7)
+	var b strings.Builder
+	r := NewRenderer(&b, false)
+	env := func(turnID, typ string, data any) *events.Envelope { return envelopeOf(t, turnID, typ, data) }
+	for _, e := range []*events.Envelope{
+		env("t1", events.TypeTurnStarted, events.TurnStarted{TurnID: "t1", SessionID: "s1", Model: "m"}),
+		env("t1", events.TypeUsage, events.UsageReport{Step: 1, Total: events.UsageEvent{InputTokens: &in, OutputTokens: &out}}),
+		env("t1", events.TypeTurnCompleted, events.TurnCompleted{StopReason: events.StopEndTurn}),
+		env("t2", events.TypeTurnFailed, events.TurnEnded{Reason: "no such model", Code: "unknown_model"}),
+	} {
+		if _, err := r.Render(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	last := lines[len(lines)-1]
+	if !strings.Contains(last, "no such model") || strings.Contains(last, "usage") {
+		t.Errorf("failed turn line %q: want the reason and no usage\n%s", last, b.String())
+	}
+	if !strings.Contains(b.String(), "11 input") {
+		t.Errorf("the first turn's usage is missing:\n%s", b.String())
+	}
+}
+
+func TestResolveCall(t *testing.T) {
+	pending := []string{"call_abc_t1", "call_abd_t1", "toolu_9_t1"}
+	for _, c := range []struct{ ref, want, err string }{
+		{"call_abc_t1", "call_abc_t1", ""},
+		{"2", "call_abd_t1", ""},
+		{"toolu", "toolu_9_t1", ""},
+		{"call_ab", "", "starts 2 pending calls"},
+		{"4", "", "has 3 pending call(s)"},
+		{"x", "", "no pending call"},
+		{"", "", "empty"},
+	} {
+		got, err := resolveCall(c.ref, pending)
+		if got != c.want || (c.err == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), c.err) {
+			t.Errorf("resolveCall(%q) = %q, %v; want %q, %q", c.ref, got, err, c.want, c.err)
+		}
+	}
+}
+
+// envelopeOf is a worker event of turnID in session s1.
+func envelopeOf(t *testing.T, turnID, typ string, data any) *events.Envelope {
+	t.Helper()
+	e, err := events.NewEnvelope("/t", typ, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.TurnID, e.SessionID = turnID, "s1"
+	return e
 }

@@ -20,8 +20,12 @@ type Env struct {
 	// Terminal says stdout is a terminal: colours (unless NO_COLOR is set)
 	// and prompts. Plain output otherwise.
 	Terminal bool
+	// StdinTerminal says stdin is a terminal: a person can answer prompts.
+	// chat --replay without a prompt offers more recordings only then.
+	StdinTerminal bool
 	// Started, when set, is called with every stack a command starts, once
-	// it serves (tests use it to reach the embedded NATS server).
+	// it serves and, for up, has printed its banner (tests use it to reach
+	// the embedded NATS server).
 	Started func(*Stack)
 }
 

@@ -1,11 +1,16 @@
 package cli
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/llmworker/llmworker/internal/service"
+	"github.com/llmworker/llmworker/pkg/turn"
+)
 
 var (
 	// ErrUsage is returned for bad flags or arguments; Main prints the
 	// problem with the command's usage and exits 2.
-	ErrUsage = errors.New("usage")
+	ErrUsage = service.ErrUsage
 
 	// ErrNoCredentials is returned by chat when it would start the system
 	// embedded but no provider credentials are set and --replay was not
@@ -16,8 +21,11 @@ var (
 	// tail --turn) followed ended failed or aborted; Main exits 1.
 	ErrTurnFailed  = errors.New("turn failed")
 	ErrTurnAborted = errors.New("turn aborted")
+	// ErrTurnRejected is returned when the turn service answered a request
+	// with llmw.turn.rejected (it did not run it); Main exits 1.
+	ErrTurnRejected = errors.New("turn request rejected")
 
 	// ErrNotProvisioned is returned when the streams or buckets of the
 	// runtime do not exist on the NATS server: nothing runs there yet.
-	ErrNotProvisioned = errors.New("llmworker is not running on this NATS server")
+	ErrNotProvisioned = turn.ErrNotProvisioned
 )

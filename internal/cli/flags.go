@@ -9,7 +9,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/llmworker/llmworker/internal/natsutil"
 	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/turn"
 )
 
 // newFlags returns a flag set whose --help prints usage and a description.
@@ -26,12 +28,15 @@ func newFlags(env *Env, name, usage, about string) *flag.FlagSet {
 
 // connFlags are the NATS flags every command has.
 type connFlags struct {
-	url, creds, prefix string
+	url, prefix string
+	auth        natsutil.Auth
 }
 
 func (c *connFlags) register(fs *flag.FlagSet, env *Env) {
 	fs.StringVar(&c.url, "nats-url", env.getenv("NATS_URL"), "NATS server URL ($NATS_URL)")
-	fs.StringVar(&c.creds, "nats-creds", env.getenv("NATS_CREDS"), "NATS credentials file ($NATS_CREDS)")
+	for _, af := range c.auth.Flags() {
+		fs.StringVar(af.Value, af.Name, env.getenv(af.Env), af.Usage+" ($"+af.Env+")")
+	}
 	prefix := env.getenv("LLMW_PREFIX")
 	if prefix == "" {
 		prefix = events.DefaultPrefix
@@ -45,6 +50,7 @@ func (c *connFlags) subjects() events.Subjects { return events.NewSubjects(c.pre
 type client struct {
 	nc *nats.Conn
 	js jetstream.JetStream
+	tc *turn.Client
 }
 
 func (c *client) close() {
@@ -60,11 +66,11 @@ func (c *connFlags) connect(cmd string) (*client, error) {
 	if c.url == "" {
 		return nil, fmt.Errorf("%w: %s needs a running llmworker: set NATS_URL or --nats-url (`llmworker up` prints it)", ErrUsage, cmd)
 	}
-	opts := []nats.Option{nats.Name("llmworker " + cmd)}
-	if c.creds != "" {
-		opts = append(opts, nats.UserCredentials(c.creds))
+	auth, err := c.auth.Options()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUsage, err)
 	}
-	nc, err := nats.Connect(c.url, opts...)
+	nc, err := nats.Connect(c.url, append([]nats.Option{nats.Name("llmworker " + cmd)}, auth...)...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS at %s: %w", c.url, err)
 	}
@@ -73,7 +79,12 @@ func (c *connFlags) connect(cmd string) (*client, error) {
 		nc.Close()
 		return nil, err
 	}
-	return &client{nc: nc, js: js}, nil
+	tc, err := turn.NewClient(nc, turn.ClientOptions{Prefix: c.prefix, Source: events.Source("llmworker", "cli")})
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return &client{nc: nc, js: js, tc: tc}, nil
 }
 
 // parse parses args and turns flag errors into ErrUsage (help is not an

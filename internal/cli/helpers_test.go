@@ -11,11 +11,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
 	"github.com/llmworker/llmworker/internal/fixtures"
+	"github.com/llmworker/llmworker/internal/service/hookbridgesvc"
+	"github.com/llmworker/llmworker/internal/service/ingestsvc"
+	"github.com/llmworker/llmworker/internal/service/toolexecsvc"
 	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/turn"
 )
 
 // The genai SDK's dependencies start an opencensus worker in an init
@@ -86,7 +89,11 @@ func startShared(t *testing.T, pace time.Duration) *Stack {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	st, err := StartStack(ctx, StackConfig{Replay: true, ReplayPace: pace, HooksFile: cfg, Getenv: envOf()})
+	st, err := StartStack(ctx, StackConfig{Getenv: envOf(),
+		Ingest:     ingestsvc.Options{Replay: true, ReplayPace: pace},
+		Toolexec:   toolexecsvc.Options{Replay: true},
+		Hookbridge: hookbridgesvc.Options{Config: cfg},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,10 +106,8 @@ func startShared(t *testing.T, pace time.Duration) *Stack {
 	})
 	// The watcher applies registrations asynchronously: wait until the
 	// chain has what the registry has.
-	if st.watcher != nil {
-		if err := st.watcher.Sync(ctx); err != nil {
-			t.Fatal(err)
-		}
+	if err := st.SyncHooks(ctx); err != nil {
+		t.Fatal(err)
 	}
 	return st
 }
@@ -110,7 +115,7 @@ func startShared(t *testing.T, pace time.Duration) *Stack {
 // submit publishes a turn request.
 func submit(t *testing.T, st *Stack, req events.TurnRequest) {
 	t.Helper()
-	js, _ := jetstream.New(st.NC)
+	tc, _ := turn.NewClient(st.NC, turn.ClientOptions{Prefix: st.Prefix})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if req.Messages == nil {
@@ -119,7 +124,7 @@ func submit(t *testing.T, st *Stack, req events.TurnRequest) {
 	if req.Tools == nil {
 		req.Tools = []string{"*"}
 	}
-	if err := publishEvent(ctx, js, events.NewSubjects(st.Prefix).TurnSubmit(), events.TypeTurnSubmit, req.TurnID, req.SessionID, req.TurnID, req); err != nil {
+	if err := tc.Submit(ctx, &req); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -127,10 +132,10 @@ func submit(t *testing.T, st *Stack, req events.TurnRequest) {
 // waitFor follows a turn's events until one of type typ arrives.
 func waitFor(t *testing.T, st *Stack, turnID, typ string) *events.Envelope {
 	t.Helper()
-	js, _ := jetstream.New(st.NC)
+	tc, _ := turn.NewClient(st.NC, turn.ClientOptions{Prefix: st.Prefix})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	f, err := follow(ctx, js, events.NewSubjects(st.Prefix).EventsOfTurn(turnID))
+	f, err := tc.Follow(ctx, events.NewSubjects(st.Prefix).EventsOfTurn(turnID))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,12 +146,12 @@ func waitFor(t *testing.T, st *Stack, turnID, typ string) *events.Envelope {
 		case <-ctx.Done():
 			t.Fatalf("turn %s: no %s within 30s; saw %v", turnID, typ, seen)
 		case it := <-f.C():
-			if it.err != nil {
-				t.Fatal(it.err)
+			if it.Err != nil {
+				t.Fatal(it.Err)
 			}
-			seen = append(seen, it.env.Type)
-			if it.env.Type == typ {
-				return it.env
+			seen = append(seen, it.Env.Type)
+			if it.Env.Type == typ {
+				return it.Env
 			}
 		}
 	}

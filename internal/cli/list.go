@@ -1,18 +1,23 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/llmworker/llmworker/pkg/events"
-	"github.com/llmworker/llmworker/pkg/natsrt"
-	"github.com/llmworker/llmworker/pkg/remotehook"
+	"github.com/llmworker/llmworker/pkg/hook/hooknats"
+	"github.com/llmworker/llmworker/pkg/toolexec"
 )
 
 func runTools(ctx context.Context, env *Env, args []string) error {
@@ -20,15 +25,13 @@ func runTools(ctx context.Context, env *Env, args []string) error {
 		conn connFlags
 		long bool
 	)
-	fs := newFlags(env, "tools", "tools [flags]", "Lists the tool catalog (KV LLMW_TOOLS): every tool a toolexec replica hosts, with its description.")
+	fs := newFlags(env, "tools", "tools [flags] [name...]", "Lists the tool catalog (KV LLMW_TOOLS): every tool a toolexec replica hosts, with its description. With names, shows those tools whole: description, input schema and call subject.")
 	conn.register(fs, env)
 	fs.BoolVar(&long, "schema", false, "also print each tool's input schema")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: tools takes no arguments, got %q", ErrUsage, fs.Args())
-	}
+	names := fs.Args()
 	cl, err := conn.connect("tools")
 	if err != nil {
 		return err
@@ -36,7 +39,7 @@ func runTools(ctx context.Context, env *Env, args []string) error {
 	defer cl.close()
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	cat, err := natsrt.OpenCatalog(lctx, cl.js)
+	cat, err := toolexec.OpenCatalog(lctx, cl.js)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return fmt.Errorf("%w: no bucket %s", ErrNotProvisioned, events.BucketTools)
 	}
@@ -51,6 +54,10 @@ func runTools(ctx context.Context, env *Env, args []string) error {
 		fmt.Fprintln(env.Stdout, "no tools in the catalog (is a toolexec running?)")
 		return nil
 	}
+	if len(names) > 0 {
+		return showTools(env, conn.subjects(), entries, names)
+	}
+	cut := false
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TOOL\tTIMEOUT\tVERSION\tDESCRIPTION")
 	for _, e := range entries {
@@ -62,12 +69,55 @@ func runTools(ctx context.Context, env *Env, args []string) error {
 		if ver == "" {
 			ver = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Name, timeout, ver, Truncate(e.Description, 100))
+		desc := Truncate(e.Description, 100)
+		cut = cut || desc != e.Description
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Name, timeout, ver, desc)
 		if long {
 			fmt.Fprintf(tw, "\t\t\tschema: %s\n", compactJSON(e.InputSchema))
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if cut {
+		fmt.Fprintln(env.Stdout, "(descriptions cut at 100 characters: `llmworker tools <name>` shows a tool whole)")
+	}
+	return nil
+}
+
+// showTools prints the named tools whole.
+func showTools(env *Env, subj events.Subjects, entries []events.ToolCatalogEntry, names []string) error {
+	byName := map[string]events.ToolCatalogEntry{}
+	for _, e := range entries {
+		byName[e.Name] = e
+	}
+	var missing []string
+	for i, n := range names {
+		e, ok := byName[n]
+		if !ok {
+			missing = append(missing, n)
+			continue
+		}
+		if i > 0 {
+			fmt.Fprintln(env.Stdout)
+		}
+		fmt.Fprintf(env.Stdout, "%s\n  description: %s\n", e.Name, e.Description)
+		if e.TimeoutMS > 0 {
+			fmt.Fprintf(env.Stdout, "  timeout:     %s\n", time.Duration(e.TimeoutMS)*time.Millisecond)
+		}
+		if e.Version != "" {
+			fmt.Fprintf(env.Stdout, "  version:     %s\n", e.Version)
+		}
+		fmt.Fprintf(env.Stdout, "  calls:       %s\n", subj.ToolCall(e.Name))
+		var schema bytes.Buffer
+		if json.Indent(&schema, e.InputSchema, "  ", "  ") == nil {
+			fmt.Fprintf(env.Stdout, "  input schema:\n  %s\n", schema.String())
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: no tool %s in the catalog", ErrUsage, strings.Join(missing, ", "))
+	}
+	return nil
 }
 
 func runHooks(ctx context.Context, env *Env, args []string) error {
@@ -87,14 +137,14 @@ func runHooks(ctx context.Context, env *Env, args []string) error {
 	defer cl.close()
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	kv, err := remotehook.Bucket(lctx, cl.js)
+	kv, err := hooknats.Bucket(lctx, cl.js)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return fmt.Errorf("%w: no bucket %s", ErrNotProvisioned, events.BucketHooks)
 	}
 	if err != nil {
 		return err
 	}
-	entries, err := remotehook.List(lctx, kv)
+	entries, err := hooknats.List(lctx, kv)
 	if err != nil {
 		return err
 	}
@@ -123,6 +173,8 @@ func runHooks(ctx context.Context, env *Env, args []string) error {
 }
 
 const turnAbout = `
+turn submit [--file req.json|-] [--prompt TEXT]... [--follow]
+    publishes a turn request and prints its turn id.
 turn cancel <turn_id>
     cancels a running or paused turn (it ends as aborted).
 turn resume <turn_id> [--approve ID]... [--deny ID[=reason]]... [--edit ID='{"json":1}']... [--approve-all]
@@ -131,19 +183,21 @@ turn resume <turn_id> [--approve ID]... [--deny ID[=reason]]... [--edit ID='{"js
 
 func runTurnCmd(ctx context.Context, env *Env, args []string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintf(env.Stderr, "usage: llmworker turn cancel|resume <turn_id> [flags]\n%s\n", turnAbout)
+		fmt.Fprintf(env.Stderr, "usage: llmworker turn submit|cancel|resume [flags]\n%s\n", turnAbout)
 		if len(args) == 0 {
-			return fmt.Errorf("%w: turn needs a subcommand: cancel or resume", ErrUsage)
+			return fmt.Errorf("%w: turn needs a subcommand: submit, cancel or resume", ErrUsage)
 		}
 		return nil
 	}
 	switch args[0] {
+	case "submit":
+		return runTurnSubmit(ctx, env, args[1:])
 	case "cancel":
 		return runTurnCancel(ctx, env, args[1:])
 	case "resume":
 		return runTurnResume(ctx, env, args[1:])
 	}
-	return fmt.Errorf("%w: unknown turn subcommand %q (want cancel or resume)", ErrUsage, args[0])
+	return fmt.Errorf("%w: unknown turn subcommand %q (want submit, cancel or resume)", ErrUsage, args[0])
 }
 
 // turnArg takes the turn id from the arguments, before or after the flags.
@@ -175,9 +229,13 @@ func turnArg(fs interface {
 }
 
 func runTurnCancel(ctx context.Context, env *Env, args []string) error {
-	var conn connFlags
-	fs := newFlags(env, "turn cancel", "turn cancel <turn_id> [flags]", "Cancels a running or paused turn; it ends as llmw.turn.aborted.")
+	var (
+		conn connFlags
+		wait time.Duration
+	)
+	fs := newFlags(env, "turn cancel", "turn cancel <turn_id> [flags]", "Cancels a running or paused turn; it ends as llmw.turn.aborted. Waits for that (or for the answer that there is no such turn) up to --wait.")
 	conn.register(fs, env)
+	fs.DurationVar(&wait, "wait", 10*time.Second, "how long to wait for the turn's llmw.turn.aborted (0 = do not wait)")
 	id, err := turnArg(flagSet{fs}, args)
 	if err != nil {
 		return err
@@ -187,19 +245,46 @@ func runTurnCancel(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	defer cl.close()
-	e, err := events.NewEnvelope(events.Source("llmworker", "cli"), events.TypeTurnCancel, map[string]string{"turn_id": id})
+	// Both answers are live only: subscribe before the cancel goes out.
+	rejected, stopRejected, err := cl.tc.Rejections(id)
 	if err != nil {
 		return err
 	}
-	e.Subject, e.TurnID = id, id
-	if err := cl.nc.PublishMsg(natsMsg(conn.subjects().TurnCancel(id), e)); err != nil {
+	defer stopRejected()
+	ended := make(chan *nats.Msg, 16)
+	sub, err := cl.nc.ChanSubscribe(strings.TrimSuffix(conn.subjects().EventsOfTurn(id), ">")+string(events.ChannelTurn), ended)
+	if err != nil {
 		return err
 	}
-	if err := cl.nc.FlushWithContext(ctx); err != nil {
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := cl.tc.Cancel(ctx, id); err != nil {
 		return err
 	}
 	fmt.Fprintf(env.Stdout, "cancel sent for turn %s\n", id)
-	return nil
+	if wait <= 0 {
+		return nil
+	}
+	timeout := time.NewTimer(wait)
+	defer timeout.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timeout.C:
+			fmt.Fprintf(env.Stdout, "no answer within %s: the turn may have ended before the cancel reached it\n", wait)
+			return nil
+		case rj := <-rejected:
+			return fmt.Errorf("%w: %s (%s)", ErrTurnRejected, rj.Reason, rj.Code)
+		case m := <-ended:
+			e, err := events.DecodeEnvelope(m.Header, m.Data)
+			if err != nil || e.Type != events.TypeTurnAborted {
+				continue
+			}
+			d, _ := events.DecodeData[events.TurnEnded](e)
+			fmt.Fprintf(env.Stdout, "turn %s aborted: %s\n", id, d.Reason)
+			return nil
+		}
+	}
 }
 
 func runTurnResume(ctx context.Context, env *Env, args []string) error {
@@ -208,62 +293,73 @@ func runTurnResume(ctx context.Context, env *Env, args []string) error {
 		approve, deny, editArg stringList
 		approveAll             bool
 	)
-	fs := newFlags(env, "turn resume", "turn resume <turn_id> [--approve ID]... [--deny ID[=reason]]... [--edit ID='{...}']... [--approve-all]",
-		"Settles the calls of a paused turn and resumes it (llmw.turn.resume).")
+	fs := newFlags(env, "turn resume", "turn resume <turn_id> [--approve CALL]... [--deny CALL[=reason]]... [--edit CALL='{...}']... [--approve-all]",
+		"Settles the calls of a paused turn and resumes it (llmw.turn.resume). CALL is a pending call's id, a unique prefix of it, or its position (1 = the first pending call).")
 	conn.register(fs, env)
-	fs.Var(&approve, "approve", "approve the call with this id (repeatable)")
-	fs.Var(&deny, "deny", "deny the call: ID or ID=reason (repeatable)")
-	fs.Var(&editArg, "edit", "run the call with this input: ID='{\"json\":1}' (repeatable)")
+	fs.Var(&approve, "approve", "approve the call: id, unique id prefix or position (repeatable)")
+	fs.Var(&deny, "deny", "deny the call: CALL or CALL=reason (repeatable)")
+	fs.Var(&editArg, "edit", "run the call with this input: CALL='{\"json\":1}' (repeatable)")
 	fs.BoolVar(&approveAll, "approve-all", false, "approve every pending call not otherwise decided")
 	id, err := turnArg(flagSet{fs}, args)
 	if err != nil {
 		return err
 	}
-	decisions := map[string]events.Decision{}
-	set := func(call string, d events.Decision) error {
-		if call == "" {
-			return fmt.Errorf("%w: empty call id", ErrUsage)
-		}
-		if _, dup := decisions[call]; dup {
-			return fmt.Errorf("%w: call %s decided twice", ErrUsage, call)
-		}
-		decisions[call] = d
-		return nil
+	type choice struct {
+		ref string
+		d   events.Decision
 	}
+	var choices []choice
 	for _, c := range approve {
-		if err := set(c, events.Decision{Kind: events.DecisionApprove}); err != nil {
-			return err
-		}
+		choices = append(choices, choice{c, events.Decision{Kind: events.DecisionApprove}})
 	}
 	for _, c := range deny {
 		call, reason, _ := strings.Cut(c, "=")
-		if err := set(call, events.Decision{Kind: events.DecisionDeny, Reason: reason}); err != nil {
-			return err
-		}
+		choices = append(choices, choice{call, events.Decision{Kind: events.DecisionDeny, Reason: reason}})
 	}
 	for _, c := range editArg {
 		call, in, ok := strings.Cut(c, "=")
 		in = strings.TrimSpace(in)
 		if !ok || !strings.HasPrefix(in, "{") || !jsonValid(in) {
-			return fmt.Errorf("%w: --edit %q: want ID='{\"field\":...}' with a JSON object", ErrUsage, c)
+			return fmt.Errorf("%w: --edit %q: want CALL='{\"field\":...}' with a JSON object", ErrUsage, c)
 		}
-		if err := set(call, events.Decision{Kind: events.DecisionEdit, Input: []byte(in)}); err != nil {
-			return err
-		}
+		choices = append(choices, choice{call, events.Decision{Kind: events.DecisionEdit, Input: []byte(in)}})
 	}
-	if len(decisions) == 0 && !approveAll {
+	if len(choices) == 0 && !approveAll {
 		return fmt.Errorf("%w: nothing to resume with: give --approve, --deny, --edit or --approve-all", ErrUsage)
+	}
+	seen := map[string]bool{}
+	for _, c := range choices {
+		if c.ref == "" {
+			return fmt.Errorf("%w: empty call reference", ErrUsage)
+		}
+		if seen[c.ref] {
+			return fmt.Errorf("%w: call %s decided twice", ErrUsage, c.ref)
+		}
+		seen[c.ref] = true
 	}
 	cl, err := conn.connect("turn resume")
 	if err != nil {
 		return err
 	}
 	defer cl.close()
-	if approveAll {
-		pending, err := pendingCalls(ctx, cl, conn.subjects(), id)
+	// The pause says which calls wait: a turn that does not exist or is not
+	// paused is reported here, not by a resume that nothing answers.
+	pending, err := pendingCalls(ctx, cl, conn.subjects(), id)
+	if err != nil {
+		return err
+	}
+	decisions := map[string]events.Decision{}
+	for _, c := range choices {
+		call, err := resolveCall(c.ref, pending)
 		if err != nil {
-			return err
+			return fmt.Errorf("%w: turn %s: %v", ErrUsage, id, err)
 		}
+		if _, dup := decisions[call]; dup {
+			return fmt.Errorf("%w: call %s decided twice", ErrUsage, call)
+		}
+		decisions[call] = c.d
+	}
+	if approveAll {
 		for _, c := range pending {
 			if _, ok := decisions[c]; !ok {
 				decisions[c] = events.Decision{Kind: events.DecisionApprove}
@@ -271,7 +367,7 @@ func runTurnResume(ctx context.Context, env *Env, args []string) error {
 		}
 	}
 	req := events.ResumeRequest{TurnID: id, Decisions: decisions}
-	if err := publishEvent(ctx, cl.js, conn.subjects().TurnResume(), events.TypeTurnResume, id, "", id+"-resume-"+events.NewID(), req); err != nil {
+	if err := cl.tc.Resume(ctx, &req); err != nil {
 		return err
 	}
 	var parts []string
@@ -280,6 +376,37 @@ func runTurnResume(ctx context.Context, env *Env, args []string) error {
 	}
 	fmt.Fprintf(env.Stdout, "resume sent for turn %s: %s\n", id, strings.Join(sorted(parts), " "))
 	return nil
+}
+
+// resolveCall finds the pending call ref names: its id, its 1-based
+// position among the pending calls, or a prefix of exactly one id. Call ids
+// are long (provider ids plus the turn's suffix); nobody types them whole.
+func resolveCall(ref string, pending []string) (string, error) {
+	if ref == "" {
+		return "", errors.New("empty call reference")
+	}
+	if slices.Contains(pending, ref) {
+		return ref, nil
+	}
+	if n, err := strconv.Atoi(ref); err == nil {
+		if n >= 1 && n <= len(pending) {
+			return pending[n-1], nil
+		}
+		return "", fmt.Errorf("call %d: the turn has %d pending call(s)", n, len(pending))
+	}
+	var match []string
+	for _, id := range pending {
+		if strings.HasPrefix(id, ref) {
+			match = append(match, id)
+		}
+	}
+	switch len(match) {
+	case 1:
+		return match[0], nil
+	case 0:
+		return "", fmt.Errorf("no pending call is %q or starts with it (pending: %s)", ref, strings.Join(pending, ", "))
+	}
+	return "", fmt.Errorf("%q starts %d pending calls (%s): give more of the id", ref, len(match), strings.Join(match, ", "))
 }
 
 // pendingCalls reads the calls of the turn's last llmw.turn.paused event.

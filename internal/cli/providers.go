@@ -6,6 +6,7 @@ import (
 	"github.com/llmworker/llmworker/internal/replay"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/ingest"
+	"github.com/llmworker/llmworker/pkg/provider"
 )
 
 // Default models picked by which credentials are set (in this order).
@@ -99,7 +100,7 @@ func missingCredentials() string {
 
 // providerFactories are ingest's providers for the environment: the four
 // adapters with the SDKs' own variables (and a placeholder key for a local
-// OpenAI-compatible server, see ingest.LocalAPIKey).
+// OpenAI-compatible server, see provider.LocalAPIKey).
 func providerFactories(getenv func(string) string) map[string]ingest.Factory {
-	return ingest.Builtin(ingest.BuiltinConfig{Getenv: getenv})
+	return provider.Builtin(provider.Config{Getenv: getenv})
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/turn"
 )
 
 // ANSI styles; empty when colours are off.
@@ -118,23 +120,37 @@ func compactJSON(b json.RawMessage) string {
 	return string(out)
 }
 
-// Render renders one worker event. Events it does not know are skipped.
+// Render decodes and renders one worker event (see RenderEvent).
 func (r *Renderer) Render(e *events.Envelope) (Rendered, error) {
+	ev, err := events.DecodeWorkerEnvelope(e)
+	if errors.Is(err, events.ErrUnknownType) {
+		ev, err = nil, nil
+	}
+	if err != nil {
+		return Rendered{TurnID: e.TurnID}, err
+	}
+	return r.RenderEvent(e, ev), nil
+}
+
+// RenderEvent renders the worker event ev of envelope e, switching on its
+// Go type (events.WorkerEvent); a nil ev (another kind of event) shows
+// nothing.
+func (r *Renderer) RenderEvent(e *events.Envelope, ev events.WorkerEvent) Rendered {
 	out := Rendered{TurnID: e.TurnID}
 	if out.TurnID == "" {
 		out.TurnID = e.Subject
 	}
-	if r.Headers && out.TurnID != "" && out.TurnID != r.turn && e.Type != events.TypeTurnStarted {
+	// A turn.started prints its own header, with the model.
+	if _, started := ev.(events.TurnStarted); r.Headers && out.TurnID != "" && out.TurnID != r.turn && !started {
 		r.header(out.TurnID, e.SessionID, "")
+	}
+	if out.TurnID != r.turn {
+		r.usage = nil // another turn: its usage is not the last one's
 	}
 	r.turn = out.TurnID
 	blockKey := func(step, index int) string { return strconv.Itoa(step) + "/" + strconv.Itoa(index) }
-	switch e.Type {
-	case events.TypeTurnStarted:
-		d, err := events.DecodeData[events.TurnStarted](e)
-		if err != nil {
-			return out, err
-		}
+	switch d := ev.(type) {
+	case events.TurnStarted:
 		r.usage = nil
 		if r.Headers {
 			r.header(d.TurnID, d.SessionID, d.Model)
@@ -142,19 +158,11 @@ func (r *Renderer) Render(e *events.Envelope) (Rendered, error) {
 		if d.Resumed {
 			r.line(r.style(ansiDim, "(turn resumed from its checkpoint)"))
 		}
-	case events.TypeTurnStep:
-		d, err := events.DecodeData[events.TurnStep](e)
-		if err != nil {
-			return out, err
-		}
+	case events.TurnStep:
 		if d.Attempt > 1 {
 			r.line(r.style(ansiDim, fmt.Sprintf("↻ step %d: retrying the model call (attempt %d)", d.Step, d.Attempt)))
 		}
-	case events.TypeBlockStart:
-		d, err := events.DecodeData[events.WorkerBlockStart](e)
-		if err != nil {
-			return out, err
-		}
+	case events.WorkerBlockStart:
 		switch d.BlockType {
 		case events.BlockThinking:
 			r.thinking[blockKey(d.Step, d.Index)] = true
@@ -167,75 +175,43 @@ func (r *Renderer) Render(e *events.Envelope) (Rendered, error) {
 				r.write("\n")
 			}
 		}
-	case events.TypeBlockDelta:
-		var d events.WorkerBlockDelta
-		if err := json.Unmarshal(e.Data, &d); err != nil {
-			return out, err
-		}
+	case events.WorkerBlockDelta:
 		switch d.Kind {
 		case events.DeltaThinking:
 			r.write(r.style(ansiDim, d.Content))
 		case events.DeltaText:
 			r.write(d.Content)
 		}
-	case events.TypeBlockStop, events.TypeBlockAbort:
-		var d struct {
-			Index     int              `json:"index"`
-			Step      int              `json:"step"`
-			BlockType events.BlockType `json:"block_type"`
-			Reason    string           `json:"reason"`
-		}
-		if err := json.Unmarshal(e.Data, &d); err != nil {
-			return out, err
-		}
+	case events.WorkerBlockStop:
 		delete(r.thinking, blockKey(d.Step, d.Index))
-		if e.Type == events.TypeBlockAbort {
-			r.line(r.style(ansiDim, "[block cut off: "+d.Reason+"]"))
-		} else if d.BlockType != events.BlockToolUse && r.midLine {
+		if d.BlockType != events.BlockToolUse && r.midLine {
 			r.write("\n")
 		}
-	case events.TypeToolCallComplete:
-		d, err := events.DecodeData[events.ToolCallComplete](e)
-		if err != nil {
-			return out, err
-		}
+	case events.WorkerBlockAbort:
+		delete(r.thinking, blockKey(d.Step, d.Index))
+		r.line(r.style(ansiDim, "[block cut off: "+d.Reason+"]"))
+	case events.ToolCallComplete:
 		s := "→ " + r.style(ansiBold, d.Name) + " " + Truncate(compactJSON(d.Input), r.limit())
 		if d.Error != "" {
 			s += r.style(ansiRed, "  (invalid input: "+d.Error+")")
 		}
 		r.line(s)
-	case events.TypeToolStarted:
-		d, err := events.DecodeData[events.ToolStarted](e)
-		if err != nil {
-			return out, err
-		}
+	case events.ToolStarted:
 		r.line(r.style(ansiDim, "  … "+d.Name+" running"))
-	case events.TypeToolResult:
-		d, err := events.DecodeData[events.ToolCallResult](e)
-		if err != nil {
-			return out, err
-		}
+	case events.ToolCallResult:
 		head := fmt.Sprintf("  ← %s (%d ms): ", d.Name, d.DurationMS)
 		if d.IsError {
 			r.line(r.style(ansiRed, fmt.Sprintf("  ✗ %s failed (%d ms): ", d.Name, d.DurationMS)) + Truncate(d.Content, r.limit()))
 		} else {
 			r.line(head + Truncate(d.Content, r.limit()))
 		}
-	case events.TypeToolSkipped:
-		d, err := events.DecodeData[events.ToolSkipped](e)
-		if err != nil {
-			return out, err
-		}
+	case events.ToolSkipped:
 		by := ""
 		if d.Hook != "" {
 			by = " by hook " + d.Hook
 		}
 		r.line(r.style(ansiRed, "  ⊘ "+d.Name+" skipped"+by+": ") + d.Reason)
-	case events.TypeHookDecision:
-		d, err := events.DecodeData[events.HookDecision](e)
-		if err != nil {
-			return out, err
-		}
+	case events.HookDecision:
 		s := fmt.Sprintf("  ⚑ hook %s (%s) → %s", d.Hook, d.Event, d.Result)
 		if d.Reason != "" {
 			s += ": " + d.Reason
@@ -250,28 +226,16 @@ func (r *Renderer) Render(e *events.Envelope) (Rendered, error) {
 			s = r.style(ansiCyan, s)
 		}
 		r.line(s)
-	case events.TypeHookMessage:
-		d, err := events.DecodeData[events.HookMessage](e)
-		if err != nil {
-			return out, err
-		}
+	case events.HookMessage:
 		for _, m := range d.Messages {
 			if t := m.Text(); t != "" {
 				r.line(r.style(ansiCyan, "  ⚑ "+d.Hook+": ") + t)
 			}
 		}
-	case events.TypeUsage:
-		d, err := events.DecodeData[events.UsageReport](e)
-		if err != nil {
-			return out, err
-		}
+	case events.UsageReport:
 		t := d.Total
 		r.usage = &t
-	case events.TypeTurnPaused:
-		d, err := events.DecodeData[events.TurnPaused](e)
-		if err != nil {
-			return out, err
-		}
+	case events.TurnPaused:
 		s := "⏸ turn paused: " + d.Reason
 		if d.Hook != "" {
 			s += " (hook " + d.Hook + ")"
@@ -281,21 +245,13 @@ func (r *Renderer) Render(e *events.Envelope) (Rendered, error) {
 			r.line("   " + c.ID + "  " + c.Name + " " + Truncate(compactJSON(c.Input), r.limit()))
 		}
 		out.State, out.Paused = StatePaused, &d
-	case events.TypeTurnResumed:
-		d, err := events.DecodeData[events.TurnResumed](e)
-		if err != nil {
-			return out, err
-		}
+	case events.TurnResumed:
 		var parts []string
 		for id, dec := range d.Decisions {
 			parts = append(parts, id+"="+string(dec.Kind))
 		}
 		r.line(r.style(ansiCyan, "▶ turn resumed "+strings.Join(sorted(parts), " ")))
-	case events.TypeTurnCompleted:
-		d, err := events.DecodeData[events.TurnCompleted](e)
-		if err != nil {
-			return out, err
-		}
+	case events.TurnCompleted:
 		u := d.Usage
 		if isZeroUsage(u) && r.usage != nil {
 			u = *r.usage
@@ -309,29 +265,42 @@ func (r *Renderer) Render(e *events.Envelope) (Rendered, error) {
 		}
 		r.line(r.style(ansiDim, s))
 		out.State = StateCompleted
-	case events.TypeTurnFailed, events.TypeTurnAborted:
-		d, err := events.DecodeData[events.TurnEnded](e)
-		if err != nil {
-			return out, err
-		}
-		word := "failed"
-		out.State = StateFailed
-		if e.Type == events.TypeTurnAborted {
-			word, out.State = "aborted", StateAborted
-		}
-		s := "✗ turn " + word + ": " + d.Reason
-		if d.Code != "" {
-			s += " [" + d.Code + "]"
-		}
-		if r.usage != nil {
-			if us := FormatUsage(*r.usage); us != "" {
-				s += " · " + us
-			}
-		}
-		r.line(r.style(ansiRed, s))
-		out.Reason = d.Reason
+	case events.TurnFailed:
+		out.State, out.Reason = StateFailed, d.Reason
+		r.ended("failed", events.TurnEnded(d))
+	case events.TurnAborted:
+		out.State, out.Reason = StateAborted, d.Reason
+		r.ended("aborted", events.TurnEnded(d))
 	}
-	return out, nil
+	return out
+}
+
+// renderItem renders what a follower read, or a line saying why it was
+// skipped; ok is false when it was.
+func renderItem(r *Renderer, it turn.Item) (Rendered, bool) {
+	switch {
+	case it.Env == nil:
+		r.line(r.style(ansiRed, "(skipped an undecodable event: "+it.Err.Error()+")"))
+		return Rendered{}, false
+	case it.Err != nil:
+		r.line(r.style(ansiRed, "(skipped "+it.Env.Type+": "+it.Err.Error()+")"))
+		return Rendered{}, false
+	}
+	return r.RenderEvent(it.Env, it.Event), true
+}
+
+// ended renders the end of a failed or aborted turn.
+func (r *Renderer) ended(word string, d events.TurnEnded) {
+	s := "✗ turn " + word + ": " + d.Reason
+	if d.Code != "" {
+		s += " [" + d.Code + "]"
+	}
+	if r.usage != nil {
+		if us := FormatUsage(*r.usage); us != "" {
+			s += " · " + us
+		}
+	}
+	r.line(r.style(ansiRed, s))
 }
 
 func (r *Renderer) header(turnID, sessionID, model string) {

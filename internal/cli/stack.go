@@ -18,15 +18,14 @@ import (
 
 	"github.com/llmworker/llmworker/internal/natsutil"
 	"github.com/llmworker/llmworker/internal/replay"
-	"github.com/llmworker/llmworker/pkg/hook"
-	"github.com/llmworker/llmworker/pkg/hookbridge"
-	"github.com/llmworker/llmworker/pkg/ingest"
-	"github.com/llmworker/llmworker/pkg/natsrt"
-	"github.com/llmworker/llmworker/pkg/remotehook"
-	"github.com/llmworker/llmworker/pkg/tool"
-	"github.com/llmworker/llmworker/pkg/toolexec"
-	"github.com/llmworker/llmworker/pkg/toolexec/builtin"
-	"github.com/llmworker/llmworker/pkg/turn"
+	"github.com/llmworker/llmworker/internal/service"
+	"github.com/llmworker/llmworker/internal/service/hookbridgesvc"
+	"github.com/llmworker/llmworker/internal/service/ingestsvc"
+	"github.com/llmworker/llmworker/internal/service/toolexecsvc"
+	"github.com/llmworker/llmworker/internal/service/turnsvc"
+	"github.com/llmworker/llmworker/pkg/hook/hooknats"
+	"github.com/llmworker/llmworker/pkg/provision"
+	"github.com/llmworker/llmworker/pkg/telemetry"
 )
 
 // Service names of StackConfig.Services, in start order.
@@ -46,40 +45,45 @@ var AllServices = []string{SvcIngest, SvcToolexec, SvcHookbridge, SvcTurn}
 type StackConfig struct {
 	// NATSURL of an existing server ("" = start an embedded one).
 	NATSURL string
-	// Creds is a NATS credentials file.
-	Creds string
+	// Auth is how to authenticate to, and check, the NATS server at
+	// NATSURL (not used with an embedded one).
+	Auth natsutil.Auth
 	// Listen is the embedded server's host:port ("" = 127.0.0.1, random port).
 	Listen string
 	// StoreDir is the embedded server's JetStream directory ("" = temporary).
 	StoreDir string
+	// SyncInterval is the embedded server's fsync interval (0 = every
+	// write; natsutil.EmbeddedOptions.SyncInterval).
+	SyncInterval time.Duration
+	// ProvisionVerify checks the streams and buckets instead of creating
+	// or updating them (provision.Options.VerifyOnly), for an identity
+	// without those rights (docs/security.md).
+	ProvisionVerify bool
 	// Prefix is the subject prefix ("" = llmw).
 	Prefix string
-	// Services to run ("" entries ignored; nil = AllServices).
+	// Instance names the replicas of this process ("" = random ids).
+	Instance string
+	// Replicas of the streams and buckets created (0 = 1).
+	Replicas int
+	// Services to run ("" entries ignored; nil = AllServices). hookbridge
+	// runs only with Hookbridge.Config set.
 	Services []string
-	// Root enables the file tools confined to this directory.
-	Root string
-	// HooksFile is a hookbridge YAML config to serve ("" = no hookbridge).
-	HooksFile string
-	// Replay adds the replay provider (model prefix replay:) and its demo
-	// tools.
-	Replay bool
-	// ReplayPace slows replayed streams down per SSE event.
-	ReplayPace time.Duration
+	// The services' options, as their commands' flags set them (the zero
+	// values are the defaults). Turn.DefaultTools "" means "*" here: a
+	// turn of this stack gets every tool unless its request says otherwise.
+	Ingest     ingestsvc.Options
+	Toolexec   toolexecsvc.Options
+	Hookbridge hookbridgesvc.Options
+	Turn       turnsvc.Options
 	// Getenv reads the providers' variables (nil = os.Getenv).
 	Getenv func(string) string
 	// Logger of the services (nil = discard).
 	Logger *slog.Logger
 }
 
-// lifecycle is the service lifecycle contract every service follows.
-type lifecycle interface {
-	Start(ctx context.Context) error
-	Stop(ctx context.Context) error
-}
-
 type running struct {
 	name string
-	svc  lifecycle
+	svc  service.Stopper
 }
 
 // Stack is NATS plus the llmworker services in one process.
@@ -100,10 +104,20 @@ type Stack struct {
 	Replay *replay.Server
 
 	running []running
-	watcher *remotehook.Watcher
+	hooks   *hooknats.Watcher           // the turn service's, when it runs
+	traces  func(context.Context) error // flushes the spans at Stop
 	ready   atomic.Bool
 	stopMu  sync.Mutex
 	stopped bool
+}
+
+// SyncHooks waits until the turn service's hook chain has every change of
+// LLMW_HOOKS made so far (nothing to wait for without a turn service).
+func (s *Stack) SyncHooks(ctx context.Context) error {
+	if s.hooks == nil {
+		return nil
+	}
+	return s.hooks.Sync(ctx)
 }
 
 // Ready reports whether every service started and NATS is connected (the
@@ -142,25 +156,51 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 			_ = s.Stop(context.Background())
 		}
 	}()
+	// Tracing when the OTEL_* environment asks for it (pkg/telemetry).
+	shutdown, tracing, err := telemetry.Setup(ctx, telemetry.Config{Service: "llmworker", Instance: cfg.Instance, Getenv: getenv})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUsage, err)
+	}
+	s.traces = shutdown
+	if tracing {
+		log.Info("tracing: exporting OTLP spans (OTEL_* environment)")
+	}
 	url := cfg.NATSURL
 	if url == "" {
 		host, port, err := splitListen(cfg.Listen)
 		if err != nil {
 			return nil, err
 		}
-		emb, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{Host: host, Port: port, StoreDir: cfg.StoreDir})
+		emb, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{Host: host, Port: port, StoreDir: cfg.StoreDir, SyncInterval: cfg.SyncInterval})
+		if errors.Is(err, natsutil.ErrAddrInUse) {
+			return nil, fmt.Errorf("%w: embedded NATS cannot listen on %s: address already in use (another NATS or llmworker up?). Pick another port with --listen host:port (port 0 = random), or use that server with --nats-url nats://%s", ErrUsage, cfg.Listen, cfg.Listen)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("start embedded NATS on %s: %w", cfg.Listen, err)
 		}
 		s.Embedded = emb
+		// Nothing outlives a temporary store: the turn service must end
+		// its turns at stop instead of handing them to a next replica.
+		cfg.Turn.Ephemeral = emb.Temporary()
 		url = emb.URL()
 	}
 	s.URL = url
-	opts := []nats.Option{nats.Name("llmworker"), nats.MaxReconnects(-1)}
-	if cfg.Creds != "" {
-		opts = append(opts, nats.UserCredentials(cfg.Creds))
+	opts := append([]nats.Option{nats.Name("llmworker"), nats.MaxReconnects(-1)}, natsutil.LogEvents(log)...)
+	if s.Embedded == nil {
+		auth, err := cfg.Auth.Options()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrUsage, err)
+		}
+		opts = append(opts, auth...)
 	}
-	if s.NC, err = nats.Connect(url, opts...); err != nil {
+	dial := natsutil.Config{ConnectWait: -1}
+	if s.Embedded == nil {
+		// A pod may start before NATS can be reached: retry a while.
+		dial = natsutil.Config{OnRetry: func(err error, next time.Duration) {
+			log.Warn("cannot reach NATS yet; retrying", "url", url, "err", err, "in", next)
+		}}
+	}
+	if s.NC, err = natsutil.Dial(ctx, url, dial, opts...); err != nil {
 		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
 	}
 	js, err := jetstream.New(s.NC)
@@ -169,93 +209,36 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 	}
 	// Provision once up front so that a client (chat, tail) can use the
 	// streams even with a subset of the services.
-	if err := natsrt.Provision(ctx, js, natsrt.ProvisionOptions{Prefix: cfg.Prefix}); err != nil {
+	if err := natsutil.Retry(ctx, dial.ConnectWait, natsutil.Transient, dial.OnRetry, func() error {
+		return provision.Provision(ctx, js, provision.Options{Prefix: cfg.Prefix, Replicas: cfg.Replicas, VerifyOnly: cfg.ProvisionVerify})
+	}); err != nil {
 		return nil, err
 	}
-	start := func(name string, svc lifecycle) error {
-		if err := svc.Start(ctx); err != nil {
-			return fmt.Errorf("start %s: %w", name, err)
+	if cfg.Turn.DefaultTools == "" {
+		cfg.Turn.DefaultTools = "*"
+	}
+	cfg.Ingest.Getenv = getenv
+	ing := &ingestsvc.Service{Options: cfg.Ingest}
+	exec := &toolexecsvc.Service{Options: cfg.Toolexec}
+	// Start order: what a turn needs first, the turn service last.
+	tr := &turnsvc.Service{Options: cfg.Turn}
+	svcs := []service.Service{ing, exec, &hookbridgesvc.Service{Options: cfg.Hookbridge}, tr}
+	for _, svc := range svcs {
+		name := svc.Name()
+		if !on(name) || name == SvcHookbridge && cfg.Hookbridge.Config == "" {
+			continue
 		}
-		s.running = append(s.running, running{name, svc})
+		env := service.Env{NC: s.NC, Prefix: cfg.Prefix, Instance: cfg.Instance, Replicas: cfg.Replicas, ProvisionVerify: cfg.ProvisionVerify, Log: log.With("service", name)}
+		st, err := service.Start(ctx, ctx, svc, env, dial.ConnectWait)
+		if err != nil {
+			return nil, fmt.Errorf("start %s: %w", name, err)
+		}
+		s.running = append(s.running, running{name, st})
 		s.Services = append(s.Services, name)
-		return nil
 	}
-
-	if on(SvcIngest) {
-		providers := providerFactories(getenv)
-		if cfg.Replay {
-			if s.Replay, err = replay.NewServer(replay.Config{Pace: cfg.ReplayPace}); err != nil {
-				return nil, fmt.Errorf("start replay server: %w", err)
-			}
-			providers[replay.Prefix] = s.Replay.Factory()
-		}
-		ing, err := ingest.New(s.NC, ingest.Config{Prefix: cfg.Prefix, Providers: providers, Logger: log.With("service", SvcIngest)})
-		if err != nil {
-			return nil, err
-		}
-		if err := start(SvcIngest, ing); err != nil {
-			return nil, err
-		}
-	}
-	if on(SvcToolexec) {
-		tools, err := builtin.Tools(builtin.Config{Root: cfg.Root})
-		if err != nil {
-			return nil, fmt.Errorf("built-in tools: %w", err)
-		}
-		if cfg.Replay {
-			tools = append(tools, replay.Tools()...)
-		}
-		exec, err := toolexec.New(s.NC, toolexec.Config{Prefix: cfg.Prefix, Logger: log.With("service", SvcToolexec)})
-		if err != nil {
-			return nil, err
-		}
-		if err := exec.Register(tools...); err != nil {
-			return nil, err
-		}
-		if err := start(SvcToolexec, exec); err != nil {
-			return nil, err
-		}
-		s.Tools = toolNames(tools)
-	}
-	if on(SvcHookbridge) && cfg.HooksFile != "" {
-		file, err := hookbridge.LoadConfig(cfg.HooksFile)
-		if err != nil {
-			return nil, err
-		}
-		br, err := hookbridge.New(s.NC, hookbridge.Config{Prefix: cfg.Prefix, Hooks: file.Hooks, Logger: log.With("service", SvcHookbridge)})
-		if err != nil {
-			return nil, err
-		}
-		if err := start(SvcHookbridge, br); err != nil {
-			return nil, err
-		}
-	}
-	if on(SvcTurn) {
-		chain := &hook.Chain{}
-		if s.watcher, err = remotehook.Watch(ctx, js, chain, remotehook.WatchOptions{Logger: log.With("service", "hooks")}); err != nil {
-			return nil, err
-		}
-		tr, err := turn.New(s.NC, turn.Config{
-			Prefix: cfg.Prefix, Logger: log.With("service", SvcTurn), Hooks: chain,
-			DefaultTools: []string{"*"},
-		})
-		if err != nil {
-			return nil, err
-		}
-		if err := start(SvcTurn, tr); err != nil {
-			return nil, err
-		}
-	}
+	s.Replay, s.Tools, s.hooks = ing.ReplayServer, exec.Tools, tr.Watcher
 	s.ready.Store(true)
 	return s, nil
-}
-
-func toolNames(ts []tool.Tool) []string {
-	out := make([]string, len(ts))
-	for i, t := range ts {
-		out[i] = t.Name()
-	}
-	return out
 }
 
 // Stop drains the services in reverse start order (turn first, so running
@@ -275,13 +258,6 @@ func (s *Stack) Stop(ctx context.Context) error {
 		if err := r.svc.Stop(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("stop %s: %w", r.name, err))
 		}
-		if r.name == SvcTurn && s.watcher != nil {
-			_ = s.watcher.Stop()
-			s.watcher = nil
-		}
-	}
-	if s.watcher != nil { // turn failed to start
-		_ = s.watcher.Stop()
 	}
 	if s.NC != nil {
 		if err := s.NC.Drain(); err == nil {
@@ -295,10 +271,12 @@ func (s *Stack) Stop(ctx context.Context) error {
 		}
 		s.NC.Close()
 	}
-	if s.Replay != nil {
-		_ = s.Replay.Close()
-	}
 	s.Embedded.Shutdown()
+	if s.traces != nil {
+		if err := s.traces(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("flush traces: %w", err))
+		}
+	}
 	return errors.Join(errs...)
 }
 

@@ -62,7 +62,7 @@ func runTail(ctx context.Context, env *Env, args []string) error {
 			return nil
 		}
 	}
-	f, err := follow(ctx, cl.js, filter)
+	f, err := cl.tc.Follow(ctx, filter)
 	if err != nil {
 		return err
 	}
@@ -76,14 +76,10 @@ func runTail(ctx context.Context, env *Env, args []string) error {
 		case <-env.Interrupt:
 			return nil
 		case it := <-f.C():
-			if it.err != nil {
-				out.line(out.style(ansiRed, "(skipped an undecodable event: "+it.err.Error()+")"))
-			} else if r, err := out.Render(it.env); err != nil {
-				out.line(out.style(ansiRed, "(skipped "+it.env.Type+": "+err.Error()+")"))
-			} else if turn != "" && r.State.Terminal() {
+			if r, ok := renderItem(out, it); ok && turn != "" && r.State.Terminal() {
 				return nil
 			}
-			if !followOn && it.caughtUp {
+			if !followOn && it.CaughtUp {
 				return nil
 			}
 		}

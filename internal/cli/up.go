@@ -2,8 +2,8 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -11,7 +11,13 @@ import (
 	"time"
 
 	"github.com/llmworker/llmworker/internal/replay"
+	"github.com/llmworker/llmworker/internal/service"
+	"github.com/llmworker/llmworker/internal/service/hookbridgesvc"
+	"github.com/llmworker/llmworker/internal/service/ingestsvc"
+	"github.com/llmworker/llmworker/internal/service/toolexecsvc"
+	"github.com/llmworker/llmworker/internal/service/turnsvc"
 	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/telemetry"
 )
 
 const upAbout = `
@@ -24,59 +30,103 @@ Ctrl-C (SIGINT) or SIGTERM drains the services in reverse order.
 Deployment per service; --health-addr serves /healthz (alive) and /readyz
 (services started and NATS connected) for probes.`
 
-func runUp(ctx context.Context, env *Env, args []string) error {
-	var (
-		conn                                  connFlags
-		listen, storeDir, root, hooks         string
-		services, healthAddr, logLevel, logFm string
-		replayOn                              bool
-		drain                                 time.Duration
-	)
+// upOptions are up's command line: its own flags, the shared ones and
+// every service command's flags.
+type upOptions struct {
+	fs                                    *flag.FlagSet
+	svcFlags                              *service.Flags
+	conn                                  connFlags
+	listen, storeDir, instance, hooks     string
+	advertise                             string
+	services, healthAddr, logLevel, logFm string
+	replicas                              int
+	provisionVerify                       bool
+	tempStore                             bool
+	drain, syncInterval                   time.Duration
+	ing                                   ingestsvc.Service
+	exec                                  toolexecsvc.Service
+	hb                                    hookbridgesvc.Service
+	tr                                    turnsvc.Service
+}
+
+// newUpOptions registers up's flags.
+func newUpOptions(env *Env) *upOptions {
+	o := &upOptions{}
 	fs := newFlags(env, "up", "up [flags]", upAbout)
-	conn.register(fs, env)
-	fs.StringVar(&listen, "listen", "127.0.0.1:4222", "embedded NATS: host:port to listen on (port 0 = random)")
-	fs.StringVar(&storeDir, "store-dir", env.getenv("LLMW_STORE_DIR"), "embedded NATS: JetStream directory (default: temporary, removed on exit)")
-	fs.StringVar(&root, "root", env.getenv("LLMW_TOOL_ROOT"), "directory the read_file/list_dir tools may read ($LLMW_TOOL_ROOT; empty disables them)")
-	fs.StringVar(&hooks, "hooks", env.getenv("LLMW_HOOKS_CONFIG"), "hookbridge config file (YAML) to serve ($LLMW_HOOKS_CONFIG)")
-	fs.StringVar(&services, "services", strings.Join(AllServices, ","), "services to run, comma-separated")
-	fs.StringVar(&healthAddr, "health-addr", env.getenv("LLMW_HEALTH_ADDR"), "serve /healthz and /readyz on this address, e.g. :8081 ($LLMW_HEALTH_ADDR)")
-	fs.BoolVar(&replayOn, "replay", false, "add the replay provider (model replay:<scenario>) and its demo tools")
-	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.StringVar(&logFm, "log-format", "text", "text or json")
-	fs.DurationVar(&drain, "drain-timeout", 25*time.Second, "how long shutdown waits for running turns, calls and streams")
+	o.fs = fs
+	o.conn.register(fs, env)
+	f := service.NewMultiFlags(fs, env.getenv)
+	o.svcFlags = f
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:4222", "embedded NATS: host:port to listen on (port 0 = random)")
+	f.String(&o.storeDir, "store-dir", "LLMW_STORE_DIR", "", "embedded NATS: JetStream directory; turns, sessions and events survive a restart (default: "+defaultStoreDirHelp+")")
+	f.String(&o.advertise, "advertise-url", "LLMW_ADVERTISE_URL", "", "the NATS URL clients use to reach this process, printed in the banner (e.g. the published port of a container; default the server's own URL)")
+	f.Bool(&o.tempStore, "temp-store", "LLMW_TEMP_STORE", false, "embedded NATS: a temporary store removed on exit; at stop, running turns get --drain-timeout to finish, then they and paused turns end with llmw.turn.aborted")
+	f.Duration(&o.syncInterval, "sync-interval", "LLMW_SYNC_INTERVAL", 0, "embedded NATS: fsync JetStream's files this often instead of on every write (0 = every write: an acknowledged event survives a power loss; docs/architecture.md#durability)")
+	f.String(&o.instance, "instance", "LLMW_INSTANCE", "", "replica name of this process's services (default: random)")
+	f.Int(&o.replicas, "replicas", "LLMW_REPLICAS", 1, "JetStream replicas of the streams and buckets created (3 on a 3-node cluster)")
+	f.Bool(&o.provisionVerify, "provision-verify", "LLMW_PROVISION_VERIFY", false, "check the streams and buckets exist instead of creating or updating them (an identity without those rights; run llmworker provision first)")
+	fs.StringVar(&o.services, "services", strings.Join(AllServices, ","), "services to run, comma-separated")
+	f.String(&o.healthAddr, "health-addr", "LLMW_HEALTH_ADDR", "", "serve /healthz and /readyz on this address, e.g. :8081")
+	f.String(&o.logLevel, "log-level", "LLMW_LOG_LEVEL", "info", "debug, info, warn or error")
+	f.String(&o.logFm, "log-format", "LLMW_LOG_FORMAT", "text", "text or json")
+	f.Duration(&o.drain, "drain-timeout", "LLMW_DRAIN_TIMEOUT", service.DefaultDrainTimeout, "how long shutdown waits for running turns, calls and streams")
+	// Every flag of every service's own command, as --<flag> (for each
+	// service that has it) and --<service>-<flag>.
+	for _, svc := range []service.Service{&o.ing, &o.exec, &o.hb, &o.tr} {
+		svc.Flags(f.For(svc.Name()))
+	}
+	fs.StringVar(&o.hooks, "hooks", "", "the same as --config: hookbridge config file (YAML) to serve")
+	return o
+}
+
+func runUp(ctx context.Context, env *Env, args []string) error {
+	o := newUpOptions(env)
+	fs := o.fs
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: up takes no arguments, got %q", ErrUsage, fs.Args())
 	}
-	level, err := parseLevel(logLevel)
+	if err := o.svcFlags.Err(); err != nil {
+		return fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	if o.hooks != "" {
+		o.hb.Config = o.hooks
+	}
+	log, err := service.NewLogger(env.Stderr, o.logFm, o.logLevel)
 	if err != nil {
 		return err
 	}
-	var log *slog.Logger
-	switch logFm {
-	case "text":
-		log = slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
-	case "json":
-		log = slog.New(slog.NewJSONHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
-	default:
-		return fmt.Errorf("%w: --log-format %q: want text or json", ErrUsage, logFm)
-	}
-	var svcs []string
-	for s := range strings.SplitSeq(services, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			svcs = append(svcs, s)
+	svcs := service.SplitList(o.services)
+	if o.conn.url == "" {
+		switch {
+		case o.tempStore && o.storeDir != "":
+			return fmt.Errorf("%w: --temp-store and --store-dir %s: pick one", ErrUsage, o.storeDir)
+		case o.tempStore:
+		case o.storeDir == "":
+			if o.storeDir, err = defaultStoreDir(env); err != nil {
+				return fmt.Errorf("%w: no directory for the embedded NATS store (%v): pass --store-dir DIR or --temp-store", ErrUsage, err)
+			}
 		}
 	}
+	metrics, err := telemetry.SetupMetrics(ctx, telemetry.Config{Service: "llmworker", Instance: o.instance, Getenv: env.Getenv})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUsage, err)
+	}
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = metrics.Shutdown(fctx)
+	}()
 	var cur atomic.Pointer[Stack]
-	if healthAddr != "" {
+	if o.healthAddr != "" {
 		// Alive from the start, ready once every service serves.
-		ln, err := net.Listen("tcp", healthAddr)
+		ln, err := net.Listen("tcp", o.healthAddr)
 		if err != nil {
-			return fmt.Errorf("--health-addr %s: %w", healthAddr, err)
+			return fmt.Errorf("--health-addr %s: %w", o.healthAddr, err)
 		}
-		health := &http.Server{Handler: healthHandler(&cur), ReadHeaderTimeout: 5 * time.Second}
+		health := &http.Server{Handler: healthHandler(&cur, metrics.Handler), ReadHeaderTimeout: 5 * time.Second}
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
@@ -89,65 +139,80 @@ func runUp(ctx context.Context, env *Env, args []string) error {
 	}
 	// Services outlive the signal: ctx gives them values, Stop drains them.
 	st, err := StartStack(context.WithoutCancel(ctx), StackConfig{
-		NATSURL: conn.url, Creds: conn.creds, Listen: listen, StoreDir: storeDir, Prefix: conn.prefix,
-		Services: svcs, Root: root, HooksFile: hooks, Replay: replayOn, Getenv: env.Getenv, Logger: log,
+		NATSURL: o.conn.url, Auth: o.conn.auth, Listen: o.listen, StoreDir: o.storeDir, SyncInterval: o.syncInterval, Prefix: o.conn.prefix,
+		Instance: o.instance, Replicas: o.replicas, ProvisionVerify: o.provisionVerify, Services: svcs, Getenv: env.Getenv, Logger: log,
+		Ingest: o.ing.Options, Toolexec: o.exec.Options, Hookbridge: o.hb.Options, Turn: o.tr.Options,
 	})
 	if err != nil {
 		return err
 	}
 	cur.Store(st)
+	printConnect(env, st, o.ing.Replay, o.advertise)
+	// After the banner: whoever is told up started can read it.
 	if env.Started != nil {
 		env.Started(st)
 	}
-	printConnect(env, st, replayOn)
 	select {
 	case <-ctx.Done():
 	case <-env.Interrupt:
 	}
-	fmt.Fprintf(env.Stderr, "draining (up to %s)…\n", drain)
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drain)
+	fmt.Fprintf(env.Stderr, "draining (up to %s)…\n", o.drain)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.drain)
 	defer cancel()
 	return st.Stop(dctx)
 }
 
-// healthHandler serves /healthz (the process runs) and /readyz (every
-// service started and NATS is connected).
-func healthHandler(cur *atomic.Pointer[Stack]) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = w.Write([]byte("ok\n"))
-	})
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if st := cur.Load(); st != nil && st.Ready() {
-			_, _ = w.Write([]byte("ready\n"))
-			return
-		}
-		http.Error(w, "not ready", http.StatusServiceUnavailable)
-	})
-	return mux
+// healthHandler serves /healthz (the process runs), /readyz (every
+// service started and NATS is connected) and /metrics.
+func healthHandler(cur *atomic.Pointer[Stack], metrics http.Handler) http.Handler {
+	return service.HealthHandler(func() bool {
+		st := cur.Load()
+		return st != nil && st.Ready()
+	}, metrics)
 }
 
 // printConnect tells the person how to use the running system.
-func printConnect(env *Env, st *Stack, replayOn bool) {
+func printConnect(env *Env, st *Stack, replayOn bool, advertise string) {
 	s := events.NewSubjects(st.Prefix)
 	w := env.Stdout
+	url := st.URL
+	if advertise != "" {
+		url = advertise
+	}
 	fmt.Fprintf(w, "llmworker is up: %s\n", strings.Join(st.Services, ", "))
 	where := "NATS"
 	if st.Embedded != nil {
 		where = "embedded NATS"
 	}
-	fmt.Fprintf(w, "  %-16s %s\n", where, st.URL)
+	fmt.Fprintf(w, "  %-16s %s\n", where, url)
+	if e := st.Embedded; e != nil {
+		if e.Temporary() {
+			fmt.Fprintf(w, "  %-16s %s (temporary: removed on exit)\n", "store", e.StoreDir)
+		} else {
+			fmt.Fprintf(w, "  %-16s %s (kept: turns, sessions and events survive a restart; --store-dir to move, --temp-store for none)\n", "store", e.StoreDir)
+		}
+	}
 	if len(st.Tools) > 0 {
 		fmt.Fprintf(w, "  %-16s %s\n", "tools", strings.Join(st.Tools, ", "))
 	}
 	if replayOn {
 		fmt.Fprintf(w, "  %-16s models replay:%s — %s\n", "replay", strings.Join(replay.Names(), "|replay:"), replay.Label)
 	}
-	fmt.Fprintf(w, "\nchat with it from another terminal:\n  NATS_URL=%s llmworker chat \"hello\"\n", st.URL)
-	fmt.Fprintf(w, "\nor publish CloudEvents yourself (DESIGN.md §5; Nats-Msg-Id = turn id):\n")
+	if replayOn {
+		// Without a key, chat in another terminal has no model but the
+		// replay: name it.
+		sc := replay.Scenarios()[0]
+		fmt.Fprintf(w, "\nchat with it from another terminal:\n  NATS_URL=%s llmworker chat --model %s\n", url, sc.ModelString())
+		fmt.Fprintf(w, "\nsubmit from a script:\n  NATS_URL=%s llmworker turn submit --model %s --prompt %q --follow\n", url, sc.ModelString(), sc.Prompt)
+	} else {
+		fmt.Fprintf(w, "\nchat with it from another terminal:\n  NATS_URL=%s llmworker chat \"hello\"\n", url)
+		fmt.Fprintf(w, "\nsubmit from a script:\n  NATS_URL=%s llmworker turn submit --model <provider:model> --prompt \"hello\" --follow\n", url)
+	}
+	fmt.Fprintf(w, "\nor publish CloudEvents yourself (docs/protocol.md §5 and §9.1):\n")
 	fmt.Fprintf(w, "  submit  %s   (type %s)\n", s.TurnSubmit(), events.TypeTurnSubmit)
 	fmt.Fprintf(w, "  resume  %s   (type %s)\n", s.TurnResume(), events.TypeTurnResume)
 	fmt.Fprintf(w, "  cancel  %s\n", s.TurnCancel("<turn_id>"))
 	fmt.Fprintf(w, "  events  %s   (stream %s)\n", s.Events("<session|_>", "<turn_id>", "<channel>"), events.StreamEvents)
+	fmt.Fprintf(w, "  not run %s   (type %s)\n", strings.TrimSuffix(s.TurnRejected("_"), "_")+"<turn_id|_>", events.TypeTurnRejected)
 	fmt.Fprintf(w, "\nCtrl-C drains and stops.\n")
 }

@@ -4,10 +4,6 @@ import (
 	"encoding/json"
 	"flag"
 	"sort"
-
-	"github.com/nats-io/nats.go"
-
-	"github.com/llmworker/llmworker/pkg/events"
 )
 
 func sorted(s []string) []string {
@@ -23,7 +19,3 @@ type flagSet struct{ fs *flag.FlagSet }
 
 func (f flagSet) Parse(args []string) error { return parse(f.fs, args) }
 func (f flagSet) Args() []string            { return f.fs.Args() }
-
-func natsMsg(subject string, e *events.Envelope) *nats.Msg {
-	return &nats.Msg{Subject: subject, Header: nats.Header(e.BinaryHeader()), Data: e.Data}
-}

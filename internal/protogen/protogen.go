@@ -24,7 +24,7 @@ type Entry struct {
 	Value any
 }
 
-// Entries lists every payload of DESIGN.md §3–§8 in document order.
+// Entries lists every payload of docs/protocol.md §3–§8 in document order.
 func Entries() []Entry {
 	return []Entry{
 		{"Provider stream: ping", []string{events.TypeLLMPing}, events.PingEvent{}},
@@ -47,6 +47,7 @@ func Entries() []Entry {
 		{"Turn resumed", []string{events.TypeTurnResumed}, events.TurnResumed{}},
 		{"Turn completed", []string{events.TypeTurnCompleted}, events.TurnCompleted{}},
 		{"Turn failed / aborted", []string{events.TypeTurnFailed, events.TypeTurnAborted}, events.TurnEnded{}},
+		{"Turn rejected", []string{events.TypeTurnRejected}, events.TurnRejected{}},
 		{"Worker block start", []string{events.TypeBlockStart}, events.WorkerBlockStart{}},
 		{"Worker block delta", []string{events.TypeBlockDelta}, events.WorkerBlockDelta{}},
 		{"Worker block stop", []string{events.TypeBlockStop}, events.WorkerBlockStop{}},
@@ -132,7 +133,7 @@ func reflector() *jsonschema.Reflector {
 	return &jsonschema.Reflector{
 		DoNotReference:            true,
 		Anonymous:                 true,
-		AllowAdditionalProperties: true, // unknown fields are ignored (DESIGN.md §2)
+		AllowAdditionalProperties: true, // unknown fields are ignored (docs/protocol.md §1)
 		Mapper: func(t reflect.Type) *jsonschema.Schema {
 			switch t {
 			case reflect.TypeOf(events.BlockDelta{}):

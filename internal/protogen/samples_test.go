@@ -82,6 +82,7 @@ func TestSamplesMatchSchemas(t *testing.T) {
 		events.TurnResumed{Decisions: map[string]events.Decision{"a": {Kind: events.DecisionDeny}}},
 		events.TurnCompleted{Messages: msgs, StopReason: events.StopEndTurn, Usage: usage},
 		events.TurnEnded{Reason: "r", Code: "max_steps"},
+		events.TurnRejected{TurnID: "t-01", Request: events.TypeTurnSubmit, Code: events.RejectTurnExists, Reason: "r", Status: "completed"},
 		events.WorkerBlockStart{BlockStart: events.BlockStart{Index: 0, BlockType: events.BlockText}, Step: 1},
 		events.WorkerBlockDelta{BlockDelta: events.ThinkingDelta(0, "x"), Step: 2},
 		events.WorkerBlockStop{BlockStop: events.BlockStop{Index: 0, BlockType: events.BlockText}, Step: 1},

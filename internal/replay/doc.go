@@ -31,5 +31,5 @@
 //	srv, _ := replay.NewServer(replay.Config{})
 //	defer srv.Close()
 //	ing, _ := ingest.New(nc, ingest.Config{Providers: map[string]ingest.Factory{replay.Prefix: srv.Factory()}})
-//	exec.Register(replay.Tools()...)
+//	exec.Register(demotools.Tools()...)
 package replay

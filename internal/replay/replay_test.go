@@ -16,6 +16,7 @@ import (
 
 	"github.com/llmworker/llmworker/internal/fixtures"
 	"github.com/llmworker/llmworker/internal/replay"
+	"github.com/llmworker/llmworker/internal/replay/demotools"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/ingest"
 	"github.com/llmworker/llmworker/pkg/llm"
@@ -27,8 +28,6 @@ import (
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"))
 }
-
-var plainDelta = regexp.MustCompile(`^[A-Za-z0-9 ,.]{4,}$`)
 
 func collect(t *testing.T, p llm.Provider, msgs []events.Message) []events.Event {
 	t.Helper()
@@ -49,8 +48,45 @@ func collect(t *testing.T, p llm.Provider, msgs []events.Message) []events.Event
 	return evs
 }
 
-// TestScenarios plays both steps of every scenario through the real
-// adapters and checks them against the recordings' bytes.
+// call is one tool call a replayed step made, its input assembled from the
+// streamed input_json deltas.
+type call struct {
+	id, name string
+	input    strings.Builder
+}
+
+// playStep plays one step and returns its tool calls and text.
+func playStep(t *testing.T, p llm.Provider, msgs []events.Message) (calls []*call, text []string, thinking int) {
+	t.Helper()
+	byIndex := map[int]*call{}
+	for _, ev := range collect(t, p, msgs) {
+		switch ev := ev.(type) {
+		case events.BlockStart:
+			if ev.BlockType == events.BlockToolUse {
+				c := &call{id: ev.ID, name: ev.Name}
+				byIndex[ev.Index] = c
+				calls = append(calls, c)
+			}
+		case events.BlockDelta:
+			switch ev.Kind {
+			case events.DeltaText:
+				text = append(text, ev.Content)
+			case events.DeltaThinking:
+				thinking++
+			case events.DeltaInputJSON:
+				if c := byIndex[ev.Index]; c != nil {
+					c.input.WriteString(ev.Content)
+				}
+			}
+		}
+	}
+	return calls, text, thinking
+}
+
+// TestScenarios plays every step of every scenario through the real
+// adapters, running the demo tools on the recorded calls, and checks the
+// steps against the recordings' bytes: the tool names of each tool step,
+// the text of the last.
 func TestScenarios(t *testing.T) {
 	srv, err := replay.NewServer(replay.Config{})
 	if err != nil {
@@ -58,83 +94,139 @@ func TestScenarios(t *testing.T) {
 	}
 	defer srv.Close()
 	f := srv.Factory()
+	tools := map[string]tool.Tool{}
+	for _, tl := range demotools.Tools() {
+		tools[tl.Name()] = tl
+	}
+	steps := 0
 	for _, sc := range replay.Scenarios() {
 		t.Run(sc.Name, func(t *testing.T) {
 			p, err := f(sc.Name)
 			if err != nil {
 				t.Fatal(err)
 			}
-			first, _ := fixtures.SSE(sc.Steps[0])
-			// Step 1: the recorded tool calls, with the recorded names.
-			evs := collect(t, p, []events.Message{events.UserText("hi")})
+			msgs := []events.Message{events.UserText(sc.Prompt)}
 			var names []string
-			var calls []events.Part
-			for _, ev := range evs {
-				if bs, ok := ev.(events.BlockStart); ok && bs.BlockType == events.BlockToolUse {
-					names = append(names, bs.Name)
-					if !regexp.MustCompile(`"name":\s*"` + bs.Name + `"`).Match(first) {
-						t.Errorf("tool %q is not in %s", bs.Name, sc.Steps[0])
-					}
-					calls = append(calls, events.ToolUsePart(bs.ID, bs.Name, json.RawMessage(`{}`)))
+			for i, fixture := range sc.Steps[:len(sc.Steps)-1] {
+				raw, _ := fixtures.SSE(fixture)
+				calls, _, _ := playStep(t, p, msgs)
+				steps++
+				if len(calls) == 0 {
+					t.Fatalf("step %d (%s) made no tool call", i, fixture)
 				}
+				var uses, results []events.Part
+				for _, c := range calls {
+					if !regexp.MustCompile(`"name":\s*"` + c.name + `"`).Match(raw) {
+						t.Errorf("tool %q is not in %s", c.name, fixture)
+					}
+					names = append(names, c.name)
+					in := json.RawMessage(c.input.String())
+					if len(in) == 0 {
+						in = json.RawMessage(`{}`)
+					}
+					uses = append(uses, events.ToolUsePart(c.id, c.name, in))
+					out, err := tools[c.name].Execute(context.Background(), in)
+					if err != nil {
+						t.Fatalf("demo %s(%s): %v", c.name, in, err)
+					}
+					results = append(results, events.ToolResultPart(c.id, out, false))
+				}
+				msgs = append(msgs, events.Message{Role: events.RoleAssistant, Content: uses}, events.Message{Role: events.RoleTool, Content: results})
 			}
 			if !slices.Equal(names, sc.Tools) {
-				t.Fatalf("step 1 tool calls = %v, want %v", names, sc.Tools)
+				t.Fatalf("tool calls = %v, want %v", names, sc.Tools)
 			}
-			// Step 2 after the tool results: text, every delta taken from
-			// the recording.
-			msgs := []events.Message{events.UserText("hi"), {Role: events.RoleAssistant, Content: calls}}
-			var results []events.Part
-			for _, c := range calls {
-				results = append(results, events.ToolResultPart(c.ID, "ok", false))
+			last := sc.Steps[len(sc.Steps)-1]
+			raw, _ := fixtures.SSE(last)
+			calls, text, _ := playStep(t, p, msgs)
+			steps++
+			if len(calls) != 0 || len(text) == 0 {
+				t.Fatalf("last step: %d calls, text %q; want text only", len(calls), text)
 			}
-			msgs = append(msgs, events.Message{Role: events.RoleTool, Content: results})
-			second, _ := fixtures.SSE(sc.Steps[len(sc.Steps)-1])
-			evs = collect(t, p, msgs)
-			var text strings.Builder
-			checked := 0
-			for _, ev := range evs {
-				d, ok := ev.(events.BlockDelta)
-				if !ok || d.Kind != events.DeltaText {
-					continue
+			// Each delta appears in the recording as a JSON string.
+			for _, d := range text {
+				var b bytes.Buffer
+				enc := json.NewEncoder(&b)
+				enc.SetEscapeHTML(false)
+				_ = enc.Encode(d)
+				quoted := bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+				if !bytes.Contains(raw, quoted) {
+					t.Errorf("text delta %s is not in %s", quoted, last)
 				}
-				text.WriteString(d.Content)
-				if plainDelta.MatchString(d.Content) {
-					checked++
-					if !bytes.Contains(second, []byte(d.Content)) {
-						t.Errorf("text delta %q is not in %s", d.Content, sc.Steps[1])
-					}
-				}
-			}
-			if text.Len() == 0 || checked == 0 {
-				t.Fatalf("step 2 gave no checkable text (%d bytes)", text.Len())
 			}
 		})
 	}
-	if srv.Requests() != 2*len(replay.Scenarios()) {
-		t.Errorf("server answered %d requests, want %d", srv.Requests(), 2*len(replay.Scenarios()))
+	if srv.Requests() != steps {
+		t.Errorf("server answered %d requests, want %d", srv.Requests(), steps)
 	}
 }
 
-func TestThinkingInScenarios(t *testing.T) {
+// TestScenariosAreCoherent: each scenario is one recorded conversation, so
+// what its demo tools answer for the recorded calls is what the recorded
+// answer (or the next recorded call) uses. The values come from the
+// recordings themselves: the arguments of each recorded call and the text
+// of the recorded answer.
+func TestScenariosAreCoherent(t *testing.T) {
+	tools := map[string]tool.Tool{}
+	for _, tl := range demotools.Tools() {
+		tools[tl.Name()] = tl
+	}
 	srv, err := replay.NewServer(replay.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	for _, name := range []string{"anthropic", "openai-responses", "gemini"} {
-		sc, _ := replay.Lookup(name)
-		p, _ := srv.Provider(sc)
-		msgs := []events.Message{events.UserText("q"), {Role: events.RoleAssistant, Content: []events.Part{events.ToolUsePart("c", sc.Tools[0], json.RawMessage(`{}`))}}, {Role: events.RoleTool, Content: []events.Part{events.ToolResultPart("c", "x", false)}}}
-		thinking := 0
-		for _, ev := range collect(t, p, msgs) {
-			if d, ok := ev.(events.BlockDelta); ok && d.Kind == events.DeltaThinking {
-				thinking++
+	for _, sc := range replay.Scenarios() {
+		t.Run(sc.Name, func(t *testing.T) {
+			p, _ := srv.Provider(sc)
+			msgs := []events.Message{events.UserText(sc.Prompt)}
+			var later []string // the recorded steps after each tool answered
+			for i := range sc.Steps[:len(sc.Steps)-1] {
+				calls, _, _ := playStep(t, p, msgs)
+				rest := ""
+				for _, f := range sc.Steps[i+1:] {
+					b, _ := fixtures.SSE(f)
+					rest += string(b)
+				}
+				var uses, results []events.Part
+				for _, c := range calls {
+					in := json.RawMessage(c.input.String())
+					if len(in) == 0 {
+						in = json.RawMessage(`{}`)
+					}
+					out, _ := tools[c.name].Execute(context.Background(), in)
+					value := strings.TrimSuffix(out, " ("+demotools.DemoNote+")")
+					if value == out || value == "" {
+						t.Fatalf("%s(%s) = %q: not a marked demo value", c.name, in, out)
+					}
+					if !strings.Contains(rest, value) {
+						t.Errorf("%s(%s) answers %q, which the recorded steps after it never use", c.name, in, value)
+					}
+					later = append(later, value)
+					uses = append(uses, events.ToolUsePart(c.id, c.name, in))
+					results = append(results, events.ToolResultPart(c.id, out, false))
+				}
+				msgs = append(msgs, events.Message{Role: events.RoleAssistant, Content: uses}, events.Message{Role: events.RoleTool, Content: results})
 			}
-		}
-		if thinking == 0 {
-			t.Errorf("%s: no thinking in the text step", name)
-		}
+			if len(later) != len(sc.Tools) {
+				t.Fatalf("%d tool answers, want one per tool of %v", len(later), sc.Tools)
+			}
+		})
+	}
+}
+
+// TestAnthropicScenarioThinks: the default replay scenario shows thinking
+// before its tool call, as recorded.
+func TestAnthropicScenarioThinks(t *testing.T) {
+	srv, err := replay.NewServer(replay.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	sc, _ := replay.Lookup("anthropic")
+	p, _ := srv.Provider(sc)
+	if _, _, thinking := playStep(t, p, []events.Message{events.UserText(sc.Prompt)}); thinking == 0 {
+		t.Error("anthropic: no thinking before the tool call")
 	}
 }
 
@@ -172,7 +264,7 @@ func TestStepOf(t *testing.T) {
 
 func TestDemoTools(t *testing.T) {
 	byName := map[string]tool.Tool{}
-	for _, tl := range replay.Tools() {
+	for _, tl := range demotools.Tools() {
 		byName[tl.Name()] = tl
 		if !strings.HasPrefix(tl.Description(), "[demo]") {
 			t.Errorf("%s: description %q does not say demo", tl.Name(), tl.Description())
@@ -186,12 +278,12 @@ func TestDemoTools(t *testing.T) {
 		}
 	}
 	out, err := byName["get_capital"].Execute(context.Background(), json.RawMessage(`{"country":"France"}`))
-	if err != nil || !strings.Contains(out, "Paris") || !strings.Contains(out, replay.DemoNote) {
+	if err != nil || !strings.Contains(out, "Paris") || !strings.Contains(out, demotools.DemoNote) {
 		t.Fatalf("get_capital = %q, %v", out, err)
 	}
-	out, err = byName["get_weather"].Execute(context.Background(), json.RawMessage(`{"city":"Mexico City"}`))
-	if err != nil || !strings.Contains(out, "Mexico City") || !strings.Contains(out, replay.DemoNote) {
-		t.Fatalf("get_weather = %q, %v", out, err)
+	out, err = byName["fixed_version"].Execute(context.Background(), json.RawMessage(`{}`))
+	if err != nil || !strings.Contains(out, demotools.Version) || !strings.Contains(out, demotools.DemoNote) {
+		t.Fatalf("fixed_version = %q, %v", out, err)
 	}
 }
 

@@ -22,10 +22,11 @@ type Scenario struct {
 	Adapter string
 	// Model is the recorded model, sent to the adapter as its model name.
 	Model string
-	// Steps are fixture paths in internal/fixtures, played in order: the
-	// first is a tool-call stream, the last a text stream.
+	// Steps are fixture paths in internal/fixtures, played in order: every
+	// step but the last is a tool-call stream, the last a text stream (a
+	// scenario of one step answers without tools).
 	Steps []string
-	// Tools are the names of the tools the recordings call.
+	// Tools are the names of the tools the recordings call, in order.
 	Tools []string
 	// Prompt is a question that fits the recordings, used when the user
 	// gives none.
@@ -35,42 +36,55 @@ type Scenario struct {
 // ModelString returns the model string of the scenario for turn requests.
 func (s Scenario) ModelString() string { return Prefix + ":" + s.Name }
 
+// scenarios are whole recorded conversations: every step of one scenario
+// comes from the same recorded session (internal/fixtures/MANIFEST.md), so
+// the thinking, the tool calls and the answer are about one question, and
+// the demo tools answer what the recorded tools answered, which the
+// recorded answer then uses. Prompt is the question the recording asked.
 var scenarios = []Scenario{
 	{
 		Name: "anthropic", Adapter: "anthropic", Model: "claude-haiku-4-5",
 		Steps: []string{
 			"anthropic/thinking-then-tool-use_claude-haiku-4-5.sse",
-			"anthropic/thinking-signature-text_claude-sonnet-4.sse",
+			"anthropic/text-after-tool-result_claude-haiku-4-5.sse",
 		},
 		Tools:  []string{"fixed_version"},
-		Prompt: "Use the fixed_version tool, tell me the version, then explain how to cross the street safely.",
+		Prompt: "Use the fixed_version tool. Then tell me the version and make one short joke about it. Think about it first.",
 	},
 	{
-		Name: "openai", Adapter: "openai", Model: "gpt-4o",
+		Name: "openai", Adapter: "openai", Model: "gpt-4o-mini",
 		Steps: []string{
-			"openai-chat/parallel-tool-calls-streamed-args_gpt-4o.sse",
-			"openai-chat/text-include-usage_gpt-4.1-nano.chunks.jsonl",
+			"openai-chat/single-tool-call-usage_gpt-4o-mini.sse",
+			"openai-chat/text-after-tool-result_gpt-4o-mini.sse",
 		},
-		Tools:  []string{"get_weather", "get_product_name"},
-		Prompt: "What's the weather in Mexico City, and what is our product called? Then invent a holiday for it.",
+		Tools:  []string{"get_capital"},
+		Prompt: "What is the capital of the UK? Use the tool, then answer.",
 	},
 	{
 		Name: "openai-responses", Adapter: "openai-responses", Model: "gpt-4o",
 		Steps: []string{
 			"openai-responses/function-call_gpt-4o.sse",
-			"openai-responses/reasoning-summary-4-parts-then-text_o3-mini.sse",
+			"openai-responses/text_gpt-4o.sse",
 		},
 		Tools:  []string{"get_capital"},
-		Prompt: "What is the capital of France, and how do I cross the street there safely?",
+		Prompt: "What is the capital of France?",
 	},
 	{
 		Name: "gemini", Adapter: "gemini", Model: "gemini-2.0-flash",
 		Steps: []string{
 			"gemini/function-call_gemini-2.0-flash.sse",
-			"gemini/thought-summary-then-text_gemini-2.5-flash.sse",
+			"gemini/function-call-after-tool-result_gemini-2.0-flash.sse",
+			"gemini/text-after-tool-results_gemini-2.0-flash.sse",
 		},
-		Tools:  []string{"get_capital"},
-		Prompt: "What is the capital of France, and why is the sky blue?",
+		Tools:  []string{"get_capital", "get_temperature"},
+		Prompt: "What is the temperature of the capital of France?",
+	},
+	{
+		// One long recorded answer with no tool: a reasoning summary in
+		// four parts, then the text (654 deltas in all).
+		Name: "openai-reasoning", Adapter: "openai-responses", Model: "o3-mini",
+		Steps:  []string{"openai-responses/reasoning-summary-4-parts-then-text_o3-mini.sse"},
+		Prompt: "How do I cross the street?",
 	},
 }
 

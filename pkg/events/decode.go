@@ -15,7 +15,7 @@ type Validator interface {
 }
 
 // Decode unmarshals a JSON payload into a T and validates it. Unknown fields
-// are ignored (DESIGN.md §2). Every error matches ErrInvalid; where a field is
+// are ignored (docs/protocol.md §1). Every error matches ErrInvalid; where a field is
 // to blame it is a *FieldError naming the field.
 func Decode[T any](data []byte) (T, error) {
 	var v T
@@ -29,11 +29,48 @@ func Unmarshal(data []byte, v any) error {
 	if len(data) == 0 {
 		return &FieldError{Problem: "empty body, want a JSON object"}
 	}
+	if err := checkDepth(data); err != nil {
+		return err
+	}
 	if err := json.Unmarshal(data, v); err != nil {
 		return jsonError(err)
 	}
 	if val, ok := v.(Validator); ok {
 		return val.Validate()
+	}
+	return nil
+}
+
+// MaxDepth is how deeply a payload's JSON may nest (objects and arrays).
+// A deeper body is refused before it is decoded: encoding/json would
+// build every level (and recurse once per level) first.
+const MaxDepth = 100
+
+// checkDepth refuses JSON nesting deeper than MaxDepth in one pass over
+// the bytes, without decoding.
+func checkDepth(data []byte) error {
+	depth, inString, escaped := 0, false, false
+	for _, c := range data {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+			if depth > MaxDepth {
+				return &FieldError{Problem: fmt.Sprintf("JSON nests deeper than %d levels (events.MaxDepth)", MaxDepth)}
+			}
+		case c == '}' || c == ']':
+			depth--
+		}
 	}
 	return nil
 }

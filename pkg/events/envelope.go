@@ -27,6 +27,7 @@ const (
 	HeaderSessionID   = "ce-sessionid"
 	HeaderSeq         = "ce-seq"
 	HeaderTraceParent = "ce-traceparent"
+	HeaderTraceState  = "ce-tracestate"
 	// HeaderMsgID is JetStream's de-duplication header.
 	HeaderMsgID = "Nats-Msg-Id"
 
@@ -41,15 +42,19 @@ const (
 // Envelope is one CloudEvent of llmworker: its attributes, the llmworker
 // extensions and the JSON data.
 type Envelope struct {
-	ID          string
-	Source      string
-	Type        string
-	Subject     string
-	Time        time.Time
-	TurnID      string
-	SessionID   string
-	Seq         uint64
+	ID        string
+	Source    string
+	Type      string
+	Subject   string
+	Time      time.Time
+	TurnID    string
+	SessionID string
+	Seq       uint64
+	// TraceParent and TraceState are the W3C trace context of the
+	// CloudEvents distributed-tracing extension, as the W3C propagator
+	// writes them (pkg/telemetry injects and extracts them).
 	TraceParent string
+	TraceState  string
 	// Data is the JSON payload.
 	Data []byte
 }
@@ -142,6 +147,9 @@ func (e *Envelope) WriteBinaryHeader(h map[string][]string) {
 	if e.TraceParent != "" {
 		set(HeaderTraceParent, e.TraceParent)
 	}
+	if e.TraceState != "" {
+		set(HeaderTraceState, e.TraceState)
+	}
 }
 
 // CloudEvent returns e as a cloudevents/sdk-go event.
@@ -171,6 +179,9 @@ func (e *Envelope) CloudEvent() cloudevents.Event {
 	}
 	if e.TraceParent != "" {
 		ce.SetExtension("traceparent", e.TraceParent)
+	}
+	if e.TraceState != "" {
+		ce.SetExtension("tracestate", e.TraceState)
 	}
 	ce.SetDataContentType(ContentTypeJSON)
 	ce.DataEncoded = e.Data
@@ -205,6 +216,9 @@ func FromCloudEvent(ce cloudevents.Event) (*Envelope, error) {
 		return nil, err
 	}
 	if e.TraceParent, err = extString(ext, "traceparent"); err != nil {
+		return nil, err
+	}
+	if e.TraceState, err = extString(ext, "tracestate"); err != nil {
 		return nil, err
 	}
 	if v, ok := ext["seq"]; ok {
@@ -261,6 +275,9 @@ func DecodeEnvelope(h map[string][]string, body []byte) (*Envelope, error) {
 	if len(b) == 0 || b[0] != '{' || !bytes.Contains(b, []byte(`"specversion"`)) {
 		return nil, fmt.Errorf("%w: no %s header and the body is not a structured CloudEvent", ErrNotCloudEvent, HeaderSpecVersion)
 	}
+	if err := checkDepth(b); err != nil {
+		return nil, err
+	}
 	var ce cloudevents.Event
 	if err := json.Unmarshal(b, &ce); err != nil {
 		return nil, &FieldError{Problem: "invalid structured CloudEvent: " + err.Error()}
@@ -280,6 +297,7 @@ func decodeBinary(h map[string][]string, body []byte, sv string) (*Envelope, err
 		TurnID:      headerGet(h, HeaderTurnID),
 		SessionID:   headerGet(h, HeaderSessionID),
 		TraceParent: headerGet(h, HeaderTraceParent),
+		TraceState:  headerGet(h, HeaderTraceState),
 		Data:        body,
 	}
 	if err := e.Validate(); err != nil {

@@ -11,8 +11,10 @@ var (
 	// type, a missing required field, or a value outside its enumeration.
 	ErrInvalid = errors.New("events: invalid payload")
 
-	// ErrUnknownType is returned by DecodeStreamEvent when a CloudEvent type
-	// is not one of the provider stream event types of DESIGN.md §3.
+	// ErrUnknownType is returned by DecodeStreamEvent when a CloudEvent
+	// type is not one of the provider stream event types of
+	// docs/protocol.md §3, and by DecodeWorkerEvent when it is not one of
+	// the worker event types of §5.
 	ErrUnknownType = errors.New("events: unknown event type")
 
 	// ErrNotCloudEvent is returned by DecodeEnvelope when a message carries

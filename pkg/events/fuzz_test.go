@@ -119,3 +119,51 @@ func FuzzDecodeRequests(f *testing.F) {
 }
 
 func second[T any](_ T, err error) error { return err }
+
+// FuzzDecodeWorkerEvent: whatever arrives as a worker event decodes to
+// the Go type of its CloudEvent type (or an error), never panics, and
+// re-encodes to data that decodes to the same event.
+func FuzzDecodeWorkerEvent(f *testing.F) {
+	seeds := []struct{ typ, data string }{
+		{events.TypeBlockDelta, `{"index":0,"text":"hi","step":1}`},
+		{events.TypeBlockStart, `{"index":1,"block_type":"tool_use","id":"c","name":"n","step":2}`},
+		{events.TypeTurnFailed, `{"reason":"r","code":"max_steps"}`},
+		{events.TypeTurnPaused, `{"reason":"r","pending":[{"id":"c","name":"n","input":{}}]}`},
+		{events.TypeToolResult, `{"call_id":"c","name":"n","content":"ok","is_error":false,"duration_ms":3}`},
+		{events.TypeUsage, `{"step":1,"usage":{"input_tokens":1},"total":{"input_tokens":1}}`},
+		{"llmw.nope", `{}`},
+	}
+	for _, s := range seeds {
+		f.Add(s.typ, []byte(s.data))
+	}
+	f.Fuzz(func(t *testing.T, typ string, data []byte) {
+		ev, err := events.DecodeWorkerEvent(typ, data)
+		if err != nil {
+			if ev != nil {
+				t.Fatalf("an event and an error: %#v, %v", ev, err)
+			}
+			// An unknown type is ErrUnknownType, whatever the data; data
+			// a known type cannot read is ErrInvalid.
+			_, known := events.DecodeWorkerEvent(typ, nil)
+			if unknown := errors.Is(known, events.ErrUnknownType); unknown != errors.Is(err, events.ErrUnknownType) || !unknown && !errors.Is(err, events.ErrInvalid) {
+				t.Fatalf("%s %q: error %v (type unknown: %v)", typ, data, err, unknown)
+			}
+			return
+		}
+		if ev.WorkerType() != typ {
+			t.Fatalf("decoded %T (type %s) for %s", ev, ev.WorkerType(), typ)
+		}
+		b, err := events.MarshalWorkerEvent(ev)
+		if err != nil {
+			t.Fatalf("marshal %#v: %v", ev, err)
+		}
+		ev2, err := events.DecodeWorkerEvent(typ, b)
+		if err != nil {
+			t.Fatalf("re-decode %s: %v", b, err)
+		}
+		b2, _ := events.MarshalWorkerEvent(ev2)
+		if string(b) != string(b2) {
+			t.Fatalf("unstable: %s vs %s", b, b2)
+		}
+	})
+}

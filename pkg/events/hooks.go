@@ -2,7 +2,7 @@ package events
 
 import "regexp"
 
-// CloudEvent types of the hook protocol (DESIGN.md §7).
+// CloudEvent types of the hook protocol (docs/protocol.md §7).
 const (
 	TypeHookRequest  = "llmw.hook.request"
 	TypeHookResponse = "llmw.hook.response"
@@ -45,7 +45,7 @@ const (
 )
 
 // Allowed reports whether result r may be returned at hook point e
-// (DESIGN.md §7's table). on_abort accepts only continue (it is a
+// (docs/protocol.md §7's table). on_abort accepts only continue (it is a
 // notification).
 func (r HookResultKind) Allowed(e HookEvent) bool {
 	switch e {
@@ -74,7 +74,7 @@ const (
 	FailOpen FailurePolicy = "fail_open"
 )
 
-// HookRegistration is the value of a hook in KV LLMW_HOOKS (DESIGN.md §7).
+// HookRegistration is the value of a hook in KV LLMW_HOOKS (docs/protocol.md §7).
 type HookRegistration struct {
 	Name      string        `json:"name"`
 	Event     HookEvent     `json:"event" jsonschema:"enum=on_message_send,enum=before_tool_call,enum=after_tool_call,enum=on_turn_end,enum=on_abort"`

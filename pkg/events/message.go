@@ -27,7 +27,7 @@ const (
 	PartToolResult PartType = "tool_result"
 )
 
-// Message is one conversation message (DESIGN.md §4). On input, "content"
+// Message is one conversation message (docs/protocol.md §4). On input, "content"
 // may be a plain string, read as one text part.
 type Message struct {
 	Role    Role   `json:"role" jsonschema:"enum=user,enum=assistant,enum=tool"`
@@ -256,7 +256,7 @@ func ValidateMessages(field string, msgs []Message) error {
 	return nil
 }
 
-// ToolDefinition describes a tool to the model (DESIGN.md §4).
+// ToolDefinition describes a tool to the model (docs/protocol.md §4).
 type ToolDefinition struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
@@ -287,7 +287,7 @@ func (t ToolDefinition) Validate() error {
 }
 
 // ToolCall is a model's request to run a tool, as hooks see it
-// (DESIGN.md §7: {"id", "name", "input"}).
+// (docs/protocol.md §7: {"id", "name", "input"}).
 type ToolCall struct {
 	ID    string          `json:"id"`
 	Name  string          `json:"name"`
@@ -309,7 +309,7 @@ func (c ToolCall) Validate() error {
 }
 
 // ToolResult is the result of a tool call as hooks and the transcript see it
-// (DESIGN.md §7: {"tool_use_id", "content", "is_error"}).
+// (docs/protocol.md §7: {"tool_use_id", "content", "is_error"}).
 type ToolResult struct {
 	ToolUseID string `json:"tool_use_id"`
 	Content   string `json:"content"`

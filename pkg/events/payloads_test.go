@@ -110,7 +110,7 @@ func TestPayloadRoundTrips(t *testing.T) {
 		Total: events.UsageEvent{OutputTokens: events.Int64(7), CacheReadInputTokens: events.Int64(1)}})
 }
 
-// The wire shapes DESIGN.md spells out, written by hand from the spec.
+// The wire shapes docs/protocol.md spells out, written by hand from the spec.
 func TestPayloadWireShapes(t *testing.T) {
 	cases := []struct {
 		name string
@@ -287,12 +287,12 @@ func TestHookRegistrationValidate(t *testing.T) {
 	r := good
 	r.Matcher, r.Failure, r.TimeoutMS = "^(Read|Write)File.*", events.FailOpen, 100
 	if err := r.Validate(); err != nil {
-		t.Fatalf("hooks.md matcher: %v", err)
+		t.Fatalf("docs/architecture.md#hooks matcher: %v", err)
 	}
 }
 
 func TestHookResponseValidateFor(t *testing.T) {
-	// DESIGN.md §7's table: which result each hook point accepts.
+	// docs/protocol.md §7's table: which result each hook point accepts.
 	allowed := map[events.HookEvent][]events.HookResultKind{
 		events.HookOnMessageSend:  {events.HookContinue, events.HookCancel},
 		events.HookBeforeToolCall: {events.HookContinue, events.HookSkip, events.HookAbort, events.HookPause},
@@ -354,7 +354,7 @@ func TestDecisionErrors(t *testing.T) {
 }
 
 func TestSubjectsOfDesign(t *testing.T) {
-	// Every subject of DESIGN.md, under the default prefix and a custom one.
+	// Every subject of docs/protocol.md, under the default prefix and a custom one.
 	var s events.Subjects
 	c := events.NewSubjects("acme")
 	cases := []struct{ got, want string }{
@@ -377,8 +377,8 @@ func TestSubjectsOfDesign(t *testing.T) {
 		{s.ToolResult("t1", "c1"), "llmw.tool.result.t1.c1"},
 		{s.ToolResultsOfTurn("t1"), "llmw.tool.result.t1.*"},
 		{s.ToolResultAll(), "llmw.tool.result.>"},
-		{s.ToolCancel("c1"), "llmw.tool.cancel.c1"},
-		{s.ToolCancelAll(), "llmw.tool.cancel.*"},
+		{s.ToolCancel("t1", "c1"), "llmw.tool.cancel.t1.c1"},
+		{s.ToolCancelAll(), "llmw.tool.cancel.*.*"},
 		{s.Hook("audit"), "llmw.hook.audit"},
 		{c.LLMStream("r1"), "acme.llm.stream.r1"},
 		{c.Events("", "t", events.ChannelHook), "acme.events._.t.hook"},

@@ -15,7 +15,7 @@ type ThinkingConfig struct {
 	BudgetTokens int `json:"budget_tokens"`
 }
 
-// CompletionRequest is the data of llmw.llm.complete (DESIGN.md §3).
+// CompletionRequest is the data of llmw.llm.complete (docs/protocol.md §3).
 type CompletionRequest struct {
 	RequestID   string           `json:"request_id"`
 	Model       string           `json:"model"`
@@ -104,7 +104,7 @@ func (r CompletionReply) Validate() error {
 	return nil
 }
 
-// TurnRequest is the data of llmw.turn.submit (DESIGN.md §5).
+// TurnRequest is the data of llmw.turn.submit (docs/protocol.md §5).
 type TurnRequest struct {
 	TurnID            string          `json:"turn_id"`
 	SessionID         string          `json:"session_id,omitempty"`
@@ -275,7 +275,7 @@ func (r ResumeRequest) Validate() error {
 	return ValidateMessages("messages", r.Messages)
 }
 
-// ToolCatalogEntry is the value of a tool in KV LLMW_TOOLS (DESIGN.md §6).
+// ToolCatalogEntry is the value of a tool in KV LLMW_TOOLS (docs/protocol.md §6).
 type ToolCatalogEntry struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
@@ -292,7 +292,7 @@ func (e ToolCatalogEntry) Definition() ToolDefinition {
 // Validate checks name and schema.
 func (e ToolCatalogEntry) Validate() error { return e.Definition().Validate() }
 
-// ToolCallRequest is the data of llmw.tool.call (DESIGN.md §6).
+// ToolCallRequest is the data of llmw.tool.call (docs/protocol.md §6).
 type ToolCallRequest struct {
 	CallID    string          `json:"call_id"`
 	TurnID    string          `json:"turn_id"`
@@ -326,7 +326,7 @@ func (r ToolCallRequest) Validate() error {
 }
 
 // ToolCallResult is the data of llmw.tool.result, both on
-// P.tool.result.<turn>.<call> (DESIGN.md §6) and on the tool channel of the
+// P.tool.result.<turn>.<call> (docs/protocol.md §6) and on the tool channel of the
 // worker events (§5).
 type ToolCallResult struct {
 	CallID     string `json:"call_id"`

@@ -6,7 +6,7 @@ import (
 	"strconv"
 )
 
-// CloudEvent types of the provider stream events (DESIGN.md §3).
+// CloudEvent types of the provider stream events (docs/protocol.md §3).
 const (
 	TypeLLMPing       = "llmw.llm.ping"
 	TypeLLMUsage      = "llmw.llm.usage"
@@ -18,9 +18,13 @@ const (
 	TypeLLMBlockAbort = "llmw.llm.block.abort"
 	// TypeLLMComplete is the completion request sent to ingest.
 	TypeLLMComplete = "llmw.llm.complete"
+	// TypeLLMCancel is the message an ingest client publishes on
+	// P.llm.cancel.<request_id> to stop a provider call; ingest reads the
+	// id from the subject, the data is {"request_id"}.
+	TypeLLMCancel = "llmw.llm.cancel"
 )
 
-// Event is one provider stream event: the flat enumeration of timeline.md.
+// Event is one provider stream event: the flat enumeration of docs/architecture.md#the-timeline.
 // It is implemented by the value types PingEvent, UsageEvent, StatusEvent,
 // ErrorEvent, BlockStart, BlockDelta, BlockStop and BlockAbort, and by nothing
 // else.
@@ -85,7 +89,7 @@ func (s StreamStatus) Terminal() bool {
 }
 
 // StopReason says why the model stopped. The empty StopReason is JSON null.
-// The first four are DESIGN.md §3's; the rest are additions documented in
+// The first four are docs/protocol.md §3's; the rest are additions documented in
 // docs/protocol.md so that a refusal or a filtered answer is never mistaken
 // for an ordinary end of turn.
 type StopReason string
@@ -150,6 +154,14 @@ type UsageEvent struct {
 // StatusEvent is llmw.llm.status.
 type StatusEvent struct {
 	Status StreamStatus `json:"status" jsonschema:"enum=started,enum=completed,enum=cancelled,enum=failed"`
+	// Model and ResponseID are, on a completed status, the model that
+	// answered and the provider's id of the response, as the provider
+	// named them in its stream (e.g. "claude-haiku-4-5-20251001" for a
+	// request for "claude-haiku-4-5", and "msg_01…"); empty when it named
+	// none. They are gen_ai.response.model and gen_ai.response.id of the
+	// model call's span.
+	Model      string `json:"model,omitempty"`
+	ResponseID string `json:"response_id,omitempty"`
 }
 
 // ErrorEvent is llmw.llm.error.

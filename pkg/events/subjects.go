@@ -2,10 +2,10 @@ package events
 
 import "strings"
 
-// DefaultPrefix is the subject prefix P of DESIGN.md §2.
+// DefaultPrefix is the subject prefix P of docs/protocol.md §1.
 const DefaultPrefix = "llmw"
 
-// JetStream streams and KV buckets of DESIGN.md §5–§8.
+// JetStream streams and KV buckets of docs/protocol.md §5–§8.
 const (
 	StreamTurns       = "LLMW_TURNS"
 	StreamEvents      = "LLMW_EVENTS"
@@ -36,7 +36,7 @@ func ValidToken(s string) bool {
 	return true
 }
 
-// Subjects builds every subject of DESIGN.md under one prefix. The zero
+// Subjects builds every subject of docs/protocol.md under one prefix. The zero
 // value uses DefaultPrefix.
 type Subjects struct {
 	Prefix string
@@ -44,6 +44,9 @@ type Subjects struct {
 
 // NewSubjects returns the subject builder for prefix ("" = DefaultPrefix).
 func NewSubjects(prefix string) Subjects { return Subjects{Prefix: prefix} }
+
+// P returns the prefix in use (DefaultPrefix for the zero value).
+func (s Subjects) P() string { return s.p() }
 
 func (s Subjects) p() string {
 	if s.Prefix == "" {
@@ -77,6 +80,19 @@ func (s Subjects) TurnResume() string { return s.join("turn", "resume") }
 // TurnCancel is P.turn.cancel.<turn_id>.
 func (s Subjects) TurnCancel(turnID string) string { return s.join("turn", "cancel", turnID) }
 
+// TurnRejected is P.turn.rejected.<turn_id>, where the turn service
+// answers a request it does not run (llmw.turn.rejected); "_" stands for a
+// turn id that is missing or cannot be a subject token.
+func (s Subjects) TurnRejected(turnID string) string {
+	if !ValidToken(turnID) {
+		turnID = "_"
+	}
+	return s.join("turn", "rejected", turnID)
+}
+
+// TurnRejectedAll is P.turn.rejected.*.
+func (s Subjects) TurnRejectedAll() string { return s.join("turn", "rejected", "*") }
+
 // TurnCancelAll is P.turn.cancel.*.
 func (s Subjects) TurnCancelAll() string { return s.join("turn", "cancel", "*") }
 
@@ -99,8 +115,23 @@ func (s Subjects) EventsOfSession(sessionID string) string {
 	return s.join("events", sessionID, ">")
 }
 
-// EventsAll is P.events.> (what LLMW_EVENTS captures).
+// EventsAll is P.events.> (every worker event LLMW_EVENTS stored and
+// republished).
 func (s Subjects) EventsAll() string { return s.join("events", ">") }
+
+// Emit is P.emit.<session_id|_>.<turn_id>.<channel>, where the turn service
+// publishes a worker event: LLMW_EVENTS stores it as
+// P.events.<session_id|_>.<turn_id>.<channel> and republishes it there, so
+// that subscribers see only the events the stream accepted.
+func (s Subjects) Emit(sessionID, turnID string, ch Channel) string {
+	if sessionID == "" {
+		sessionID = NoSession
+	}
+	return s.join("emit", sessionID, turnID, string(ch))
+}
+
+// EmitAll is P.emit.> (what LLMW_EVENTS captures).
+func (s Subjects) EmitAll() string { return s.join("emit", ">") }
 
 // ToolCall is P.tool.call.<name>.
 func (s Subjects) ToolCall(name string) string { return s.join("tool", "call", name) }
@@ -121,11 +152,15 @@ func (s Subjects) ToolResultsOfTurn(turnID string) string {
 // ToolResultAll is P.tool.result.> (what LLMW_TOOLRESULTS captures).
 func (s Subjects) ToolResultAll() string { return s.join("tool", "result", ">") }
 
-// ToolCancel is P.tool.cancel.<call_id>.
-func (s Subjects) ToolCancel(callID string) string { return s.join("tool", "cancel", callID) }
+// ToolCancel is P.tool.cancel.<turn_id>.<call_id>. It names the turn as
+// well as the call because call ids are not unique across turns (see
+// ToolMsgID): a cancel of one turn's call_1 must not stop another turn's.
+func (s Subjects) ToolCancel(turnID, callID string) string {
+	return s.join("tool", "cancel", turnID, callID)
+}
 
-// ToolCancelAll is P.tool.cancel.*.
-func (s Subjects) ToolCancelAll() string { return s.join("tool", "cancel", "*") }
+// ToolCancelAll is P.tool.cancel.*.* (what a tool host subscribes to).
+func (s Subjects) ToolCancelAll() string { return s.join("tool", "cancel", "*", "*") }
 
 // Hook is the default subject a hook named name answers on: P.hook.<name>.
 func (s Subjects) Hook(name string) string { return s.join("hook", name) }

@@ -2,7 +2,7 @@ package events
 
 import "encoding/json"
 
-// CloudEvent types of the worker events for UIs (DESIGN.md §5).
+// CloudEvent types of the worker events for UIs (docs/protocol.md §5).
 const (
 	TypeTurnSubmit    = "llmw.turn.submit"
 	TypeTurnResume    = "llmw.turn.resume"
@@ -93,8 +93,23 @@ type TurnCompleted struct {
 // a person can act on.
 type TurnEnded struct {
 	Reason string `json:"reason"`
-	// Code is a short machine-readable code, e.g. "max_steps", "hook_abort".
-	Code string `json:"code,omitempty"`
+	// Code is a short machine-readable code, one of TurnEndCodes.
+	Code string `json:"code,omitempty" jsonschema:"enum=cancelled,enum=hook_abort,enum=hook_cancel,enum=hook_failed,enum=max_steps,enum=max_turn_end_retries,enum=checkpoint,enum=invalid_request,enum=unknown_tool,enum=too_large,enum=internal,enum=provider_error,enum=missing_api_key,enum=provider_auth,enum=unknown_provider,enum=unknown_model,enum=duplicate_request,enum=payload_too_large,enum=provider_setup,enum=shutting_down,enum=rate_limited,enum=provider_unavailable,enum=refusal,enum=content_filter,enum=prompt_blocked"`
+}
+
+// TurnEndCodes are the codes of llmw.turn.failed and llmw.turn.aborted
+// (TurnEnded.Code), the enum of its schema; docs/protocol.md §10 says when
+// each is used. A code a turn can end with is added here and there.
+var TurnEndCodes = []string{
+	// the turn loop (worker.Code*)
+	"cancelled", "hook_abort", "hook_cancel", "hook_failed", "max_steps", "max_turn_end_retries", "checkpoint",
+	// the turn service (turn.Code*)
+	"invalid_request", "unknown_tool", "too_large", "internal",
+	// a model call that failed: provider_error, or the kind its error
+	// names (llm.ErrorKind, ingest.Kind)
+	"provider_error", "missing_api_key", "provider_auth", "unknown_provider", "unknown_model", "duplicate_request", "payload_too_large", "provider_setup", "shutting_down", "rate_limited", "provider_unavailable",
+	// a model that declined (worker.StreamFailureCodes)
+	"refusal", "content_filter", "prompt_blocked",
 }
 
 // WorkerBlockStart, WorkerBlockDelta, WorkerBlockStop and WorkerBlockAbort

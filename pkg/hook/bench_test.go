@@ -8,6 +8,7 @@ import (
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook"
+	"github.com/llmworker/llmworker/pkg/hook/hooktest"
 )
 
 // In-process overhead of a chain of five hooks per tool call (issue 5 asks
@@ -15,7 +16,7 @@ import (
 func BenchmarkBeforeToolCall5Hooks(b *testing.B) {
 	var c hook.Chain
 	for i := range 5 {
-		_ = c.BeforeToolCall(hook.Always[hook.ToolCallInput](hook.BeforeToolCallResult{}), hook.Options{Name: fmt.Sprint("h", i)})
+		_ = c.BeforeToolCall(hooktest.Always[hook.ToolCallInput](hook.BeforeToolCallResult{}), hook.Options{Name: fmt.Sprint("h", i)})
 	}
 	turn := &hook.Turn{ID: "t", Observer: &discard{}}
 	call := events.ToolCall{ID: "c1", Name: "read_file", Input: json.RawMessage(`{"path":"a.txt"}`)}
@@ -33,7 +34,7 @@ func BenchmarkBeforeToolCall5Hooks(b *testing.B) {
 func BenchmarkMessageSend3Hooks20Messages(b *testing.B) {
 	var c hook.Chain
 	for i := range 3 {
-		_ = c.OnMessageSend(hook.Always[hook.MessageSendInput](hook.MessageSendResult{}), hook.Options{Name: fmt.Sprint("h", i)})
+		_ = c.OnMessageSend(hooktest.Always[hook.MessageSendInput](hook.MessageSendResult{}), hook.Options{Name: fmt.Sprint("h", i)})
 	}
 	msgs := make([]events.Message, 20)
 	for i := range msgs {

@@ -351,6 +351,9 @@ func call[In, Out any](ctx context.Context, c *Chain, e *entry[In, Out], s *spec
 		hctx, cancel = context.WithTimeout(ctx, t)
 	}
 	defer cancel()
+	hctx, span := startSpan(hctx, s.event, e.info.Name, turn, s.callID(in))
+	began := time.Now()
+	defer func() { endSpan(ctx, span, s.event, e.info.Name, began, kind, err) }()
 
 	view := turn.view(e.info.Name, s.event)
 	w := s.clone(in, view)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook"
+	"github.com/llmworker/llmworker/pkg/hook/hooktest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -90,10 +91,10 @@ func TestThreeToolHooksRewriteCallInOrder(t *testing.T) {
 
 func TestPriorityThenRegistrationOrder(t *testing.T) {
 	var c hook.Chain
-	rec := &hook.Recorder{}
+	rec := &hooktest.Recorder{}
 	add := func(name string, o hook.Options) {
 		o.Name = name
-		if err := c.AfterToolCall(hook.Always[hook.ToolResultInput](hook.AfterToolCallResult{}), o); err != nil {
+		if err := c.AfterToolCall(hooktest.Always[hook.ToolResultInput](hook.AfterToolCallResult{}), o); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -113,10 +114,10 @@ func TestPriorityThenRegistrationOrder(t *testing.T) {
 func TestExplicitSeqPlacesRemoteHooks(t *testing.T) {
 	var c hook.Chain
 	// Added out of registry order, as a KV watcher may deliver them.
-	_ = c.OnTurnEnd(hook.Always[hook.TurnEndInput](hook.TurnEndResult{}), hook.Options{Name: "rev17", Seq: 17})
-	_ = c.OnTurnEnd(hook.Always[hook.TurnEndInput](hook.TurnEndResult{}), hook.Options{Name: "rev5", Seq: 5})
-	_ = c.OnTurnEnd(hook.Always[hook.TurnEndInput](hook.TurnEndResult{}), hook.Options{Name: "local"})
-	_ = c.OnTurnEnd(hook.Always[hook.TurnEndInput](hook.TurnEndResult{}), hook.Options{Name: "urgent", Seq: 30, Priority: -1})
+	_ = c.OnTurnEnd(hooktest.Always[hook.TurnEndInput](hook.TurnEndResult{}), hook.Options{Name: "rev17", Seq: 17})
+	_ = c.OnTurnEnd(hooktest.Always[hook.TurnEndInput](hook.TurnEndResult{}), hook.Options{Name: "rev5", Seq: 5})
+	_ = c.OnTurnEnd(hooktest.Always[hook.TurnEndInput](hook.TurnEndResult{}), hook.Options{Name: "local"})
+	_ = c.OnTurnEnd(hooktest.Always[hook.TurnEndInput](hook.TurnEndResult{}), hook.Options{Name: "urgent", Seq: 30, Priority: -1})
 	var got []string
 	var seqs []int64
 	for _, i := range c.List() {
@@ -129,12 +130,12 @@ func TestExplicitSeqPlacesRemoteHooks(t *testing.T) {
 
 func TestMatchers(t *testing.T) {
 	var c hook.Chain
-	rec := &hook.Recorder{}
-	ok := hook.Always[hook.ToolCallInput](hook.BeforeToolCallResult{})
+	rec := &hooktest.Recorder{}
+	ok := hooktest.Always[hook.ToolCallInput](hook.BeforeToolCallResult{})
 	_ = c.BeforeToolCall(ok, hook.Options{Name: "all"})
 	_ = c.BeforeToolCall(ok, hook.Options{Name: "edits", Matcher: "Edit|Create"})
 	_ = c.BeforeToolCall(ok, hook.Options{Name: "files", Matcher: `^(Read|Write)File.*`})
-	_ = c.AfterToolCall(hook.Always[hook.ToolResultInput](hook.AfterToolCallResult{}), hook.Options{Name: "after-edits", Matcher: "^Edit$"})
+	_ = c.AfterToolCall(hooktest.Always[hook.ToolResultInput](hook.AfterToolCallResult{}), hook.Options{Name: "after-edits", Matcher: "^Edit$"})
 	run := func(name string) []string {
 		rec.Reset()
 		turn := &hook.Turn{Observer: rec}
@@ -187,7 +188,7 @@ func TestMatcherOnTranscriptHookPoints(t *testing.T) {
 
 func TestRegistrationErrors(t *testing.T) {
 	var c hook.Chain
-	ok := hook.Always[hook.ToolCallInput](hook.BeforeToolCallResult{})
+	ok := hooktest.Always[hook.ToolCallInput](hook.BeforeToolCallResult{})
 	err := c.BeforeToolCall(ok, hook.Options{Name: "bad", Matcher: "(unclosed"})
 	if !errors.Is(err, hook.ErrInvalidMatcher) || !strings.Contains(err.Error(), "(unclosed") {
 		t.Fatalf("invalid matcher: %v", err)
@@ -202,7 +203,7 @@ func TestRegistrationErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Names are unique across hook points.
-	err = c.OnAbort(hook.Always[hook.AbortInput](hook.AbortResult{}), hook.Options{Name: "x"})
+	err = c.OnAbort(hooktest.Always[hook.AbortInput](hook.AbortResult{}), hook.Options{Name: "x"})
 	if !errors.Is(err, hook.ErrDuplicateName) {
 		t.Fatalf("duplicate: %v", err)
 	}
@@ -213,17 +214,17 @@ func TestRegistrationErrors(t *testing.T) {
 
 func TestReplaceAndRemoveAndList(t *testing.T) {
 	var c hook.Chain
-	_ = c.BeforeToolCall(hook.Always[hook.ToolCallInput](hook.BeforeToolCallResult{}), hook.Options{Name: "x"})
-	_ = c.OnMessageSend(hook.Always[hook.MessageSendInput](hook.MessageSendResult{}), hook.Options{})
-	_ = c.OnMessageSend(hook.Always[hook.MessageSendInput](hook.MessageSendResult{}), hook.Options{})
+	_ = c.BeforeToolCall(hooktest.Always[hook.ToolCallInput](hook.BeforeToolCallResult{}), hook.Options{Name: "x"})
+	_ = c.OnMessageSend(hooktest.Always[hook.MessageSendInput](hook.MessageSendResult{}), hook.Options{})
+	_ = c.OnMessageSend(hooktest.Always[hook.MessageSendInput](hook.MessageSendResult{}), hook.Options{})
 	// Replace moves "x" to another hook point atomically.
-	err := c.OnAbort(hook.Always[hook.AbortInput](hook.AbortResult{}),
+	err := c.OnAbort(hooktest.Always[hook.AbortInput](hook.AbortResult{}),
 		hook.Options{Name: "x", Replace: true, Matcher: "E", Timeout: time.Second, Failure: events.FailOpen, Priority: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = c.AfterToolCall(hook.Always[hook.ToolResultInput](hook.AfterToolCallResult{}), hook.Options{Name: "after"})
-	_ = c.OnTurnEnd(hook.Always[hook.TurnEndInput](hook.TurnEndResult{}), hook.Options{Name: "end"})
+	_ = c.AfterToolCall(hooktest.Always[hook.ToolResultInput](hook.AfterToolCallResult{}), hook.Options{Name: "after"})
+	_ = c.OnTurnEnd(hooktest.Always[hook.TurnEndInput](hook.TurnEndResult{}), hook.Options{Name: "end"})
 	want := []hook.Info{
 		{Name: "on_message_send-2", Event: events.HookOnMessageSend, Failure: events.FailClosed, Seq: 2},
 		{Name: "on_message_send-3", Event: events.HookOnMessageSend, Failure: events.FailClosed, Seq: 3},
@@ -242,8 +243,8 @@ func TestReplaceAndRemoveAndList(t *testing.T) {
 	}
 	eq(t, "after remove", len(c.List()), 1)
 	// A generated name never collides with an explicit one.
-	_ = c.OnMessageSend(hook.Always[hook.MessageSendInput](hook.MessageSendResult{}), hook.Options{Name: "on_message_send-7"})
-	_ = c.OnMessageSend(hook.Always[hook.MessageSendInput](hook.MessageSendResult{}), hook.Options{Seq: 7})
+	_ = c.OnMessageSend(hooktest.Always[hook.MessageSendInput](hook.MessageSendResult{}), hook.Options{Name: "on_message_send-7"})
+	_ = c.OnMessageSend(hooktest.Always[hook.MessageSendInput](hook.MessageSendResult{}), hook.Options{Seq: 7})
 	names := map[string]bool{}
 	for _, i := range c.List() {
 		if names[i.Name] {
@@ -283,9 +284,9 @@ func TestEveryResultOnEveryHookPoint(t *testing.T) {
 		return o.Kind, o.Hook, o.Result
 	}
 	sendReg := func(c *hook.Chain, second any) {
-		_ = c.OnMessageSend(hook.Always[hook.MessageSendInput](hook.MessageSendResult{}), hook.Options{Name: "h1"})
-		_ = c.OnMessageSend(hook.Always[hook.MessageSendInput](second.(hook.MessageSendResult)), hook.Options{Name: "h2"})
-		_ = c.OnMessageSend(hook.Always[hook.MessageSendInput](hook.MessageSendResult{}), hook.Options{Name: "h3"})
+		_ = c.OnMessageSend(hooktest.Always[hook.MessageSendInput](hook.MessageSendResult{}), hook.Options{Name: "h1"})
+		_ = c.OnMessageSend(hooktest.Always[hook.MessageSendInput](second.(hook.MessageSendResult)), hook.Options{Name: "h2"})
+		_ = c.OnMessageSend(hooktest.Always[hook.MessageSendInput](hook.MessageSendResult{}), hook.Options{Name: "h3"})
 	}
 	for _, r := range []struct {
 		res  hook.MessageSendResult
@@ -303,9 +304,9 @@ func TestEveryResultOnEveryHookPoint(t *testing.T) {
 		return o.Kind, o.Hook, o.Result
 	}
 	beforeReg := func(c *hook.Chain, second any) {
-		_ = c.BeforeToolCall(hook.Always[hook.ToolCallInput](hook.BeforeToolCallResult{}), hook.Options{Name: "h1"})
-		_ = c.BeforeToolCall(hook.Always[hook.ToolCallInput](second.(hook.BeforeToolCallResult)), hook.Options{Name: "h2"})
-		_ = c.BeforeToolCall(hook.Always[hook.ToolCallInput](hook.BeforeToolCallResult{}), hook.Options{Name: "h3"})
+		_ = c.BeforeToolCall(hooktest.Always[hook.ToolCallInput](hook.BeforeToolCallResult{}), hook.Options{Name: "h1"})
+		_ = c.BeforeToolCall(hooktest.Always[hook.ToolCallInput](second.(hook.BeforeToolCallResult)), hook.Options{Name: "h2"})
+		_ = c.BeforeToolCall(hooktest.Always[hook.ToolCallInput](hook.BeforeToolCallResult{}), hook.Options{Name: "h3"})
 	}
 	for _, r := range []struct {
 		res  hook.BeforeToolCallResult
@@ -325,9 +326,9 @@ func TestEveryResultOnEveryHookPoint(t *testing.T) {
 		return o.Kind, o.Hook, o.Result
 	}
 	afterReg := func(c *hook.Chain, second any) {
-		_ = c.AfterToolCall(hook.Always[hook.ToolResultInput](hook.AfterToolCallResult{}), hook.Options{Name: "h1"})
-		_ = c.AfterToolCall(hook.Always[hook.ToolResultInput](second.(hook.AfterToolCallResult)), hook.Options{Name: "h2"})
-		_ = c.AfterToolCall(hook.Always[hook.ToolResultInput](hook.AfterToolCallResult{}), hook.Options{Name: "h3"})
+		_ = c.AfterToolCall(hooktest.Always[hook.ToolResultInput](hook.AfterToolCallResult{}), hook.Options{Name: "h1"})
+		_ = c.AfterToolCall(hooktest.Always[hook.ToolResultInput](second.(hook.AfterToolCallResult)), hook.Options{Name: "h2"})
+		_ = c.AfterToolCall(hooktest.Always[hook.ToolResultInput](hook.AfterToolCallResult{}), hook.Options{Name: "h3"})
 	}
 	for _, r := range []struct {
 		res  hook.AfterToolCallResult
@@ -345,9 +346,9 @@ func TestEveryResultOnEveryHookPoint(t *testing.T) {
 		return o.Kind, o.Hook, o.Result
 	}
 	endReg := func(c *hook.Chain, second any) {
-		_ = c.OnTurnEnd(hook.Always[hook.TurnEndInput](hook.TurnEndResult{}), hook.Options{Name: "h1"})
-		_ = c.OnTurnEnd(hook.Always[hook.TurnEndInput](second.(hook.TurnEndResult)), hook.Options{Name: "h2"})
-		_ = c.OnTurnEnd(hook.Always[hook.TurnEndInput](hook.TurnEndResult{}), hook.Options{Name: "h3"})
+		_ = c.OnTurnEnd(hooktest.Always[hook.TurnEndInput](hook.TurnEndResult{}), hook.Options{Name: "h1"})
+		_ = c.OnTurnEnd(hooktest.Always[hook.TurnEndInput](second.(hook.TurnEndResult)), hook.Options{Name: "h2"})
+		_ = c.OnTurnEnd(hooktest.Always[hook.TurnEndInput](hook.TurnEndResult{}), hook.Options{Name: "h3"})
 	}
 	for _, r := range []struct {
 		res  hook.TurnEndResult
@@ -367,7 +368,7 @@ func TestEveryResultOnEveryHookPoint(t *testing.T) {
 	}
 	abortReg := func(c *hook.Chain, second any) {
 		for _, n := range []string{"h1", "h2", "h3"} {
-			_ = c.OnAbort(hook.Always[hook.AbortInput](hook.AbortResult{}), hook.Options{Name: n})
+			_ = c.OnAbort(hooktest.Always[hook.AbortInput](hook.AbortResult{}), hook.Options{Name: n})
 		}
 	}
 	rows = append(rows, row{"on_abort", abortReg, abortRun, hook.AbortResult{}, events.HookContinue, false})
@@ -376,7 +377,7 @@ func TestEveryResultOnEveryHookPoint(t *testing.T) {
 		t.Run(r.name, func(t *testing.T) {
 			var c hook.Chain
 			r.register(&c, r.second)
-			rec := &hook.Recorder{}
+			rec := &hooktest.Recorder{}
 			kind, name, result := r.run(&c, &hook.Turn{ID: "t", Observer: rec})
 			eq(t, "kind", kind, r.wantKind)
 			if r.wantStops {
@@ -401,8 +402,8 @@ func TestEveryResultOnEveryHookPoint(t *testing.T) {
 
 func TestInvalidResultIsAFailure(t *testing.T) {
 	var c hook.Chain
-	_ = c.BeforeToolCall(hook.Always[hook.ToolCallInput](hook.BeforeToolCallResult{Action: 9}), hook.Options{Name: "weird"})
-	rec := &hook.Recorder{}
+	_ = c.BeforeToolCall(hooktest.Always[hook.ToolCallInput](hook.BeforeToolCallResult{Action: 9}), hook.Options{Name: "weird"})
+	rec := &hooktest.Recorder{}
 	out := c.RunBeforeToolCall(context.Background(), &hook.ToolCallInput{Turn: &hook.Turn{Observer: rec}, Call: events.ToolCall{ID: "c", Name: "t"}})
 	if !out.Failed || !errors.Is(out.Err, hook.ErrInvalidResult) || out.Result.Action != hook.ToolAbort || out.Hook != "weird" {
 		t.Fatalf("outcome %+v", out)
@@ -415,7 +416,7 @@ func failures(t *testing.T) map[string]hook.MessageSendFunc {
 	block := release(t)
 	boom := errors.New("boom")
 	return map[string]hook.MessageSendFunc{
-		"error": hook.Fail[hook.MessageSendInput, hook.MessageSendResult](boom),
+		"error": hooktest.Fail[hook.MessageSendInput, hook.MessageSendResult](boom),
 		"panic": func(context.Context, *hook.MessageSendInput) (hook.MessageSendResult, error) { panic("kaboom") },
 		// Ignores ctx: must be abandoned at its timeout.
 		"stuck": func(context.Context, *hook.MessageSendInput) (hook.MessageSendResult, error) {
@@ -449,7 +450,7 @@ func TestFailClosed(t *testing.T) {
 				thirdRan = true
 				return hook.MessageSendResult{}, nil
 			}), hook.Options{Name: "next"})
-			rec := &hook.Recorder{}
+			rec := &hooktest.Recorder{}
 			out := c.RunMessageSend(context.Background(), &hook.MessageSendInput{Turn: &hook.Turn{Observer: rec}})
 			if !out.Failed || out.Hook != "bad" || out.Kind != events.HookCancel || out.Result.Action != hook.MessageSendCancel {
 				t.Fatalf("outcome %+v", out)
@@ -484,7 +485,7 @@ func TestFailOpen(t *testing.T) {
 				in.Messages = append(in.Messages, events.UserText("next ran"))
 				return hook.MessageSendResult{}, nil
 			}), hook.Options{Name: "next"})
-			rec := &hook.Recorder{}
+			rec := &hooktest.Recorder{}
 			in := &hook.MessageSendInput{Turn: &hook.Turn{Observer: rec}}
 			out := c.RunMessageSend(context.Background(), in)
 			if out.Failed || out.Stopped() || out.Kind != events.HookContinue {
@@ -505,10 +506,10 @@ func TestFailClosedOnEveryHookPoint(t *testing.T) {
 	boom := errors.New("boom")
 	ctx := context.Background()
 	var c hook.Chain
-	_ = c.BeforeToolCall(hook.Fail[hook.ToolCallInput, hook.BeforeToolCallResult](boom), hook.Options{Name: "b"})
-	_ = c.AfterToolCall(hook.Fail[hook.ToolResultInput, hook.AfterToolCallResult](boom), hook.Options{Name: "a"})
-	_ = c.OnTurnEnd(hook.Fail[hook.TurnEndInput, hook.TurnEndResult](boom), hook.Options{Name: "e"})
-	rec := &hook.Recorder{}
+	_ = c.BeforeToolCall(hooktest.Fail[hook.ToolCallInput, hook.BeforeToolCallResult](boom), hook.Options{Name: "b"})
+	_ = c.AfterToolCall(hooktest.Fail[hook.ToolResultInput, hook.AfterToolCallResult](boom), hook.Options{Name: "a"})
+	_ = c.OnTurnEnd(hooktest.Fail[hook.TurnEndInput, hook.TurnEndResult](boom), hook.Options{Name: "e"})
+	rec := &hooktest.Recorder{}
 	turn := &hook.Turn{Observer: rec}
 	call := events.ToolCall{ID: "c9", Name: "t"}
 
@@ -548,7 +549,7 @@ func TestAbandonedHookCannotTouchTheTurn(t *testing.T) {
 		close(finished)
 		return hook.MessageSendResult{}, nil
 	}), hook.Options{Name: "slow", Timeout: 20 * time.Millisecond, Failure: events.FailOpen})
-	rec := &hook.Recorder{}
+	rec := &hooktest.Recorder{}
 	turn := &hook.Turn{Observer: rec, Vars: hook.Variables{"k": "v"}}
 	in := &hook.MessageSendInput{Turn: turn, Messages: []events.Message{events.UserText("original")}}
 	out := c.RunMessageSend(context.Background(), in)
@@ -673,7 +674,7 @@ func TestOnAbortRunsAllAndIgnoresCancel(t *testing.T) {
 	_ = c.OnAbort(note("c", e2), hook.Options{Name: "c"})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	rec := &hook.Recorder{}
+	rec := &hooktest.Recorder{}
 	out := c.RunAbort(ctx, &hook.AbortInput{Turn: &hook.Turn{Observer: rec}, Reason: "user cancelled"})
 	eq(t, "ran", ran, []string{"a:user cancelled", "b:user cancelled", "c:user cancelled"})
 	if !out.Failed || !errors.Is(out.Err, e1) || !errors.Is(out.Err, e2) || !errors.Is(out.Err, hook.ErrPanic) {
@@ -742,7 +743,7 @@ func TestEmit(t *testing.T) {
 	eq(t, "order", order, []string{"message notify after_tool_call [file changed: a.go second]", "decision notify"})
 
 	// Outside a hook: no hook name; nil turn and nil observer are fine.
-	rec := &hook.Recorder{}
+	rec := &hooktest.Recorder{}
 	turn := &hook.Turn{Observer: rec}
 	turn.Emit(events.AssistantText("from the worker"))
 	eq(t, "outside", rec.Messages(), []events.HookMessage{{Messages: []events.Message{events.AssistantText("from the worker")}}})
@@ -771,8 +772,8 @@ func TestNilTurnAndNilVars(t *testing.T) {
 
 func TestDecisionFields(t *testing.T) {
 	var c hook.Chain
-	_ = c.BeforeToolCall(hook.Always[hook.ToolCallInput](hook.BeforeToolCallResult{Action: hook.ToolSkip, Reason: "not allowed"}), hook.Options{Name: "deny"})
-	rec := &hook.Recorder{}
+	_ = c.BeforeToolCall(hooktest.Always[hook.ToolCallInput](hook.BeforeToolCallResult{Action: hook.ToolSkip, Reason: "not allowed"}), hook.Options{Name: "deny"})
+	rec := &hooktest.Recorder{}
 	c.RunBeforeToolCall(context.Background(), &hook.ToolCallInput{Turn: &hook.Turn{Observer: rec}, Call: events.ToolCall{ID: "call_1", Name: "rm"}})
 	ds := rec.Decisions()
 	if len(ds) != 1 || ds[0].MS < 0 {
@@ -818,7 +819,7 @@ func TestConcurrentAddRemoveWhileRunning(t *testing.T) {
 		wg.Go(func() {
 			for i := 0; ctx.Err() == nil; i++ {
 				name := fmt.Sprintf("w%d-%d", w, i%5)
-				_ = c.BeforeToolCall(hook.Always[hook.ToolCallInput](hook.BeforeToolCallResult{}), hook.Options{Name: name, Replace: true, Matcher: "t"})
+				_ = c.BeforeToolCall(hooktest.Always[hook.ToolCallInput](hook.BeforeToolCallResult{}), hook.Options{Name: name, Replace: true, Matcher: "t"})
 				c.Remove(fmt.Sprintf("w%d-%d", w, (i+2)%5))
 				_ = c.List()
 			}
@@ -827,7 +828,7 @@ func TestConcurrentAddRemoveWhileRunning(t *testing.T) {
 	var runners sync.WaitGroup
 	for r := range 3 {
 		runners.Go(func() {
-			rec := &hook.Recorder{}
+			rec := &hooktest.Recorder{}
 			turn := &hook.Turn{ID: fmt.Sprint(r), Observer: rec}
 			for range 300 {
 				out := c.RunBeforeToolCall(ctx, &hook.ToolCallInput{Turn: turn, Call: events.ToolCall{ID: "c", Name: "t"}})
@@ -860,7 +861,7 @@ func TestActionsKindsStringsAndParse(t *testing.T) {
 		[]string{"finish", "continue_with_messages", "pause", "invalid(4)"})
 	eq(t, "send string", hook.MessageSendCancel.String(), "cancel")
 
-	// Every wire result parses exactly where DESIGN.md §7 allows it.
+	// Every wire result parses exactly where docs/protocol.md §7 allows it.
 	all := []events.HookResultKind{"", events.HookContinue, events.HookCancel, events.HookSkip, events.HookAbort,
 		events.HookPause, events.HookFinish, events.HookContinueWithMessages, "bogus"}
 	parsers := map[events.HookEvent]func(events.HookResultKind) (events.HookResultKind, error){
@@ -906,7 +907,7 @@ func TestActionsKindsStringsAndParse(t *testing.T) {
 }
 
 func TestRecorderReset(t *testing.T) {
-	rec := &hook.Recorder{}
+	rec := &hooktest.Recorder{}
 	rec.HookDecision(events.HookDecision{Hook: "h"})
 	rec.HookMessage(events.HookMessage{Hook: "h"})
 	rec.Reset()
@@ -918,9 +919,9 @@ func TestRecorderReset(t *testing.T) {
 func TestReplaceKeepsPlace(t *testing.T) {
 	var c hook.Chain
 	for _, n := range []string{"a", "b", "c"} {
-		_ = c.OnMessageSend(hook.Always[hook.MessageSendInput](hook.MessageSendResult{}), hook.Options{Name: n})
+		_ = c.OnMessageSend(hooktest.Always[hook.MessageSendInput](hook.MessageSendResult{}), hook.Options{Name: n})
 	}
-	_ = c.OnMessageSend(hook.Always[hook.MessageSendInput](hook.MessageSendResult{Action: hook.MessageSendCancel}), hook.Options{Name: "b", Replace: true})
+	_ = c.OnMessageSend(hooktest.Always[hook.MessageSendInput](hook.MessageSendResult{Action: hook.MessageSendCancel}), hook.Options{Name: "b", Replace: true})
 	var got []string
 	for _, i := range c.List() {
 		got = append(got, i.Name)

@@ -1,5 +1,5 @@
 // Package hook lets code intervene in a worker's turn at five hook points
-// (hooks_design.md, with the additions of hooks.md and DESIGN.md §7): change
+// (docs/architecture.md#hooks; the wire form is docs/protocol.md §7): change
 // the context sent to the model, allow, rewrite, skip or pause tool calls,
 // format or mask tool results, check the final answer and ask the model to
 // fix it, and clean up when a turn aborts.

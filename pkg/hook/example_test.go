@@ -9,10 +9,11 @@ import (
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook"
+	"github.com/llmworker/llmworker/pkg/hook/hooktest"
 )
 
 // TimestampHook puts the current time in front of the context
-// (hooks_design.md, on_message_send). Now is injected so that the example
+// (docs/architecture.md#hooks, on_message_send). Now is injected so that the example
 // is deterministic.
 type TimestampHook struct{ Now func() time.Time }
 
@@ -40,7 +41,7 @@ func ExampleChain_OnMessageSend() {
 	// user hello
 }
 
-// ToolBlocker skips the tools it blocks (hooks_design.md, before_tool_call).
+// ToolBlocker skips the tools it blocks (docs/architecture.md#hooks, before_tool_call).
 type ToolBlocker struct{ Blocked map[string]bool }
 
 func (b ToolBlocker) Call(_ context.Context, in *hook.ToolCallInput) (hook.BeforeToolCallResult, error) {
@@ -54,7 +55,7 @@ func (b ToolBlocker) Call(_ context.Context, in *hook.ToolCallInput) (hook.Befor
 func ExampleChain_BeforeToolCall() {
 	var c hook.Chain
 	_ = c.BeforeToolCall(ToolBlocker{Blocked: map[string]bool{"delete_all": true}}, hook.Options{Name: "blocker"})
-	rec := &hook.Recorder{}
+	rec := &hooktest.Recorder{}
 	turn := &hook.Turn{ID: "t1", Observer: rec}
 	for _, call := range []events.ToolCall{
 		{ID: "c1", Name: "read_file", Input: json.RawMessage(`{"path":"a.txt"}`)},
@@ -74,7 +75,7 @@ func ExampleChain_BeforeToolCall() {
 	// blocker before_tool_call skip c2
 }
 
-// ResultFormatter prefixes successful results (hooks_design.md,
+// ResultFormatter prefixes successful results (docs/architecture.md#hooks,
 // after_tool_call).
 type ResultFormatter struct{}
 
@@ -100,7 +101,7 @@ func ExampleChain_AfterToolCall() {
 }
 
 // JsonValidator asks the model to fix an answer that is not JSON
-// (hooks_design.md, on_turn_end).
+// (docs/architecture.md#hooks, on_turn_end).
 type JsonValidator struct{}
 
 func (JsonValidator) Call(_ context.Context, in *hook.TurnEndInput) (hook.TurnEndResult, error) {
@@ -136,7 +137,7 @@ func ExampleChain_OnTurnEnd() {
 }
 
 // CountingHook counts tool calls; state shared by concurrent turns lives in
-// atomics (hooks_design.md, Send + Sync).
+// atomics (docs/architecture.md#hooks, Send + Sync).
 type CountingHook struct{ Count *atomic.Int64 }
 
 func (h CountingHook) Call(context.Context, *hook.ToolCallInput) (hook.BeforeToolCallResult, error) {
@@ -163,11 +164,11 @@ func Example_chain() {
 		in.Turn.Emit(events.AssistantText("about to run " + in.Call.Name))
 		return hook.BeforeToolCallResult{}, nil
 	}), hook.Options{Name: "audit", Matcher: "^(Execute|Shell)$"})
-	_ = c.BeforeToolCall(hook.Always[hook.ToolCallInput](hook.BeforeToolCallResult{Action: hook.ToolPause, Reason: "needs approval"}),
+	_ = c.BeforeToolCall(hooktest.Always[hook.ToolCallInput](hook.BeforeToolCallResult{Action: hook.ToolPause, Reason: "needs approval"}),
 		hook.Options{Name: "approval", Matcher: "^Shell$", Priority: 10})
-	_ = c.BeforeToolCall(hook.Always[hook.ToolCallInput](hook.BeforeToolCallResult{}), hook.Options{Name: "first", Priority: -1})
+	_ = c.BeforeToolCall(hooktest.Always[hook.ToolCallInput](hook.BeforeToolCallResult{}), hook.Options{Name: "first", Priority: -1})
 
-	rec := &hook.Recorder{}
+	rec := &hooktest.Recorder{}
 	turn := &hook.Turn{ID: "t1", Observer: rec}
 	for _, name := range []string{"Read", "Shell"} {
 		out := c.RunBeforeToolCall(context.Background(), &hook.ToolCallInput{Turn: turn, Call: events.ToolCall{ID: "id-" + name, Name: name}})

@@ -8,7 +8,7 @@ import (
 )
 
 // Hook is one hook of hook point In/Out (the Hook<E> trait of
-// hooks_design.md). Call may change the mutable fields of *in; the changes
+// docs/architecture.md#hooks). Call may change the mutable fields of *in; the changes
 // are seen by the next hook when Call returns a result that lets the chain
 // go on. ctx carries the hook's timeout: a hook doing I/O must honour it.
 type Hook[In, Out any] interface {
@@ -62,7 +62,7 @@ type Options struct {
 	// regexp.MatchString) on the tool name; "" matches everything. At
 	// before/after_tool_call it is matched against the call's name; at the
 	// other hook points against the names of the tool_use parts of the
-	// input's messages (hooks.md lets OnTurnCompleted hooks name tools),
+	// input's messages (docs/architecture.md#hooks lets OnTurnCompleted hooks name tools),
 	// so a hook with a matcher there runs only when a matching tool was
 	// used.
 	Matcher string

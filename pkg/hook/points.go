@@ -22,7 +22,7 @@ type MessageSendInput struct {
 }
 
 // ToolCallInput is the input of before_tool_call (ToolCallContext of
-// hooks_design.md).
+// docs/architecture.md#hooks).
 type ToolCallInput struct {
 	Turn *Turn
 	// Call is the model's call (mutable: rewrite or sanitize the input).
@@ -35,7 +35,7 @@ type ToolCallInput struct {
 }
 
 // ToolResultInput is the input of after_tool_call (ToolResultContext of
-// hooks_design.md).
+// docs/architecture.md#hooks).
 type ToolResultInput struct {
 	Turn *Turn
 	// Call is the call that produced the result (read-only).
@@ -149,7 +149,7 @@ type TurnEndResult struct {
 // AbortResult is the (empty) result of an on_abort hook.
 type AbortResult struct{}
 
-// Kind returns the wire name of the action (DESIGN.md §7), "" if a is not
+// Kind returns the wire name of the action (docs/protocol.md §7), "" if a is not
 // an action of this hook point.
 func (a MessageSendAction) Kind() events.HookResultKind {
 	switch a {
@@ -214,7 +214,7 @@ func kindString(k events.HookResultKind, v uint8) string {
 
 // ParseMessageSendAction maps a wire result to an action; "" is continue.
 // Results not allowed at on_message_send return an error matching
-// ErrInvalidResult. Remote hooks (DESIGN.md §7) use the Parse functions to
+// ErrInvalidResult. Remote hooks (docs/protocol.md §7) use the Parse functions to
 // turn a reply into a result.
 func ParseMessageSendAction(k events.HookResultKind) (MessageSendAction, error) {
 	switch k {

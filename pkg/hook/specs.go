@@ -72,7 +72,7 @@ var endSpec = spec[TurnEndInput, TurnEndResult]{
 	event: events.HookOnTurnEnd,
 	goOn:  events.HookFinish,
 	// on_turn_end has no abort result; fail_closed aborts the turn all the
-	// same (DESIGN.md §7: fail_closed acts as abort), signalled by Failed.
+	// same (docs/protocol.md §7: fail_closed acts as abort), signalled by Failed.
 	failKind: events.HookAbort,
 	turn:     func(in *TurnEndInput) *Turn { return in.Turn },
 	clone: func(in *TurnEndInput, v *Turn) *TurnEndInput {

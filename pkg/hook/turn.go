@@ -7,7 +7,7 @@ import (
 	"github.com/llmworker/llmworker/pkg/events"
 )
 
-// Variables is the per-turn map shared by the hooks of a turn (hooks.md
+// Variables is the per-turn map shared by the hooks of a turn (docs/architecture.md#hooks
 // HookContext.variables): what one hook sets, the hooks after it — at this
 // and at later hook points of the same turn — read.
 type Variables map[string]string

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/llmworker/llmworker/pkg/events"
-	"github.com/llmworker/llmworker/pkg/hookbridge"
 )
 
 // serve1 parses a one-hook config and calls its handler.
@@ -206,11 +205,5 @@ func TestBuiltinLimitToolCalls(t *testing.T) {
 	}
 	if vars["tool_calls:budget"] != "2" {
 		t.Errorf("vars %v", vars)
-	}
-}
-
-func TestMaskPresetUnknown(t *testing.T) {
-	if _, ok := hookbridge.MaskPreset("phones", "x"); ok {
-		t.Error("unknown preset accepted")
 	}
 }

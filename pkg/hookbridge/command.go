@@ -15,6 +15,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/hook/hooknats"
+	"github.com/llmworker/llmworker/pkg/telemetry"
 )
 
 // DefaultCommandTimeout bounds a command or HTTP hook whose registration
@@ -28,6 +30,12 @@ const (
 	maxStderr = 64 << 10
 )
 
+// CommandEnv are the variables of the bridge's environment a command hook
+// inherits: what programs need to run (PATH, HOME, locale, time zone,
+// temporary directory), nothing secret. Anything else a hook needs is set
+// in its config's env.
+var CommandEnv = []string{"PATH", "HOME", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR"}
+
 // CommandOptions configure a command hook.
 type CommandOptions struct {
 	// Argv is run directly (no shell): Argv[0] is looked up in $PATH.
@@ -36,7 +44,9 @@ type CommandOptions struct {
 	// request still reaches it only on stdin and in the environment, never
 	// inside the command line.
 	Shell string
-	// Env is added to the bridge's environment.
+	// Env is added to the command's environment, which otherwise holds
+	// only CommandEnv of the bridge's (no provider keys, no NATS
+	// credentials: a hook script is not trusted with them).
 	Env map[string]string
 	// Dir is the working directory ("" = the bridge's).
 	Dir string
@@ -46,8 +56,9 @@ type CommandOptions struct {
 // point ev, the convention of coding-agent hook scripts:
 //
 //   - the request (events.HookRequest JSON) is written to stdin; the
-//     environment also carries LLMW_HOOK_NAME, LLMW_HOOK_EVENT,
-//     LLMW_TURN_ID, LLMW_SESSION_ID, LLMW_STEP and LLMW_TOOL_NAME;
+//     environment is CommandEnv, the config's env and LLMW_HOOK_NAME,
+//     LLMW_HOOK_EVENT, LLMW_TURN_ID, LLMW_SESSION_ID, LLMW_STEP and
+//     LLMW_TOOL_NAME (the last three only when they are plain tokens);
 //   - exit code 0 with empty stdout continues (finish at on_turn_end);
 //     exit code 0 with a JSON object on stdout is the reply
 //     (events.HookResponse);
@@ -62,18 +73,23 @@ type CommandOptions struct {
 //     timeout_ms, else DefaultCommandTimeout) kills the whole process group.
 //
 // The model's text and tool input are never put on a command line.
-func Command(ev events.HookEvent, o CommandOptions) (Handler, error) {
+func Command(ev events.HookEvent, o CommandOptions) (hooknats.Handler, error) {
 	if (len(o.Argv) == 0) == (o.Shell == "") {
-		return nil, fmt.Errorf("%w: a command hook needs exactly one of argv or shell", ErrInvalidHook)
+		return nil, fmt.Errorf("%w: a command hook needs exactly one of argv or shell", hooknats.ErrInvalidHook)
 	}
 	if len(o.Argv) > 0 && o.Argv[0] == "" {
-		return nil, fmt.Errorf("%w: empty program name", ErrInvalidHook)
+		return nil, fmt.Errorf("%w: empty program name", hooknats.ErrInvalidHook)
 	}
-	env := os.Environ()
+	var env []string
+	for _, k := range CommandEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
 	for k, v := range o.Env {
 		env = append(env, k+"="+v)
 	}
-	return HandlerFunc(func(ctx context.Context, req *events.HookRequest) (*events.HookResponse, error) {
+	return hooknats.HandlerFunc(func(ctx context.Context, req *events.HookRequest) (*events.HookResponse, error) {
 		return runCommand(ctx, ev, o, env, req)
 	}), nil
 }
@@ -99,6 +115,14 @@ func runCommand(ctx context.Context, ev events.HookEvent, o CommandOptions, env 
 	cmd.WaitDelay = time.Second
 	cmd.Dir = o.Dir
 	cmd.Env = append(env, requestEnv(req)...)
+	// The trace context as the OpenTelemetry environment carrier
+	// (TRACEPARENT, TRACESTATE), for a hook that traces itself.
+	if tp, ts := telemetry.Parent(ctx); tp != "" {
+		cmd.Env = append(cmd.Env, "TRACEPARENT="+tp)
+		if ts != "" {
+			cmd.Env = append(cmd.Env, "TRACESTATE="+ts)
+		}
+	}
 	cmd.Stdin = bytes.NewReader(in)
 	stdout := &capped{max: maxStdout}
 	stderr := &capped{max: maxStderr}
@@ -138,11 +162,11 @@ func runCommand(ctx context.Context, ev events.HookEvent, o CommandOptions, env 
 func blocked(ev events.HookEvent, reason string) *events.HookResponse {
 	switch ev {
 	case events.HookBeforeToolCall:
-		return Respond(events.HookSkip, reason)
+		return hooknats.Respond(events.HookSkip, reason)
 	case events.HookOnMessageSend:
-		return Respond(events.HookCancel, reason)
+		return hooknats.Respond(events.HookCancel, reason)
 	case events.HookAfterToolCall:
-		return Respond(events.HookAbort, reason)
+		return hooknats.Respond(events.HookAbort, reason)
 	case events.HookOnTurnEnd:
 		msg := reason
 		if msg == "" {
@@ -213,7 +237,7 @@ func (c *capped) Write(p []byte) (int, error) {
 }
 
 // command parses a command: block.
-func (d *decoder) command(n *yaml.Node, path string, reg *events.HookRegistration) (Handler, error) {
+func (d *decoder) command(n *yaml.Node, path string, reg *events.HookRegistration) (hooknats.Handler, error) {
 	m, err := d.mapping(n, path, "argv", "shell", "env", "dir")
 	if err != nil {
 		return nil, err

@@ -14,12 +14,13 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/hook/hooknats"
 )
 
 // File is a parsed hook config file: the hooks in the order written, each
 // with its registration and handler ready to serve.
 type File struct {
-	Hooks []Hook
+	Hooks []hooknats.Hook
 }
 
 // LoadConfig reads and parses a config file (see ParseConfig).
@@ -315,64 +316,64 @@ func normalizeYAML(v any) any {
 var hookFields = []string{"name", "event", "matcher", "priority", "timeout", "failure", "subject", "builtin", "command", "http"}
 
 // hook parses one entry of the hooks list.
-func (d *decoder) hook(n *yaml.Node, path string) (Hook, error) {
+func (d *decoder) hook(n *yaml.Node, path string) (hooknats.Hook, error) {
 	m, err := d.mapping(n, path, hookFields...)
 	if err != nil {
-		return Hook{}, err
+		return hooknats.Hook{}, err
 	}
 	var reg events.HookRegistration
 	nameN, ok := m["name"]
 	if !ok {
-		return Hook{}, d.errAt(n, path+".name", "is required")
+		return hooknats.Hook{}, d.errAt(n, path+".name", "is required")
 	}
 	if reg.Name, err = d.str(nameN, path+".name"); err != nil {
-		return Hook{}, err
+		return hooknats.Hook{}, err
 	}
 	if !events.ValidToken(reg.Name) {
-		return Hook{}, d.errAt(nameN, path+".name", "must be one NATS subject token (no spaces, '.', '*' or '>'), got %q", reg.Name)
+		return hooknats.Hook{}, d.errAt(nameN, path+".name", "must be one NATS subject token (no spaces, '.', '*' or '>'), got %q", reg.Name)
 	}
 	if v, ok := m["event"]; ok {
 		s, err := d.str(v, path+".event")
 		if err != nil {
-			return Hook{}, err
+			return hooknats.Hook{}, err
 		}
 		reg.Event = events.HookEvent(s)
 		if !reg.Event.Valid() {
-			return Hook{}, d.errAt(v, path+".event", "must be on_message_send, before_tool_call, after_tool_call, on_turn_end or on_abort, got %q", s)
+			return hooknats.Hook{}, d.errAt(v, path+".event", "must be on_message_send, before_tool_call, after_tool_call, on_turn_end or on_abort, got %q", s)
 		}
 	}
 	if v, ok := m["matcher"]; ok {
 		re, err := d.regexp(v, path+".matcher")
 		if err != nil {
-			return Hook{}, err
+			return hooknats.Hook{}, err
 		}
 		reg.Matcher = re.String()
 	}
 	if v, ok := m["priority"]; ok {
 		if reg.Priority, err = d.integer(v, path+".priority"); err != nil {
-			return Hook{}, err
+			return hooknats.Hook{}, err
 		}
 	}
 	if v, ok := m["timeout"]; ok {
 		t, err := d.duration(v, path+".timeout")
 		if err != nil {
-			return Hook{}, err
+			return hooknats.Hook{}, err
 		}
 		reg.TimeoutMS = max(t.Milliseconds(), 1)
 	}
 	if v, ok := m["failure"]; ok {
 		s, err := d.str(v, path+".failure")
 		if err != nil {
-			return Hook{}, err
+			return hooknats.Hook{}, err
 		}
 		reg.Failure = events.FailurePolicy(s)
 		if reg.Failure != events.FailClosed && reg.Failure != events.FailOpen {
-			return Hook{}, d.errAt(v, path+".failure", "must be fail_closed or fail_open, got %q", s)
+			return hooknats.Hook{}, d.errAt(v, path+".failure", "must be fail_closed or fail_open, got %q", s)
 		}
 	}
 	if v, ok := m["subject"]; ok {
 		if reg.Subject, err = d.str(v, path+".subject"); err != nil {
-			return Hook{}, err
+			return hooknats.Hook{}, err
 		}
 	}
 
@@ -386,12 +387,12 @@ func (d *decoder) hook(n *yaml.Node, path string) (Hook, error) {
 	}
 	switch len(kinds) {
 	case 0:
-		return Hook{}, d.errAt(n, path, "needs one of builtin, command or http")
+		return hooknats.Hook{}, d.errAt(n, path, "needs one of builtin, command or http")
 	case 1:
 	default:
-		return Hook{}, d.errAt(m[kinds[1]], path+"."+kinds[1], "only one of builtin, command or http may be given (also has %s)", kinds[0])
+		return hooknats.Hook{}, d.errAt(m[kinds[1]], path+"."+kinds[1], "only one of builtin, command or http may be given (also has %s)", kinds[0])
 	}
-	var h Handler
+	var h hooknats.Handler
 	switch kinds[0] {
 	case "builtin":
 		h, err = d.builtin(m["builtin"], path+".builtin", &reg, m["event"])
@@ -401,10 +402,10 @@ func (d *decoder) hook(n *yaml.Node, path string) (Hook, error) {
 		h, err = d.http(m["http"], path+".http", &reg)
 	}
 	if err != nil {
-		return Hook{}, err
+		return hooknats.Hook{}, err
 	}
 	if reg.Event == "" {
-		return Hook{}, d.errAt(n, path+".event", "is required for %s hooks", kinds[0])
+		return hooknats.Hook{}, d.errAt(n, path+".event", "is required for %s hooks", kinds[0])
 	}
-	return Hook{Registration: reg, Handler: h}, nil
+	return hooknats.Hook{Registration: reg, Handler: h}, nil
 }

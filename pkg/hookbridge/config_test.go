@@ -8,7 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/hook/hooknats"
 	"github.com/llmworker/llmworker/pkg/hookbridge"
 )
 
@@ -95,6 +98,31 @@ func TestExampleConfig(t *testing.T) {
 	}
 }
 
+// The hooks of compose's hooks profile run in the FROM scratch image, which
+// holds no binary a command hook could run: built-in and HTTP hooks only.
+func TestComposeConfigNeedsNoBinary(t *testing.T) {
+	p := filepath.Join("..", "..", "deploy", "hooks.compose.yaml")
+	f, err := hookbridge.LoadConfig(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Hooks) == 0 {
+		t.Fatal("no hooks")
+	}
+	var raw struct {
+		Hooks []map[string]any `yaml:"hooks"`
+	}
+	b, _ := os.ReadFile(p)
+	if err := yaml.Unmarshal(b, &raw); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range raw.Hooks {
+		if _, ok := h["command"]; ok {
+			t.Errorf("hook %v is a command hook: the hookbridge image cannot run it", h["name"])
+		}
+	}
+}
+
 // schema_file is read relative to the config file, JSON or YAML.
 func TestConfigSchemaFile(t *testing.T) {
 	dir := t.TempDir()
@@ -149,7 +177,7 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add([]byte(`{"event":"after_tool_call","turn_id":"t"}`))
 	f.Add([]byte(`nope`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, err := hookbridge.DecodeRequest(nil, body)
+		req, err := hooknats.DecodeRequest(nil, body)
 		if err != nil {
 			if !errors.Is(err, events.ErrInvalid) && !errors.Is(err, events.ErrNotCloudEvent) {
 				t.Fatalf("error %v", err)

@@ -1,27 +1,15 @@
-// Package hookbridge serves hooks (DESIGN.md §7) as NATS request/reply
-// responders: a Go library for hooks written in Go, and the engine of
-// cmd/hookbridge, which hosts built-in, command and HTTP hooks from a YAML
-// config file.
-//
-// # Serving hooks from Go
-//
-// A Handler answers the events.HookRequest of one hook with an
-// events.HookResponse (nil continues). Serve, or New + Start + Stop, does
-// the rest: it subscribes each hook's subject (P.hook.<name> unless the
-// registration names one) in a queue group, so replicas share the requests;
-// decodes the request (binary or structured CloudEvent, or bare JSON);
-// calls the handler under the hook's timeout_ms; replies with a
-// llmw.hook.response CloudEvent in binary mode; and registers the hooks in
-// KV LLMW_HOOKS in the order they were added (remotehook.RegisterOrdered:
-// restarting with the same hooks writes nothing, so the order the turns see
-// stays put). A handler error, a panic, or a response that is not valid for
-// the hook's event is answered with an error reply (Nats-Service-Error
-// header), which the turn treats as a hook failure under the hook's failure
-// policy. Stop drains: no new requests, requests in flight finish.
-// Registrations stay in LLMW_HOOKS after Stop unless
-// Config.UnregisterOnStop (other replicas may still serve them).
+// Package hookbridge is the config-file host of hooks: the engine of
+// cmd/hookbridge, which serves built-in, command and HTTP hooks from a YAML
+// file over NATS (docs/protocol.md §7). The serving itself is
+// hook/hooknats' (Serve, the generic Adapt); this package turns a file
+// into hooknats.Hooks.
 //
 // # Built-in hooks
+//
+// A builtin: block decodes into the config struct of package hook/builtin
+// (its yaml names are the file's keys), which validates it; the hook is
+// the same typed hook a library user puts into an in-process chain, served
+// through hooknats.Adapt.
 //
 //	type              event             does
 //	deny_tools        before_tool_call  skip calls of tools matching pattern, with reason

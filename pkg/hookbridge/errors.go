@@ -5,30 +5,10 @@ import (
 	"fmt"
 )
 
-// Bridge errors.
+// Host failures: a command or HTTP hook that failed is answered with an
+// error reply, which the turn treats as a hook failure (the hook's failure
+// policy applies).
 var (
-	// ErrInvalidHook is returned by New and Handle for a hook without a
-	// handler, with an invalid registration or a duplicate name.
-	ErrInvalidHook = errors.New("hookbridge: invalid hook")
-
-	// ErrStarted is returned by Start when the bridge was started (or
-	// stopped) before.
-	ErrStarted = errors.New("hookbridge: already started")
-
-	// ErrStopped is returned by Handle after Stop.
-	ErrStopped = errors.New("hookbridge: stopped")
-)
-
-// Handler failures: the bridge answers them with an error reply, which the
-// turn treats as a hook failure (the hook's failure policy applies).
-var (
-	// ErrPanic: the handler panicked.
-	ErrPanic = errors.New("hookbridge: handler panicked")
-
-	// ErrInvalidResponse: the handler returned a response that is not
-	// valid for its hook's event (e.g. skip from on_message_send).
-	ErrInvalidResponse = errors.New("hookbridge: invalid response")
-
 	// ErrCommand: a command hook could not be run, exited with a code
 	// other than 0 or 2, timed out (the process group was killed) or
 	// printed something that is not a JSON response.

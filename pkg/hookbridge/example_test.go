@@ -11,12 +11,12 @@ import (
 	"github.com/llmworker/llmworker/internal/natsutil"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook"
+	"github.com/llmworker/llmworker/pkg/hook/hooknats"
 	"github.com/llmworker/llmworker/pkg/hookbridge"
-	"github.com/llmworker/llmworker/pkg/remotehook"
 )
 
 // A Go program serving a hook: a handler and a registration are all it
-// takes. The turn side (here a hook.Chain fed by remotehook.Watch, as the
+// takes. The turn side (here a hook.Chain fed by hooknats.Watch, as the
 // turn service does) calls it for every matching tool call.
 func Example() {
 	srv, _ := natsutil.StartEmbedded(natsutil.EmbeddedOptions{})
@@ -26,13 +26,13 @@ func Example() {
 	ctx := context.Background()
 
 	// The hook: no deletes outside /tmp.
-	b, _ := hookbridge.New(nc, hookbridge.Config{})
+	b, _ := hooknats.NewServer(nc, hooknats.ServerConfig{})
 	_ = b.HandleFunc(ctx, events.HookRegistration{Name: "tmp-only", Event: events.HookBeforeToolCall, Matcher: "^delete_file$"},
 		func(_ context.Context, req *events.HookRequest) (*events.HookResponse, error) {
 			var in struct{ Path string }
 			_ = json.Unmarshal(req.ToolCall.Input, &in)
 			if len(in.Path) < 5 || in.Path[:5] != "/tmp/" {
-				return hookbridge.Respond(events.HookSkip, "only files under /tmp may be deleted"), nil
+				return hooknats.Respond(events.HookSkip, "only files under /tmp may be deleted"), nil
 			}
 			return nil, nil // continue
 		})
@@ -42,7 +42,7 @@ func Example() {
 	// The turn side.
 	js, _ := jetstream.New(nc)
 	chain := &hook.Chain{}
-	w, _ := remotehook.Watch(ctx, js, chain, remotehook.WatchOptions{})
+	w, _ := hooknats.Watch(ctx, js, chain, hooknats.WatchOptions{})
 	defer w.Stop()
 
 	for _, path := range []string{"/tmp/scratch.txt", "/etc/passwd"} {

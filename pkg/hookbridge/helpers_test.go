@@ -2,6 +2,7 @@ package hookbridge_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -11,18 +12,19 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
-	"github.com/llmworker/llmworker/internal/natsutil"
+	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook"
+	"github.com/llmworker/llmworker/pkg/hook/hooknats"
 	"github.com/llmworker/llmworker/pkg/hookbridge"
-	"github.com/llmworker/llmworker/pkg/remotehook"
+	"github.com/llmworker/llmworker/pkg/natstest"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m,
-		// httptest servers' idle client connections.
-		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
-		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+		// The HTTP hooks' client keeps idle keep-alive connections to the
+		// test servers; nothing else may be left blocked in a read.
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
 	)
 }
 
@@ -35,21 +37,8 @@ type env struct {
 // creates LLMW_HOOKS itself.
 func start(t testing.TB) env {
 	t.Helper()
-	e, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Shutdown)
-	nc, err := nats.Connect(e.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return env{nc: nc, js: js}
+	s := natstest.Start(t, natstest.Options{})
+	return env{nc: s.NC, js: s.JS}
 }
 
 func ctx(t testing.TB) context.Context {
@@ -58,10 +47,10 @@ func ctx(t testing.TB) context.Context {
 	return c
 }
 
-// bridge starts a bridge for hooks and stops it at cleanup.
-func (e env) bridge(t testing.TB, hooks ...hookbridge.Hook) *hookbridge.Bridge {
+// bridge starts a hooknats server for hooks and stops it at cleanup.
+func (e env) bridge(t testing.TB, hooks ...hooknats.Hook) *hooknats.Server {
 	t.Helper()
-	b, err := hookbridge.New(e.nc, hookbridge.Config{Hooks: hooks, Provision: provisionMemory})
+	b, err := hooknats.NewServer(e.nc, hooknats.ServerConfig{Hooks: hooks})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,10 +66,10 @@ func (e env) bridge(t testing.TB, hooks ...hookbridge.Hook) *hookbridge.Bridge {
 }
 
 // chain watches the registry into a fresh chain, in sync at return.
-func (e env) chain(t testing.TB) (*hook.Chain, *remotehook.Watcher) {
+func (e env) chain(t testing.TB) (*hook.Chain, *hooknats.Watcher) {
 	t.Helper()
 	c := &hook.Chain{}
-	w, err := remotehook.Watch(ctx(t), e.js, c, remotehook.WatchOptions{})
+	w, err := hooknats.Watch(ctx(t), e.js, c, hooknats.WatchOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,4 +100,8 @@ func script(t testing.TB, name, body string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+func call(id, name, input string) events.ToolCall {
+	return events.ToolCall{ID: id, Name: name, Input: json.RawMessage(input)}
 }

@@ -14,6 +14,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/hook/hooknats"
+	"github.com/llmworker/llmworker/pkg/telemetry"
 )
 
 // maxHTTPBody bounds the reply body of an HTTP hook.
@@ -36,16 +38,16 @@ type HTTPOptions struct {
 // continue) answers; any other status, a body that is not a JSON response,
 // a transport error and a timeout (the ctx deadline: the hook's timeout_ms,
 // else DefaultCommandTimeout) are hook failures (ErrHTTP).
-func HTTP(o HTTPOptions) (Handler, error) {
+func HTTP(o HTTPOptions) (hooknats.Handler, error) {
 	u, err := url.Parse(o.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("%w: http hook url must be an http(s) URL, got %q", ErrInvalidHook, o.URL)
+		return nil, fmt.Errorf("%w: http hook url must be an http(s) URL, got %q", hooknats.ErrInvalidHook, o.URL)
 	}
 	client := o.Client
 	if client == nil {
 		client = http.DefaultClient
 	}
-	return HandlerFunc(func(ctx context.Context, req *events.HookRequest) (*events.HookResponse, error) {
+	return hooknats.HandlerFunc(func(ctx context.Context, req *events.HookRequest) (*events.HookResponse, error) {
 		if _, ok := ctx.Deadline(); !ok {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, DefaultCommandTimeout)
@@ -66,6 +68,7 @@ func HTTP(o HTTPOptions) (Handler, error) {
 		}
 		hr.Header.Set("Content-Type", events.ContentTypeJSON)
 		hr.Header.Set("Accept", events.ContentTypeJSON)
+		telemetry.InjectHTTP(ctx, hr.Header)
 		res, err := client.Do(hr)
 		if err != nil {
 			return nil, fmt.Errorf("%w: POST %s: %w", ErrHTTP, u.Redacted(), err)
@@ -102,7 +105,7 @@ func snippet(b []byte) string {
 
 // http parses an http: block. Header values may use ${VAR} for the
 // environment (secrets stay out of the file).
-func (d *decoder) http(n *yaml.Node, path string, reg *events.HookRegistration) (Handler, error) {
+func (d *decoder) http(n *yaml.Node, path string, reg *events.HookRegistration) (hooknats.Handler, error) {
 	m, err := d.mapping(n, path, "url", "headers")
 	if err != nil {
 		return nil, err

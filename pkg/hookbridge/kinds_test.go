@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,8 +18,9 @@ import (
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook"
+	"github.com/llmworker/llmworker/pkg/hook/hooknats"
+	"github.com/llmworker/llmworker/pkg/hook/hooktest"
 	"github.com/llmworker/llmworker/pkg/hookbridge"
-	"github.com/llmworker/llmworker/pkg/remotehook"
 )
 
 // Command hooks end to end: config → bridge → registry → chain.
@@ -112,7 +114,7 @@ hooks:
 
 	for _, name := range []string{"fails", "notjson"} {
 		out := c.RunAfterToolCall(ctx(t), &hook.ToolResultInput{Turn: tn, Call: call("c3", name, `{}`), Result: events.ToolResult{ToolUseID: "c3"}})
-		if !out.Failed || !errors.Is(out.Err, remotehook.ErrResponder) {
+		if !out.Failed || !errors.Is(out.Err, hooknats.ErrResponder) {
 			t.Errorf("%s: %+v", name, out)
 		}
 	}
@@ -164,6 +166,51 @@ func TestCommandHookNeverInterpolatesInput(t *testing.T) {
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("tool input was executed by a shell")
+	}
+}
+
+// A command hook's environment is minimal: no provider keys, no NATS
+// credentials, nothing of the bridge's environment but CommandEnv, plus the
+// hook's own env and the request's LLMW_* variables.
+func TestCommandHookEnvironmentIsMinimal(t *testing.T) {
+	for k, v := range map[string]string{"OPENAI_API_KEY": "sk-secret", "ANTHROPIC_API_KEY": "sk-ant", "NATS_CREDS": "/etc/creds", "NATS_URL": "nats://x", "LLMW_SECRET": "s", "PATH": os.Getenv("PATH")} {
+		t.Setenv(k, v)
+	}
+	out := filepath.Join(t.TempDir(), "env")
+	h, err := hookbridge.Command(events.HookBeforeToolCall, hookbridge.CommandOptions{
+		Argv: []string{"/bin/sh", "-c", "env > " + out},
+		Env:  map[string]string{"MY_SETTING": "on"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &events.HookRequest{Hook: "h", Event: events.HookBeforeToolCall, TurnID: "t1", ToolCall: &events.ToolCall{ID: "c", Name: "x", Input: json.RawMessage(`{}`)}}
+	if _, err := h.ServeHook(ctx(t), req); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		k, _, _ := strings.Cut(line, "=")
+		got[k] = true
+	}
+	for _, secret := range []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "NATS_CREDS", "NATS_URL", "LLMW_SECRET"} {
+		if got[secret] {
+			t.Errorf("%s reached the command hook", secret)
+		}
+	}
+	for _, want := range []string{"PATH", "MY_SETTING", "LLMW_HOOK_NAME", "LLMW_TURN_ID", "LLMW_TOOL_NAME"} {
+		if !got[want] {
+			t.Errorf("%s missing from the command hook's environment: %v", want, got)
+		}
+	}
+	for k := range got {
+		if !slices.Contains(hookbridge.CommandEnv, k) && k != "MY_SETTING" && !strings.HasPrefix(k, "LLMW_") && k != "PWD" && k != "SHLVL" && k != "_" {
+			t.Errorf("unexpected variable %s in the command hook's environment", k)
+		}
 	}
 }
 
@@ -230,7 +277,7 @@ hooks:
 	}
 	e.bridge(t, f.Hooks...)
 	c, _ := e.chain(t)
-	rec := &hook.Recorder{}
+	rec := &hooktest.Recorder{}
 	tn := &hook.Turn{ID: "t1", Observer: rec}
 	in := &hook.ToolResultInput{Turn: tn, Call: call("c1", "read", `{}`), Result: events.ToolResult{ToolUseID: "c1", Content: "password: hunter2"}}
 	if out := c.RunAfterToolCall(ctx(t), in); out.Stopped() || in.Result.Content != "password: ***" {

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/llmworker/llmworker/pkg/events"
-	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/llm/llmtest"
 	"github.com/llmworker/llmworker/pkg/tool"
 	"github.com/llmworker/llmworker/pkg/worker"
 )
@@ -63,11 +63,11 @@ hooks:
 	e.bridge(t, config(t, yml).Hooks...)
 	chain, _ := e.chain(t)
 	echo := &echoTool{}
-	model := llm.NewScripted(
-		llm.ToolStep(llm.ToolCallSpec{ID: "c1", Name: "shell", Input: `{"cmd":"rm -rf /"}`},
-			llm.ToolCallSpec{ID: "c2", Name: "echo", Input: `{"debug":true,"text":"hi"}`}),
-		llm.TextStep("here you go"),
-		llm.TextStep(`{"answer":"done"}`),
+	model := llmtest.NewScripted(
+		llmtest.ToolStep(llmtest.ToolCallSpec{ID: "c1", Name: "shell", Input: `{"cmd":"rm -rf /"}`},
+			llmtest.ToolCallSpec{ID: "c2", Name: "echo", Input: `{"debug":true,"text":"hi"}`}),
+		llmtest.TextStep("here you go"),
+		llmtest.TextStep(`{"answer":"done"}`),
 	)
 	w, err := worker.New(worker.Config{Provider: model, Tools: []tool.Tool{echo.tool(t, "echo"), echo.tool(t, "shell")}, Hooks: chain})
 	if err != nil {
@@ -117,8 +117,8 @@ func TestLoopingContinueStopsAtBound(t *testing.T) {
 	e := start(t)
 	e.bridge(t, config(t, "hooks:\n  - name: json\n    builtin: {type: validate_json}\n").Hooks...)
 	chain, _ := e.chain(t)
-	model := llm.NewScripted()
-	model.SetFallback(llm.TextStep("still not JSON"))
+	model := llmtest.NewScripted()
+	model.SetFallback(llmtest.TextStep("still not JSON"))
 	w, err := worker.New(worker.Config{Provider: model, Hooks: chain, MaxTurnEndRetries: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +153,7 @@ func TestApprovalPauseAndResume(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			echo := &echoTool{}
-			model := llm.NewScripted(llm.ToolStep(llm.ToolCallSpec{ID: "w1", Name: "write", Input: `{"path":"a.txt"}`}), llm.TextStep("ok"))
+			model := llmtest.NewScripted(llmtest.ToolStep(llmtest.ToolCallSpec{ID: "w1", Name: "write", Input: `{"path":"a.txt"}`}), llmtest.TextStep("ok"))
 			w, err := worker.New(worker.Config{Provider: model, Tools: []tool.Tool{echo.tool(t, "write")}, Hooks: chain})
 			if err != nil {
 				t.Fatal(err)

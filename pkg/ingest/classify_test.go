@@ -96,3 +96,13 @@ func TestUnknownModelFromRealAdapter(t *testing.T) {
 		t.Fatalf("stream too short: %v", got)
 	}
 }
+
+func TestAllowModels(t *testing.T) {
+	f := ingest.AllowModels(ingest.Static(&fake{}), "a", "b")
+	if p, err := f("b"); err != nil || p == nil {
+		t.Errorf("allowed model: %v", err)
+	}
+	if _, err := f("c"); !errors.Is(err, ingest.ErrUnknownModel) {
+		t.Errorf("other model: %v", err)
+	}
+}

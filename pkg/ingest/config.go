@@ -7,18 +7,19 @@ import (
 	"strings"
 	"time"
 
+	"github.com/llmworker/llmworker/internal/version"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/llm"
 )
 
-// ServiceName is the name of the micro service (DESIGN.md §3).
+// ServiceName is the name of the micro service (docs/protocol.md §3).
 const ServiceName = "llmw-ingest"
 
 // EndpointName is the name of the completion endpoint.
 const EndpointName = "complete"
 
-// Version is the micro service version.
-const Version = "0.1.0"
+// Version is the micro service version: llmworker's (internal/version).
+var Version = version.String()
 
 // DefaultIdleTimeout bounds a provider that stops sending: with no event for
 // this long the stream ends failed with an idle_timeout error.

@@ -1,4 +1,4 @@
-// Package ingest is the llmw-ingest service of DESIGN.md §3: it takes
+// Package ingest is the llmw-ingest service of docs/protocol.md §3: it takes
 // completion requests over NATS, runs them against LLM providers (anything
 // implementing llm.Provider, normally the adapters of pkg/provider) and
 // publishes each provider stream as CloudEvents.
@@ -22,8 +22,10 @@
 // (to every replica; only the one running the stream acts) cancels the
 // provider call: the stream ends with block aborts and status cancelled.
 //
-// Every stream is passed through llm.Normalize with Config.IdleTimeout, so
-// what is published is well-formed whatever the provider does: status
+// Every stream is normalized once (llm.Normalize with Config.IdleTimeout;
+// the built-in adapters' streams are normalized already, with
+// provider.Config.IdleTimeout, and pass through), so what is published is
+// well-formed whatever the provider does: status
 // started first, every block started and then stopped or aborted, exactly
 // one terminal status last. A provider that fails mid-stream, goes silent or
 // panics gives a failed stream with an error event, never a hang and never a
@@ -48,11 +50,26 @@
 // # Providers
 //
 // Config.Providers maps the provider prefix of the model ("openai" of
-// "openai:gpt-4o") to a Factory. DefaultFactories wires the built-in
-// adapters: "openai" (Chat Completions and compatible servers),
-// "openai-responses", "anthropic" and "gemini", configured from the SDKs'
-// environment variables; Builtin overrides that configuration, Static serves
+// "openai:gpt-4o") to a Factory; the caller supplies them, so that this
+// package links no provider SDK. pkg/provider's Default and Builtin wire
+// the built-in adapters ("openai" for Chat Completions and compatible
+// servers, "openai-responses", "anthropic" and "gemini"); Static serves
 // every model with one Provider and AllowModels refuses models not listed.
+// A provider's refusal is read through llm.ClassifyError (llm.ProviderError
+// or an error with an HTTPStatus method), which every adapter implements.
+//
+// # Client
+//
+// Client is the requesting side of the same protocol, an llm.Provider over
+// NATS: it subscribes to P.llm.stream.<request_id> first, then requests
+// P.llm.complete; an error reply is the same *Error the service sends
+// (DecodeReply), so the kind survives the hop. The stream is read from a
+// buffered channel subscription, so the NATS dispatcher never blocks; a
+// lost or repeated seq (CodeStreamGap), an idle stream (CodeIdleTimeout) or
+// an undecodable event (CodeInvalidEvent) end the stream well-formed: open
+// blocks aborted, an error event, status failed. Cancelling the context
+// publishes P.llm.cancel.<request_id> and ends the stream with status
+// cancelled.
 //
 // # Lifecycle
 //

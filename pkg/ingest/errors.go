@@ -3,6 +3,8 @@ package ingest
 import (
 	"errors"
 	"strconv"
+
+	"github.com/llmworker/llmworker/pkg/llm"
 )
 
 // Sentinels. The request errors (ErrInvalidRequest … ErrShuttingDown) are
@@ -91,6 +93,19 @@ var (
 	ErrNoReply = errors.New("ingest: not a completion reply")
 )
 
+// Errors of the client side (Client).
+var (
+	// ErrNoIngest is returned by Client.Stream when nobody serves
+	// P.llm.complete (no ingest running) or the reply did not arrive within
+	// ClientOptions.RequestTimeout.
+	ErrNoIngest = errors.New("ingest: no ingest reply")
+
+	// ErrBadReply is returned by Client.Stream when ingest's reply cannot
+	// be decoded or names another stream subject than the one the client
+	// subscribed to.
+	ErrBadReply = errors.New("ingest: invalid ingest reply")
+)
+
 // HeaderErrorKind is the header of an error reply that names the kind of
 // error (invalid_request, unknown_model, ...), so that clients can tell
 // errors with the same code apart.
@@ -131,8 +146,8 @@ var kinds = []struct {
 	{KindUnavailable, 502, ErrProviderUnavailable},
 }
 
-// Error is a refused completion request: what ingest replies and what
-// DecodeReply returns. It matches (errors.Is) the sentinel of its Kind.
+// Error is a refused completion request: what ingest replies, and what
+// DecodeReply and Client.Stream return. It matches (errors.Is) the sentinel of its Kind.
 type Error struct {
 	Kind Kind `json:"code"`
 	// Code is the Nats-Service-Error-Code (HTTP-like: 400, 401, 404, ...).
@@ -144,6 +159,12 @@ type Error struct {
 
 	cause error
 }
+
+// ErrorKind returns the kind as an llm.ErrorKind (llm.KindNamer), so that
+// the worker reports it as the failed turn's code.
+func (e *Error) ErrorKind() llm.ErrorKind { return llm.ErrorKind(e.Kind) }
+
+var _ llm.KindNamer = (*Error)(nil)
 
 func (e *Error) Error() string {
 	return "ingest: " + strconv.Itoa(e.Code) + " " + string(e.Kind) + ": " + e.Message

@@ -13,10 +13,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/goleak"
 
-	"github.com/llmworker/llmworker/internal/natsutil"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/ingest"
 	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/natstest"
 )
 
 // The genai SDK's dependencies start an opencensus worker in an init
@@ -30,12 +30,7 @@ const waitFor = 10 * time.Second
 // startNATS starts an embedded server for one test.
 func startNATS(t testing.TB) string {
 	t.Helper()
-	e, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Shutdown)
-	return e.URL()
+	return natstest.Start(t, natstest.Options{}).URL()
 }
 
 func connect(t testing.TB, url string) *nats.Conn {
@@ -292,18 +287,6 @@ func complete(t testing.TB, nc *nats.Conn, id, model string) events.CompletionRe
 		t.Fatalf("reply: %v", err)
 	}
 	return rep
-}
-
-// poll calls f until it returns true or the deadline passes.
-func poll(t testing.TB, what string, f func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for !f() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 func jsonEq(a, b []byte) bool {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/telemetry"
 )
 
 type state uint8
@@ -85,7 +86,7 @@ func New(nc *nats.Conn, cfg Config) (*Service, error) {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
-	s.log = s.log.With("service", ServiceName, "instance", cfg.Instance)
+	s.log = s.log.With("instance", cfg.Instance)
 	switch {
 	case s.idle == 0:
 		s.idle = DefaultIdleTimeout
@@ -287,6 +288,12 @@ func invalid(prefix string, err error) *Error {
 	return e
 }
 
+// isKind reports whether err is a provider error of kind k.
+func isKind(err error, k llm.ErrorKind) bool {
+	var pe llm.ProviderError
+	return errors.As(err, &pe) && pe.Kind() == k
+}
+
 // resolve finds the provider of a request.
 func (s *Service) resolve(r *request) (llm.Provider, *Error) {
 	f, ok := s.cfg.Providers[r.provider]
@@ -302,7 +309,7 @@ func (s *Service) resolve(r *request) (llm.Provider, *Error) {
 	switch {
 	case errors.Is(err, ErrUnknownModel):
 		return nil, newError(KindUnknownModel, fmt.Sprintf("provider %s: %v", r.provider, err), err)
-	case errors.Is(err, ErrMissingAPIKey):
+	case errors.Is(err, ErrMissingAPIKey) || isKind(err, llm.KindMissingAPIKey):
 		return nil, newError(KindMissingAPIKey, fmt.Sprintf("provider %s: %v", r.provider, err), err)
 	case err != nil:
 		return nil, newError(KindProviderSetup, fmt.Sprintf("provider %s: %v", r.provider, err), err)
@@ -401,6 +408,8 @@ func oneLine(m string) string { return strings.NewReplacer("\r", " ", "\n", " ")
 func (s *Service) run(ctx context.Context, st *stream, p llm.Provider, r *request, replyTo string) {
 	start := time.Now()
 	defer s.wg.Done()
+	ctx, span := s.startSpan(ctx, st, r)
+	defer span.End()
 	defer func() {
 		s.mu.Lock()
 		delete(s.streams, st.id)
@@ -413,7 +422,9 @@ func (s *Service) run(ctx context.Context, st *stream, p llm.Provider, r *reques
 	// reply the requester can act on, not a stream that fails at once.
 	ps, err := s.open(ctx, p, &r.req)
 	if err != nil {
-		s.refuseLate(replyTo, r, classifyOpenError(r, err))
+		e := classifyOpenError(r, err)
+		telemetry.Fail(span, string(e.Kind), err)
+		s.refuseLate(replyTo, r, e)
 		return
 	}
 	subject := s.subj.LLMStream(st.id)
@@ -435,7 +446,9 @@ func (s *Service) run(ctx context.Context, st *stream, p llm.Provider, r *reques
 	}
 	pub := newPublisher(s.nc, subject, tmpl, s.cfg.Structured)
 
-	ns := llm.Normalize(ctx, &safeStream{s: ps}, llm.NormalizeOptions{IdleTimeout: s.idle})
+	// One normalization where the stream is consumed: a no-op for the
+	// built-in adapters, whose streams are normalized already.
+	ns := llm.Normalize(ctx, ps, llm.NormalizeOptions{IdleTimeout: s.idle})
 
 	outcome := ""
 	var errCode, errMsg string
@@ -467,52 +480,17 @@ func (s *Service) run(ctx context.Context, st *stream, p llm.Provider, r *reques
 	if errCode != "" || errMsg != "" {
 		attrs = append(attrs, "error_code", errCode, "error", errMsg)
 	}
+	endSpan(span, outcome, errCode, errMsg, pubErr, ns.Err())
 	switch {
 	case pubErr != nil:
-		s.log.Error("stream publish failed", append(attrs, "err", pubErr)...)
+		s.log.ErrorContext(ctx, "stream publish failed", append(attrs, "err", pubErr)...)
 	case ns.Err() != nil:
-		s.log.Error("stream ended", append(attrs, "err", ns.Err())...)
+		s.log.ErrorContext(ctx, "stream ended", append(attrs, "err", ns.Err())...)
 	case outcome == string(events.StatusFailed):
-		s.log.Warn("stream ended", attrs...)
+		s.log.WarnContext(ctx, "stream ended", attrs...)
 	default:
-		s.log.Info("stream ended", attrs...)
+		s.log.InfoContext(ctx, "stream ended", attrs...)
 	}
-}
-
-// safeStream turns a panic of a provider stream into a stream error.
-type safeStream struct {
-	s   llm.Stream
-	err error
-}
-
-func (p *safeStream) Next() (ok bool) {
-	if p.err != nil {
-		return false
-	}
-	defer func() {
-		if v := recover(); v != nil {
-			p.err, ok = fmt.Errorf("ingest: provider stream panicked: %v", v), false
-		}
-	}()
-	return p.s.Next()
-}
-
-func (p *safeStream) Current() events.Event { return p.s.Current() }
-
-func (p *safeStream) Err() error {
-	if p.err != nil {
-		return p.err
-	}
-	return p.s.Err()
-}
-
-func (p *safeStream) Close() (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = fmt.Errorf("ingest: provider stream panicked on close: %v", v)
-		}
-	}()
-	return p.s.Close()
 }
 
 // open calls the provider, turning a panic into an error: one bad adapter

@@ -16,6 +16,7 @@ import (
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/ingest"
 	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/natstest"
 )
 
 func i64(v int64) *int64 { return &v }
@@ -81,7 +82,7 @@ func TestCompleteStreamsCloudEvents(t *testing.T) {
 		if reply == nil {
 			t.Fatalf("stream event %s arrived before the reply", m.Header.Get("ce-type"))
 		}
-		// Binary content mode, attribute by attribute (DESIGN.md §2).
+		// Binary content mode, attribute by attribute (docs/protocol.md §1).
 		seq := len(got) + 1
 		want := map[string]string{
 			"ce-specversion": "1.0",
@@ -334,7 +335,7 @@ func TestCancelMidStream(t *testing.T) {
 	if f.lastCtx().Err() == nil {
 		t.Error("the provider call's context was not cancelled")
 	}
-	poll(t, "stream to be forgotten", func() bool { return len(svc.Running()) == 0 })
+	natstest.Eventually(t, "stream to be forgotten", func() bool { return len(svc.Running()) == 0 })
 	// A cancel for an unknown stream is ignored.
 	if err := nc.Publish("llmw.llm.cancel.nope", nil); err != nil {
 		t.Fatal(err)
@@ -416,7 +417,7 @@ func TestStopDrainsInFlightStream(t *testing.T) {
 	late := 0
 	// Once draining, new requests are not taken: either no responder is
 	// left (the endpoint is gone) or this instance refuses with 503.
-	poll(t, "the endpoint to stop taking requests", func() bool {
+	natstest.Eventually(t, "the endpoint to stop taking requests", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		late++
@@ -432,7 +433,7 @@ func TestStopDrainsInFlightStream(t *testing.T) {
 		t.Fatalf("Stop returned (%v) while a stream was in flight", err)
 	default:
 	}
-	poll(t, "only the in-flight stream to be running", func() bool {
+	natstest.Eventually(t, "only the in-flight stream to be running", func() bool {
 		return reflect.DeepEqual(s.Running(), []string{"d1"})
 	})
 

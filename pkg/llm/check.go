@@ -8,7 +8,7 @@ import (
 	"github.com/llmworker/llmworker/pkg/events"
 )
 
-// CheckWellFormed checks the invariants of a provider stream of DESIGN.md
+// CheckWellFormed checks the invariants of a provider stream of docs/protocol.md
 // §3, which Normalize guarantees:
 //
 //   - the first event is status started and no other status is started;

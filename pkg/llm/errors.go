@@ -4,14 +4,9 @@ import "errors"
 
 var (
 	// ErrMalformedStream is matched by every error of CheckWellFormed: the
-	// event sequence breaks an invariant of DESIGN.md §3. The message names
+	// event sequence breaks an invariant of docs/protocol.md §3. The message names
 	// the event (by position) and the invariant.
 	ErrMalformedStream = errors.New("llm: malformed stream")
-
-	// ErrScriptExhausted is returned by Scripted.Stream when it is called
-	// more often than it has steps: the code under test made more model
-	// calls than the test expected.
-	ErrScriptExhausted = errors.New("llm: scripted provider has no more steps")
 
 	// ErrStreamClosed is the Err of a SliceStream or Scripted stream that
 	// was closed before it ended.
@@ -22,6 +17,11 @@ var (
 	// Provider that returned (nil, nil): a broken provider fails the model
 	// call instead of crashing the process.
 	ErrNilStream = errors.New("llm: provider returned a nil stream")
+
+	// ErrSourcePanic is the cause Normalize reports (as a stream_error
+	// event followed by status failed) when the source stream panicked in
+	// Next or Close.
+	ErrSourcePanic = errors.New("llm: provider stream panicked")
 )
 
 // Codes of the error events Normalize synthesizes.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/llm/llmtest"
 )
 
 // A stream in the style of OpenAI Chat Completions: deltas only, no status,
@@ -34,7 +35,7 @@ func ExampleNormalize() {
 }
 
 func ExampleNormalize_streamError() {
-	p := llm.NewScripted(llm.FailMidStep(errors.New("connection reset"), "Hel"))
+	p := llmtest.NewScripted(llmtest.FailMidStep(errors.New("connection reset"), "Hel"))
 	raw, _ := p.Stream(context.Background(), &llm.Request{})
 	evs, _ := llm.Collect(llm.Normalize(context.Background(), raw, llm.NormalizeOptions{}))
 	for _, ev := range evs[3:] {
@@ -50,12 +51,12 @@ func ExampleNormalize_streamError() {
 }
 
 func ExampleScripted() {
-	p := llm.NewScripted(
-		llm.ToolStep(
-			llm.ToolCallSpec{ID: "call_1", Name: "get_weather", Input: `{"city":"Tokyo"}`},
-			llm.ToolCallSpec{ID: "call_2", Name: "get_time", Input: `{"tz":"JST"}`},
+	p := llmtest.NewScripted(
+		llmtest.ToolStep(
+			llmtest.ToolCallSpec{ID: "call_1", Name: "get_weather", Input: `{"city":"Tokyo"}`},
+			llmtest.ToolCallSpec{ID: "call_2", Name: "get_time", Input: `{"tz":"JST"}`},
 		),
-		llm.TextStep("Sunny, ", "and 9 pm."),
+		llmtest.TextStep("Sunny, ", "and 9 pm."),
 	)
 	for _, q := range []string{"weather?", "(tool results)"} {
 		s, err := p.Stream(context.Background(), &llm.Request{Messages: []events.Message{events.UserText(q)}})
@@ -78,7 +79,7 @@ func ExampleScripted() {
 	}
 	fmt.Println(len(p.Requests()), "requests; first asked:", p.Requests()[0].Messages[0].Text())
 	_, err := p.Stream(context.Background(), &llm.Request{})
-	fmt.Println(errors.Is(err, llm.ErrScriptExhausted))
+	fmt.Println(errors.Is(err, llmtest.ErrScriptExhausted))
 	// Output:
 	// call call_1 get_weather
 	// call call_2 get_time

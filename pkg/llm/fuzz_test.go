@@ -7,6 +7,7 @@ import (
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/llm/llmtest"
 )
 
 // rawFromBytes turns fuzz bytes into an arbitrary raw provider stream: two
@@ -69,7 +70,7 @@ func FuzzNormalize(f *testing.F) {
 		raw := rawFromBytes(data)
 		var src llm.Stream = llm.SliceStream(raw...)
 		if fail {
-			src = llm.NewScripted(llm.Script{Events: raw, StreamErr: errors.New("broken")}).MustStream(t)
+			src = llmtest.NewScripted(llmtest.Script{Events: raw, StreamErr: errors.New("broken")}).MustStream(t)
 		}
 		// Odd lengths take the goroutine path (cancellable ctx).
 		ctx := context.Background()

@@ -6,7 +6,7 @@ import (
 	"github.com/llmworker/llmworker/pkg/events"
 )
 
-// Request is a completion request (DESIGN.md §3).
+// Request is a completion request (docs/protocol.md §3).
 type Request = events.CompletionRequest
 
 // Provider opens model streams.
@@ -40,4 +40,14 @@ type Stream interface {
 	// Close releases the stream; it is safe to call more than once and
 	// after the stream ended.
 	Close() error
+}
+
+// WellFormed is implemented by streams that are well-formed by
+// construction (see Normalize): the streams Normalize returns, and a
+// client's stream of events that a producer normalized before sending
+// them (ingest's Client). Normalize returns such a stream unchanged, so
+// that a stream is normalized once however many hops it takes.
+type WellFormed interface {
+	Stream
+	WellFormed()
 }

@@ -24,7 +24,7 @@ type NormalizeOptions struct {
 const UnnamedTool = "_unnamed"
 
 // Normalize wraps any stream so that what it yields is well-formed by
-// DESIGN.md §3 (CheckWellFormed holds), whatever the source does:
+// docs/protocol.md §3 (CheckWellFormed holds), whatever the source does:
 //
 //   - The first event is status started (synthesized when the source sends
 //     none; later started statuses are dropped).
@@ -51,11 +51,23 @@ const UnnamedTool = "_unnamed"
 // status, when Normalize closes the source itself). Sources must therefore
 // let Close unblock a pending Next, as SDK streams over HTTP bodies do.
 //
+// A panic in the source's Next or Close is a source error like any other
+// (error {code: "stream_error"}, status failed): a broken provider fails
+// its model call, not the process.
+//
+// A stream that is already well-formed (it implements WellFormed, as
+// Normalize's own streams and ingest's client do) is returned unchanged,
+// with its own idle and cancel handling: a stream is normalized once, where
+// it is first consumed, however many hops it takes.
+//
 // Err of the normalized stream is always nil: failures are events. Next and
 // Current must be called from one goroutine; Close may be called from any
 // goroutine, concurrently with Next, and more than once. Close waits until
 // the source is no longer read.
 func Normalize(ctx context.Context, s Stream, o NormalizeOptions) Stream {
+	if _, ok := s.(WellFormed); ok {
+		return s // normalized once already: no second goroutine or buffer
+	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -106,9 +118,47 @@ type normStream struct {
 	doneOnce  sync.Once
 	closeOnce sync.Once
 	closeErr  error
+	// panicErr is set when the source panicked; only the goroutine that
+	// reads the source (the consumer, or the pump) touches it.
+	panicErr error
 }
 
-var _ Stream = (*normStream)(nil)
+var (
+	_ Stream     = (*normStream)(nil)
+	_ WellFormed = (*normStream)(nil)
+)
+
+// WellFormed marks the stream as normalized.
+func (s *normStream) WellFormed() {}
+
+// srcNext is src.Next with a panic turned into the source's error.
+func (s *normStream) srcNext() (ok bool) {
+	if s.panicErr != nil {
+		return false
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			s.panicErr, ok = fmt.Errorf("%w: %v", ErrSourcePanic, v), false
+		}
+	}()
+	return s.src.Next()
+}
+
+func (s *normStream) srcErr() error {
+	if s.panicErr != nil {
+		return s.panicErr
+	}
+	return s.src.Err()
+}
+
+func (s *normStream) srcClose() (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("%w on close: %v", ErrSourcePanic, v)
+		}
+	}()
+	return s.src.Close()
+}
 
 func (s *normStream) Next() bool {
 	for {
@@ -139,10 +189,10 @@ func (s *normStream) pull() {
 		return
 	}
 	if s.items == nil {
-		if s.src.Next() {
+		if s.srcNext() {
 			s.n.feed(s.src.Current())
 		} else {
-			s.sourceEnded(s.src.Err())
+			s.sourceEnded(s.srcErr())
 		}
 		return
 	}
@@ -217,7 +267,7 @@ func (s *normStream) sourceEnded(err error) {
 // ends or the consumer is done.
 func (s *normStream) pump() {
 	defer close(s.pumpDone)
-	for s.src.Next() {
+	for s.srcNext() {
 		select {
 		case s.items <- item{ev: s.src.Current()}:
 		case <-s.done:
@@ -225,7 +275,7 @@ func (s *normStream) pump() {
 		}
 	}
 	select {
-	case s.items <- item{end: true, err: s.src.Err()}:
+	case s.items <- item{end: true, err: s.srcErr()}:
 	case <-s.done:
 	}
 }
@@ -233,7 +283,7 @@ func (s *normStream) pump() {
 // release stops the pump and closes the source, without waiting.
 func (s *normStream) release() {
 	s.doneOnce.Do(func() { close(s.done) })
-	s.closeOnce.Do(func() { s.closeErr = s.src.Close() })
+	s.closeOnce.Do(func() { s.closeErr = s.srcClose() })
 }
 
 func (s *normStream) Current() events.Event { return s.cur }
@@ -261,3 +311,16 @@ func (f *failedStream) Next() bool            { return false }
 func (f *failedStream) Current() events.Event { return nil }
 func (f *failedStream) Err() error            { return f.err }
 func (f *failedStream) Close() error          { return nil }
+
+// Limit applies the rule of every duration setting of llmworker: zero
+// means def, a negative value means no limit (0 is returned), anything
+// else is itself.
+func Limit(d, def time.Duration) time.Duration {
+	switch {
+	case d < 0:
+		return 0
+	case d == 0:
+		return def
+	}
+	return d
+}

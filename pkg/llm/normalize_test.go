@@ -12,6 +12,7 @@ import (
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/llm/llmtest"
 )
 
 // normalizeBoth runs raw through Normalize inline (no cancellable ctx, no
@@ -21,7 +22,7 @@ func normalizeBoth(t *testing.T, raw []events.Event, srcErr error) []string {
 	t.Helper()
 	src := func() llm.Stream {
 		if srcErr != nil {
-			return llm.NewScripted(llm.Script{Events: raw, StreamErr: srcErr}).MustStream(t)
+			return llmtest.NewScripted(llmtest.Script{Events: raw, StreamErr: srcErr}).MustStream(t)
 		}
 		return llm.SliceStream(raw...)
 	}
@@ -48,7 +49,7 @@ func normalizeBoth(t *testing.T, raw []events.Event, srcErr error) []string {
 }
 
 func TestNormalizeKeepsAWellFormedStream(t *testing.T) {
-	raw := llm.ThinkingStep("hmm", "sig", "Hel", "lo").WithUsage(3, 4).Events
+	raw := llmtest.ThinkingStep("hmm", "sig", "Hel", "lo").WithUsage(3, 4).Events
 	got := normalizeBoth(t, raw, nil)
 	wantShown(t, got,
 		"status started",
@@ -227,7 +228,7 @@ func TestNormalizeRepairs(t *testing.T) {
 func TestNormalizeCancelMidStream(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	p := llm.NewScripted(llm.BlockingStep("Hel", "lo"))
+	p := llmtest.NewScripted(llmtest.BlockingStep("Hel", "lo"))
 	raw, err := p.Stream(ctx, &llm.Request{})
 	if err != nil {
 		t.Fatal(err)
@@ -257,7 +258,7 @@ func TestNormalizeCancelMidStream(t *testing.T) {
 func TestNormalizeCancelledBeforeFirstEvent(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	evs, err := llm.Collect(llm.Normalize(ctx, llm.SliceStream(llm.TextStep("x").Events...), llm.NormalizeOptions{}))
+	evs, err := llm.Collect(llm.Normalize(ctx, llm.SliceStream(llmtest.TextStep("x").Events...), llm.NormalizeOptions{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +268,7 @@ func TestNormalizeCancelledBeforeFirstEvent(t *testing.T) {
 func TestNormalizeIdleTimeout(t *testing.T) {
 	// The source hangs after its deltas and never sees a cancel: only the
 	// idle timeout ends the stream, and Close must still release the source.
-	p := llm.NewScripted(llm.BlockingStep("a"))
+	p := llmtest.NewScripted(llmtest.BlockingStep("a"))
 	raw, err := p.Stream(context.Background(), &llm.Request{})
 	if err != nil {
 		t.Fatal(err)
@@ -286,8 +287,8 @@ func TestNormalizeIdleTimeout(t *testing.T) {
 func TestNormalizeIdleTimeoutResetsOnEveryEvent(t *testing.T) {
 	// Events every millisecond with a generous limit: the limit is per gap,
 	// not for the whole stream, so a long answer is never cut.
-	s := llm.Script{Events: llm.TextStep("a", "b", "c", "d", "e").Events, Delay: time.Millisecond}
-	p := llm.NewScripted(s)
+	s := llmtest.Script{Events: llmtest.TextStep("a", "b", "c", "d", "e").Events, Delay: time.Millisecond}
+	p := llmtest.NewScripted(s)
 	raw, _ := p.Stream(context.Background(), &llm.Request{})
 	evs, err := llm.Collect(llm.Normalize(context.Background(), raw, llm.NormalizeOptions{IdleTimeout: 5 * time.Second}))
 	if err != nil {
@@ -332,7 +333,7 @@ func TestNormalizeClosesTheSourceAtTheTerminalStatus(t *testing.T) {
 
 func TestNormalizeCloseBeforeNext(t *testing.T) {
 	for _, ctx := range []context.Context{context.Background(), t.Context()} {
-		src := &closeCounter{Stream: llm.SliceStream(llm.TextStep("x").Events...)}
+		src := &closeCounter{Stream: llm.SliceStream(llmtest.TextStep("x").Events...)}
 		s := llm.Normalize(ctx, src, llm.NormalizeOptions{})
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
@@ -351,7 +352,7 @@ func TestNormalizeCloseBeforeNext(t *testing.T) {
 // goroutine path; goleak (TestMain) checks that nothing is left running.
 func TestNormalizeCloseUnblocksNext(t *testing.T) {
 	for _, ctx := range []context.Context{context.Background(), t.Context()} {
-		p := llm.NewScripted(llm.BlockingStep())
+		p := llmtest.NewScripted(llmtest.BlockingStep())
 		raw, _ := p.Stream(context.Background(), &llm.Request{})
 		s := llm.Normalize(ctx, raw, llm.NormalizeOptions{})
 		var n atomic.Int32
@@ -392,7 +393,7 @@ func TestNormalizeNilContext(t *testing.T) {
 }
 
 // A nil source (a Provider that returned (nil, nil)) must not crash the
-// process: DESIGN.md §3 — the stream is still well-formed and ends failed
+// process: docs/protocol.md §3 — the stream is still well-formed and ends failed
 // after an error event that says why.
 func TestNormalizeNilSource(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -422,17 +423,17 @@ func TestNormalizeNilSource(t *testing.T) {
 // once (go test -race), with cancels racing the streams.
 func TestNormalizeConcurrentStreams(t *testing.T) {
 	const n = 32
-	p := llm.NewScripted()
+	p := llmtest.NewScripted()
 	for i := 0; i < n; i++ {
 		switch i % 4 {
 		case 0:
-			p.Add(llm.TextStep("a", "b"))
+			p.Add(llmtest.TextStep("a", "b"))
 		case 1:
-			p.Add(llm.ToolStep(llm.ToolCallSpec{Name: "f", Input: `{"x":1}`}, llm.ToolCallSpec{Name: "g"}))
+			p.Add(llmtest.ToolStep(llmtest.ToolCallSpec{Name: "f", Input: `{"x":1}`}, llmtest.ToolCallSpec{Name: "g"}))
 		case 2:
-			p.Add(llm.BlockingStep("z"))
+			p.Add(llmtest.BlockingStep("z"))
 		case 3:
-			p.Add(llm.FailMidStep(errors.New("reset"), "q"))
+			p.Add(llmtest.FailMidStep(errors.New("reset"), "q"))
 		}
 	}
 	var wg sync.WaitGroup
@@ -469,5 +470,70 @@ func TestNormalizeConcurrentStreams(t *testing.T) {
 	}
 	if got := len(p.Requests()); got != n {
 		t.Fatalf("recorded %d requests, want %d", got, n)
+	}
+}
+
+// panicky panics in Next after its events, as a broken provider might.
+type panicky struct {
+	llm.Stream
+}
+
+func (p panicky) Next() bool {
+	if !p.Stream.Next() {
+		panic("provider bug")
+	}
+	return true
+}
+
+// A source that panics, read inline or by the pump goroutine, fails the
+// stream well-formed instead of crashing the process.
+func TestNormalizeSourcePanic(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for name, ctx := range map[string]context.Context{"inline": context.Background(), "pumped": ctx} {
+		t.Run(name, func(t *testing.T) {
+			src := panicky{llm.SliceStream(events.StatusEvent{Status: events.StatusStarted}, events.TextDelta(0, "hi"))}
+			evs, err := llm.Collect(llm.Normalize(ctx, src, llm.NormalizeOptions{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := llm.CheckWellFormed(evs); err != nil {
+				t.Fatal(err)
+			}
+			var errEv events.ErrorEvent
+			for _, ev := range evs {
+				if e, ok := ev.(events.ErrorEvent); ok {
+					errEv = e
+				}
+			}
+			if errEv.Code != llm.CodeStreamError || !strings.Contains(errEv.Message, "provider bug") ||
+				evs[len(evs)-1] != (events.StatusEvent{Status: events.StatusFailed}) {
+				t.Fatalf("events %v: want a stream_error naming the panic, then failed", evs)
+			}
+		})
+	}
+}
+
+// A stream is normalized once: Normalize of a normalized stream is that
+// stream (no second goroutine or buffer), and what it yields is unchanged.
+func TestNormalizeOnce(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	raw := []events.Event{events.TextDelta(0, "a"), events.TextDelta(0, "b")}
+	once := llm.Normalize(ctx, llm.SliceStream(raw...), llm.NormalizeOptions{IdleTimeout: time.Hour})
+	if _, ok := once.(llm.WellFormed); !ok {
+		t.Fatalf("%T does not say it is well-formed", once)
+	}
+	twice := llm.Normalize(ctx, once, llm.NormalizeOptions{IdleTimeout: time.Minute})
+	if twice != once {
+		t.Fatalf("Normalize wrapped an already normalized stream (%T)", twice)
+	}
+	evs, err := llm.Collect(twice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, _ := llm.Collect(llm.Normalize(context.Background(), llm.SliceStream(raw...), llm.NormalizeOptions{}))
+	if !reflect.DeepEqual(evs, ref) {
+		t.Fatalf("got %v, want %v", evs, ref)
 	}
 }

@@ -23,6 +23,9 @@ type normalizer struct {
 	nextOut int             // lowest output index that may be free
 	dropped map[int]bool    // source indexes of nameless tool blocks being dropped
 	ids     map[string]bool // tool_use ids given out so far
+
+	// model and responseID of the source's completed status, kept on ours.
+	model, responseID string
 }
 
 type nblock struct {
@@ -76,6 +79,7 @@ func (n *normalizer) feed(ev events.Event) {
 	case events.StatusEvent:
 		switch e.Status {
 		case events.StatusCompleted:
+			n.model, n.responseID = e.Model, e.ResponseID
 			n.terminate(e.Status, nil, "")
 		case events.StatusCancelled:
 			n.terminate(e.Status, nil, "cancelled by the provider")
@@ -138,7 +142,11 @@ func (n *normalizer) terminate(st events.StreamStatus, ee *events.ErrorEvent, wh
 			n.close(0, nil, why)
 		}
 	}
-	n.emit(events.StatusEvent{Status: st})
+	ev := events.StatusEvent{Status: st}
+	if st == events.StatusCompleted {
+		ev.Model, ev.ResponseID = n.model, n.responseID
+	}
+	n.emit(ev)
 	n.done = true
 }
 

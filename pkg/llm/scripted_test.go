@@ -1,5 +1,8 @@
 package llm_test
 
+// The scripted provider of llmtest is tested here, beside the stream
+// helpers (show, wantShown) it shares with the Normalize tests.
+
 import (
 	"context"
 	"encoding/json"
@@ -11,10 +14,11 @@ import (
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/llm/llmtest"
 )
 
 func TestScriptedPlaysStepsInOrderAndRecordsRequests(t *testing.T) {
-	p := llm.NewScripted(llm.TextStep("one"), llm.TextStep("two"))
+	p := llmtest.NewScripted(llmtest.TextStep("one"), llmtest.TextStep("two"))
 	if p.Remaining() != 2 || p.Calls() != 0 {
 		t.Fatalf("Remaining = %d, Calls = %d", p.Remaining(), p.Calls())
 	}
@@ -80,13 +84,13 @@ func TestScriptedPlaysStepsInOrderAndRecordsRequests(t *testing.T) {
 	}
 
 	// Out of steps.
-	if _, err := p.Stream(context.Background(), nil); !errors.Is(err, llm.ErrScriptExhausted) {
+	if _, err := p.Stream(context.Background(), nil); !errors.Is(err, llmtest.ErrScriptExhausted) {
 		t.Fatalf("err = %v, want ErrScriptExhausted", err)
 	}
 	if p.Calls() != 3 || p.Remaining() != 0 {
 		t.Fatalf("Calls = %d Remaining = %d", p.Calls(), p.Remaining())
 	}
-	p.SetFallback(llm.TextStep("again"))
+	p.SetFallback(llmtest.TextStep("again"))
 	for i := 0; i < 2; i++ {
 		s, err := p.Stream(context.Background(), nil)
 		if err != nil {
@@ -97,7 +101,7 @@ func TestScriptedPlaysStepsInOrderAndRecordsRequests(t *testing.T) {
 			t.Fatalf("fallback played %d events", len(evs))
 		}
 	}
-	p.Add(llm.FailStep(errors.New("x")))
+	p.Add(llmtest.FailStep(errors.New("x")))
 	if p.Remaining() != 1 {
 		t.Fatalf("Remaining after Add = %d", p.Remaining())
 	}
@@ -107,11 +111,11 @@ func TestScriptedFailures(t *testing.T) {
 	boom := errors.New("boom")
 	onCallErr := errors.New("on call")
 	var seen string
-	p := llm.NewScripted(
-		llm.FailStep(boom),
-		llm.FailMidStep(boom, "par", "tial"),
-		llm.Script{OnCall: func(ctx context.Context, req *llm.Request) error { seen = req.RequestID; return onCallErr }},
-		llm.TextStep("never"),
+	p := llmtest.NewScripted(
+		llmtest.FailStep(boom),
+		llmtest.FailMidStep(boom, "par", "tial"),
+		llmtest.Script{OnCall: func(ctx context.Context, req *llm.Request) error { seen = req.RequestID; return onCallErr }},
+		llmtest.TextStep("never"),
 	)
 	if _, err := p.Stream(context.Background(), &llm.Request{}); err != boom {
 		t.Fatalf("FailStep: err = %v", err)
@@ -138,7 +142,7 @@ func TestScriptedFailures(t *testing.T) {
 func TestScriptedStreamHonoursCancelAndClose(t *testing.T) {
 	// Cancel while blocking.
 	ctx, cancel := context.WithCancel(context.Background())
-	p := llm.NewScripted(llm.BlockingStep("x"), llm.BlockingStep(), llm.TextStep("a", "b").WithDelay(time.Hour), llm.TextStep("c").WithDelay(time.Hour))
+	p := llmtest.NewScripted(llmtest.BlockingStep("x"), llmtest.BlockingStep(), llmtest.TextStep("a", "b").WithDelay(time.Hour), llmtest.TextStep("c").WithDelay(time.Hour))
 	s, _ := p.Stream(ctx, &llm.Request{})
 	var n int
 	for s.Next() {
@@ -178,7 +182,7 @@ func TestScriptedStreamHonoursCancelAndClose(t *testing.T) {
 		t.Fatalf("delay vs close: Err = %v", s.Err())
 	}
 	// Close before Next.
-	p.Add(llm.TextStep("d"))
+	p.Add(llmtest.TextStep("d"))
 	s, _ = p.Stream(context.Background(), &llm.Request{})
 	s.Close()
 	if s.Next() || !errors.Is(s.Err(), llm.ErrStreamClosed) || s.Current() != nil {
@@ -187,13 +191,13 @@ func TestScriptedStreamHonoursCancelAndClose(t *testing.T) {
 }
 
 func TestStepBuildersAreWellFormed(t *testing.T) {
-	steps := map[string]llm.Script{
-		"text":          llm.TextStep("a", "b"),
-		"thinking":      llm.ThinkingStep("think", "sig", "answer"),
-		"tools":         llm.ToolStep(llm.ToolCallSpec{ID: "c1", Name: "f", Input: `{"q":"日本語"}`}, llm.ToolCallSpec{ID: "c2", Name: "g"}),
-		"text and tool": llm.TextToolStep("let me look", llm.ToolCallSpec{ID: "c1", Name: "f", Input: "{}"}),
-		"usage":         llm.TextStep("x").WithUsage(10, 5),
-		"usage at end":  llm.Script{Events: []events.Event{started}}.WithUsage(1, 2),
+	steps := map[string]llmtest.Script{
+		"text":          llmtest.TextStep("a", "b"),
+		"thinking":      llmtest.ThinkingStep("think", "sig", "answer"),
+		"tools":         llmtest.ToolStep(llmtest.ToolCallSpec{ID: "c1", Name: "f", Input: `{"q":"日本語"}`}, llmtest.ToolCallSpec{ID: "c2", Name: "g"}),
+		"text and tool": llmtest.TextToolStep("let me look", llmtest.ToolCallSpec{ID: "c1", Name: "f", Input: "{}"}),
+		"usage":         llmtest.TextStep("x").WithUsage(10, 5),
+		"usage at end":  llmtest.Script{Events: []events.Event{started}}.WithUsage(1, 2),
 	}
 	for name, s := range steps {
 		evs := s.Events
@@ -219,7 +223,7 @@ func TestStepBuildersAreWellFormed(t *testing.T) {
 		t.Fatalf("usage event = %#v", u[len(u)-2])
 	}
 	// A tool step without ids becomes well-formed through Normalize.
-	evs, err := llm.Collect(llm.Normalize(context.Background(), llm.SliceStream(llm.ToolStep(llm.ToolCallSpec{Name: "f"}).Events...), llm.NormalizeOptions{}))
+	evs, err := llm.Collect(llm.Normalize(context.Background(), llm.SliceStream(llmtest.ToolStep(llmtest.ToolCallSpec{Name: "f"}).Events...), llm.NormalizeOptions{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,8 +234,8 @@ func TestStepBuildersAreWellFormed(t *testing.T) {
 
 func TestScriptedConcurrentCalls(t *testing.T) {
 	const n = 50
-	p := llm.NewScripted()
-	p.SetFallback(llm.TextStep("x"))
+	p := llmtest.NewScripted()
+	p.SetFallback(llmtest.TextStep("x"))
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		wg.Add(1)

@@ -1,5 +1,5 @@
-// Package timeline is the Timeline of timeline.md: it turns the flat stream
-// of provider events (pkg/events, DESIGN.md §3) into calls of typed handlers,
+// Package timeline is the Timeline of docs/architecture.md#the-timeline: it turns the flat stream
+// of provider events (pkg/events, docs/protocol.md §3) into calls of typed handlers,
 // so that code consuming a model's answer needs no loop-and-switch state
 // machine of its own.
 //

@@ -7,7 +7,7 @@ import (
 	"github.com/llmworker/llmworker/pkg/timeline"
 )
 
-// PrintHandler is timeline.md's first example: it prints deltas as they
+// PrintHandler is docs/architecture.md#the-timeline's first example: it prints deltas as they
 // arrive and needs no scope.
 type PrintHandler struct{}
 
@@ -17,7 +17,7 @@ func (PrintHandler) OnEvent(_ *struct{}, ev timeline.TextBlockEvent) {
 	}
 }
 
-// TextCollector is timeline.md's second example: a string scope buffers the
+// TextCollector is docs/architecture.md#the-timeline's second example: a string scope buffers the
 // block, the stop moves it into results.
 type TextCollector struct{ results []string }
 

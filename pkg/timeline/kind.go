@@ -107,7 +107,7 @@ func (p Phase) String() string {
 
 // TextBlockEvent is an event of a text block or of a tool_result block (a
 // result of a tool the provider ran itself), which the Timeline routes to
-// text handlers as timeline.md says; BlockType tells them apart.
+// text handlers as docs/architecture.md#the-timeline says; BlockType tells them apart.
 type TextBlockEvent struct {
 	Phase     Phase
 	Index     int

@@ -24,7 +24,7 @@ type Timeline struct {
 	toolUse  []blockHandler[ToolUseBlockEvent]
 
 	// open holds the blocks that started and did not stop yet, in start
-	// order. timeline.md assumes one block at a time; providers that
+	// order. docs/architecture.md#the-timeline assumes one block at a time; providers that
 	// interleave blocks by index are handled too, at the cost of a short
 	// linear search (almost always of length one).
 	open []openBlock
@@ -36,7 +36,7 @@ func New() *Timeline { return &Timeline{} }
 type metaHandler[E any] interface{ dispatch(E) }
 
 // metaWrapper holds the one scope of a meta handler: it is started at
-// registration and never dropped (timeline.md).
+// registration and never dropped (docs/architecture.md#the-timeline).
 type metaWrapper[E, S any] struct {
 	h     Handler[E, S]
 	scope *S
@@ -283,7 +283,7 @@ func (t *Timeline) delta(d events.BlockDelta) {
 
 // deltaAll dispatches a delta, starting the scope of a handler that has none
 // (one registered after the block started): the implicit scope start of
-// timeline.md.
+// docs/architecture.md#the-timeline.
 func deltaAll[E any](hs []blockHandler[E], b *openBlock, ev E) {
 	for i, h := range hs {
 		if i >= len(b.scopes) {

@@ -1,4 +1,4 @@
-// Package tool defines the Tool interface of worker_design.md and the ways to
+// Package tool defines the Tool interface of docs/architecture.md#the-turn-loop and the ways to
 // build, check and look up tools. It has no NATS and no model SDK: the worker
 // runs tools in-process, and toolexec hosts the same tools behind a queue.
 //
@@ -6,11 +6,11 @@
 //
 // A Tool has a name (^[a-zA-Z0-9_-]{1,64}$), a description and an input JSON
 // Schema, which together are the definition sent to the model (Definition,
-// DESIGN.md §4), and Execute, which runs it with the model's JSON input and
+// docs/protocol.md §4), and Execute, which runs it with the model's JSON input and
 // returns the text the model reads. Optional interfaces add what executors
 // need: Timeouter (WithTimeout), Versioner (WithVersion) and InputValidator.
 // TimeoutOf, VersionOf and CatalogEntry read them (the catalog value of
-// DESIGN.md §6).
+// docs/protocol.md §6).
 //
 // # Typed tools
 //

@@ -16,11 +16,11 @@ type config struct {
 
 // WithTimeout bounds one execution: Execute runs the function under a
 // context with this timeout, and executors read it through Timeouter (the
-// catalog's timeout_ms, DESIGN.md §6). d <= 0 means no timeout of its own.
+// catalog's timeout_ms, docs/protocol.md §6). d <= 0 means no timeout of its own.
 func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
 
 // WithVersion sets the version executors publish in the tool catalog
-// (DESIGN.md §6), read through Versioner.
+// (docs/protocol.md §6), read through Versioner.
 func WithVersion(v string) Option { return func(c *config) { c.version = v } }
 
 // WithSchema replaces the input schema, for arguments types whose schema

@@ -10,7 +10,7 @@ import (
 )
 
 // Registry looks tools up by name, the Go form of the worker's
-// HashMap<String, Box<dyn Tool>> (worker_design.md). The zero value is an
+// HashMap<String, Box<dyn Tool>> (docs/architecture.md#the-turn-loop). The zero value is an
 // empty registry ready to use; it is safe for concurrent use, so tools may
 // be registered while turns run.
 type Registry struct {
@@ -121,7 +121,7 @@ func (r *Registry) List() []Tool {
 }
 
 // Definitions returns the definitions of the tools the patterns select, the
-// "tools" of a turn request (DESIGN.md §5): a tool name, or "*" for every
+// "tools" of a turn request (docs/protocol.md §5): a tool name, or "*" for every
 // tool. The result is sorted by name without duplicates, so the same
 // selection always yields the same request bytes. No patterns select no
 // tools. Names that are not registered are reported in an

@@ -58,13 +58,13 @@ func VersionOf(t Tool) string {
 	return ""
 }
 
-// Definition returns the definition of t sent to models (DESIGN.md §4).
+// Definition returns the definition of t sent to models (docs/protocol.md §4).
 func Definition(t Tool) events.ToolDefinition {
 	return events.ToolDefinition{Name: t.Name(), Description: t.Description(), InputSchema: t.InputSchema()}
 }
 
 // CatalogEntry returns the value executors publish for t in the tool
-// catalog (DESIGN.md §6), with its timeout and version when it has them.
+// catalog (docs/protocol.md §6), with its timeout and version when it has them.
 func CatalogEntry(t Tool) events.ToolCatalogEntry {
 	return events.ToolCatalogEntry{
 		Name:        t.Name(),

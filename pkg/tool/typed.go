@@ -9,7 +9,7 @@ import (
 )
 
 // Typed is a tool made from a Go function over an arguments type: the Go
-// counterpart of the Rust tool macro of worker_design.md. Build it with New.
+// counterpart of the Rust tool macro of docs/architecture.md#the-turn-loop. Build it with New.
 // It is safe for concurrent use if fn is.
 type Typed[Args, Result any] struct {
 	base

@@ -1,4 +1,4 @@
-// Package toolexec hosts tool.Tool values on NATS (DESIGN.md §6): the
+// Package toolexec hosts tool.Tool values on NATS (docs/protocol.md §6): the
 // library behind cmd/toolexec, and the way to serve one's own typed tools
 // from one's own binary:
 //
@@ -7,10 +7,14 @@
 //
 // # What a replica does
 //
-// Start provisions the streams and buckets if missing (natsrt.Provision),
-// writes each tool's catalog entry to KV LLMW_TOOLS (name, description,
+// Start provisions the streams and buckets if missing (provision.Provision),
+// claims each tool in KV LLMW_TOOLS (Catalog.Claim: the replica's claim
+// <name>.<host id> and the catalog entry <name> — name, description,
 // input_schema, timeout_ms and version from the tool's optional Timeout
-// and Version methods), registers the micro service "llmw-toolexec" with
+// and Version methods — both with a per-key TTL of Config.CatalogTTL,
+// renewed every CatalogTTL/3, so that the tools of a replica that died
+// leave the catalog, while a tool stays listed as long as any replica of
+// it lives), registers the micro service "llmw-toolexec" with
 // one endpoint per tool (metadata: description, input_schema, timeout_ms,
 // version, call_subject) so that $SRV discovery lists the tools, and
 // creates or updates one durable consumer per tool, "tool_<name>" filtered
@@ -32,14 +36,29 @@
 // sending in-progress acks every AckWait/3; publishes the result to
 // P.tool.result.<turn>.<call> with Nats-Msg-Id = <turn id>.<call id>; acks. Invalid
 // input, a name mismatch, an expired deadline, a timeout, a panic and a
-// cancel (P.tool.cancel.<call_id>) are results with is_error true and a
+// cancel (P.tool.cancel.<turn_id>.<call_id>: the turn's call only, since
+// call ids repeat across turns) are results with is_error true and a
 // message the model can act on. A tool that ignores its context does not
 // hold the result past the deadline.
 //
+// # Client and catalog
+//
+// Client and RemoteTool (a tool.Tool) are the calling side: subscribe to
+// P.tool.result.<turn>.<call>, return the stored result if
+// LLMW_TOOLRESULTS already has one (a resumed turn never runs a finished
+// call again), else publish the llmw.tool.call to JetStream with
+// Nats-Msg-Id = <turn id>.<call id> (events.ToolMsgID) and a deadline, and
+// wait. The ids come from tool.CallFrom(ctx), which the worker sets for
+// every tool execution. Cancelling publishes
+// P.tool.cancel.<turn_id>.<call_id>; no
+// result by the deadline is ErrToolDeadline, so a tool nobody hosts never
+// hangs a turn. Catalog reads, writes and watches KV LLMW_TOOLS.
+//
 // # Stopping and failures
 //
-// Stop drains: no new calls are pulled, running calls finish, publish and
-// ack. If Stop's context ends first, running calls are cancelled and
+// Stop drains: no new calls are pulled, the replica withdraws its catalog
+// claims (Catalog.Release; the entry goes too when no other replica claims
+// the tool), running calls finish, publish and ack. If Stop's context ends first, running calls are cancelled and
 // negatively acknowledged so that another replica runs them. A replica
 // that dies holds its calls only until AckWait passes without an
 // in-progress ack; they are then redelivered to another replica, and the

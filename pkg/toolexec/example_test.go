@@ -11,7 +11,6 @@ import (
 
 	"github.com/llmworker/llmworker/internal/natsutil"
 	"github.com/llmworker/llmworker/pkg/events"
-	"github.com/llmworker/llmworker/pkg/natsrt"
 	"github.com/llmworker/llmworker/pkg/tool"
 	"github.com/llmworker/llmworker/pkg/toolexec"
 )
@@ -46,8 +45,8 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	rt := natsrt.NewToolClient(nc, js, natsrt.ToolClientOptions{}).Tool(entry)
-	callCtx := natsrt.WithCall(context.Background(), natsrt.CallInfo{TurnID: "turn1", CallID: "call1"})
+	rt := toolexec.NewClient(nc, js, toolexec.ClientOptions{}).Tool(entry)
+	callCtx := tool.WithCall(context.Background(), tool.CallInfo{TurnID: "turn1", CallID: "call1"})
 	out, err := rt.Execute(callCtx, json.RawMessage(`{"city":"Tokyo"}`))
 	fmt.Println(out, err)
 
@@ -63,7 +62,7 @@ func lookup(js jetstream.JetStream, name string) (e events.ToolCatalogEntry, err
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for ctx.Err() == nil {
-		if cat, err := natsrt.OpenCatalog(ctx, js); err == nil {
+		if cat, err := toolexec.OpenCatalog(ctx, js); err == nil {
 			if e, err := cat.Get(ctx, name); err == nil {
 				return e, nil
 			}

@@ -8,16 +8,22 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nuid"
+	"go.opentelemetry.io/otel/metric"
 
+	"github.com/llmworker/llmworker/internal/version"
+	"github.com/llmworker/llmworker/pkg/cenats"
 	"github.com/llmworker/llmworker/pkg/events"
-	"github.com/llmworker/llmworker/pkg/natsrt"
+	"github.com/llmworker/llmworker/pkg/provision"
+	"github.com/llmworker/llmworker/pkg/telemetry"
 	"github.com/llmworker/llmworker/pkg/tool"
 )
 
@@ -26,10 +32,10 @@ const ServiceName = "llmw-toolexec"
 
 // Defaults of Config.
 const (
-	DefaultConcurrency    = 8
-	DefaultAckWait        = 30 * time.Second
-	DefaultTimeout        = 5 * time.Minute
-	DefaultServiceVersion = "1.0.0"
+	DefaultConcurrency = 8
+	DefaultAckWait     = 30 * time.Second
+	DefaultTimeout     = 5 * time.Minute
+	DefaultCatalogTTL  = 30 * time.Second
 )
 
 // Config configures a Server. The zero value works: prefix llmw, a random
@@ -50,40 +56,52 @@ type Config struct {
 	// taken by a replica that died stays invisible before it is
 	// redelivered. Running calls send in-progress acks every AckWait/3.
 	AckWait time.Duration
-	// MaxDeliver bounds redeliveries of one call (0 = unlimited).
+	// MaxDeliver bounds redeliveries of one call (0 = the default:
+	// unlimited).
 	MaxDeliver int
 	// DefaultTimeout bounds a call whose request has no deadline and whose
 	// tool declares no timeout (0 = DefaultTimeout).
 	DefaultTimeout time.Duration
-	// Version of the micro service ("" = DefaultServiceVersion; SemVer).
+	// CatalogTTL is how long the catalog (KV LLMW_TOOLS) keeps listing
+	// this replica's tools after its last heartbeat, i.e. after it died
+	// without Stop (0 = DefaultCatalogTTL; at least MinCatalogTTL). The
+	// replica renews its claims every CatalogTTL/3; Stop withdraws them at
+	// once.
+	CatalogTTL time.Duration
+	// Version of the micro service ("" = llmworker's version; SemVer).
 	Version string
 	// Provision configures the streams and buckets Start creates if
 	// missing; its Prefix is taken from Prefix.
-	Provision natsrt.ProvisionOptions
+	Provision provision.Options
 }
 
 // Server hosts tool.Tool values: it publishes their catalog entries and
 // micro endpoints and runs the calls it pulls from their durable consumers
-// (DESIGN.md §6).
+// (docs/protocol.md §6).
 type Server struct {
 	nc       *nats.Conn
 	js       jetstream.JetStream
+	gauge    metric.Registration // the queue gauge's callback, from Start to Stop
 	cfg      Config
 	subjects events.Subjects
 	source   string
 	log      *slog.Logger
-	rc       *natsrt.ToolClient // stored-result lookups
+	rc       *Client // stored-result lookups
+	host     string  // this replica's host id in the catalog claims
+	cat      *Catalog
 
 	mu      sync.Mutex
 	tools   map[string]*hosted
 	order   []string
 	started bool
 	stopped bool
+	// running, cancelled, handling and answered are keyed by
+	// events.ToolMsgID (<turn id>.<call id>): call ids repeat across turns.
 	running map[string]context.CancelCauseFunc
 	// handling and answered remember call ids this replica is handling
 	// or answered recently: a duplicate delivery racing the first one's
 	// result into LLMW_TOOLRESULTS is caught here without a lookup.
-	handling map[string]bool
+	handling map[string]uint64 // → stream sequence of the running delivery
 	answered map[string]bool
 	ring     [answeredRing]string
 	ringPos  int
@@ -99,6 +117,8 @@ type Server struct {
 	invokes   sync.WaitGroup
 	svc       micro.Service
 	cancelSb  *nats.Subscription
+	beatStop  context.CancelFunc // stops the catalog heartbeat
+	beats     sync.WaitGroup
 }
 
 type hosted struct {
@@ -106,7 +126,24 @@ type hosted struct {
 	entry    events.ToolCatalogEntry
 	validate func(json.RawMessage) error
 	cons     jetstream.Consumer
+	// The calls run from the queue: micro counts only the direct invokes
+	// of the endpoint, so $SRV.STATS reports these in the endpoint's data.
+	queueCalls, queueErrors, queueNanos atomic.Int64
 }
+
+// QueueStats is the data of a tool endpoint in $SRV.STATS: the calls this
+// replica ran from the JetStream work queue (the endpoint's own counters
+// cover only direct invokes on P.tool.invoke.<name>).
+type QueueStats struct {
+	Calls  int64 `json:"queue_calls"`
+	Errors int64 `json:"queue_errors"`
+	// ProcessingTime is the total run time of those calls (ns).
+	ProcessingTime time.Duration `json:"queue_processing_time"`
+}
+
+// duplicateRecheck is how soon a second message of a call that runs here
+// is delivered again, to be answered from the first one's result.
+const duplicateRecheck = 200 * time.Millisecond
 
 // answeredRing is how many answered call ids a replica remembers.
 const answeredRing = 4096
@@ -115,7 +152,7 @@ const answeredRing = 4096
 const cancelRing = 1024
 
 var (
-	errCancelled = errors.New("cancelled by P.tool.cancel")
+	errCancelled = errors.New("cancelled by a request")
 	errStopped   = errors.New("executor stopped")
 )
 
@@ -141,16 +178,23 @@ func New(nc *nats.Conn, cfg Config) (*Server, error) {
 		cfg.DefaultTimeout = DefaultTimeout
 	}
 	if cfg.Version == "" {
-		cfg.Version = DefaultServiceVersion
+		cfg.Version = version.String()
+	}
+	if cfg.CatalogTTL == 0 {
+		cfg.CatalogTTL = DefaultCatalogTTL
+	}
+	if cfg.CatalogTTL < MinCatalogTTL {
+		return nil, fmt.Errorf("%w: CatalogTTL %v is under %v (JetStream per-message TTLs count whole seconds)", ErrInvalidConfig, cfg.CatalogTTL, MinCatalogTTL)
 	}
 	cfg.Provision.Prefix = cfg.Prefix
 	s := &Server{
 		nc: nc, js: js, cfg: cfg, subjects: events.NewSubjects(cfg.Prefix),
 		source: events.Source("toolexec", cfg.Instance), log: cfg.Logger,
+		host:  nuid.Next(),
 		tools: map[string]*hosted{}, running: map[string]context.CancelCauseFunc{},
-		handling: map[string]bool{}, answered: map[string]bool{}, cancelled: map[string]bool{},
+		handling: map[string]uint64{}, answered: map[string]bool{}, cancelled: map[string]bool{},
 	}
-	s.rc = natsrt.NewToolClient(nc, js, natsrt.ToolClientOptions{Prefix: cfg.Prefix, Source: s.source})
+	s.rc = NewClient(nc, js, ClientOptions{Prefix: cfg.Prefix, Source: s.source})
 	return s, nil
 }
 
@@ -226,7 +270,9 @@ func InvokeSubject(prefix, toolName string) string {
 
 // Start provisions the streams and buckets (idempotently), publishes the
 // catalog entries and micro endpoints, creates or updates the durable
-// consumers and starts pulling calls.
+// consumers and starts pulling calls. Cancelling ctx stops the setup only;
+// the calls run under ctx's values and end when they finish or Stop
+// drains them.
 func (s *Server) Start(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -236,17 +282,19 @@ func (s *Server) Start(ctx context.Context) error {
 	if len(s.tools) == 0 {
 		return ErrNoTools
 	}
-	if err := natsrt.Provision(ctx, s.js, s.cfg.Provision); err != nil {
+	if err := provision.Provision(ctx, s.js, s.cfg.Provision); err != nil {
 		return fmt.Errorf("toolexec: %w", err)
 	}
-	cat, err := natsrt.OpenCatalog(ctx, s.js)
+	cat, err := OpenCatalog(ctx, s.js)
 	if err != nil {
 		return fmt.Errorf("toolexec: %w", err)
 	}
+	s.cat = cat
 	for _, n := range s.order {
 		h := s.tools[n]
-		if err := cat.Put(ctx, h.entry); err != nil {
-			return fmt.Errorf("toolexec: %w", err)
+		if err := cat.Claim(ctx, h.entry, s.host, s.cfg.CatalogTTL); err != nil {
+			s.release()
+			return err
 		}
 		h.cons, err = s.js.CreateOrUpdateConsumer(ctx, events.StreamToolCalls, jetstream.ConsumerConfig{
 			Durable:       ConsumerName(n),
@@ -258,21 +306,29 @@ func (s *Server) Start(ctx context.Context) error {
 			MaxAckPending: -1,
 		})
 		if err != nil {
+			s.release()
 			return fmt.Errorf("toolexec: consumer %s: %w", ConsumerName(n), err)
 		}
 	}
 	s.cancelSb, err = s.nc.Subscribe(s.subjects.ToolCancelAll(), func(m *nats.Msg) {
-		s.cancelCall(events.LastToken(m.Subject), errCancelled)
+		if turnID, callID, ok := cancelIDs(m.Subject); ok {
+			s.cancelCall(events.ToolMsgID(turnID, callID), fmt.Errorf("%w on %s", errCancelled, m.Subject))
+		}
 	})
 	if err != nil {
+		s.release()
 		return fmt.Errorf("toolexec: subscribe cancel: %w", err)
 	}
 	if err := s.addService(); err != nil {
 		_ = s.cancelSb.Unsubscribe()
+		s.release()
 		return err
 	}
-	runCtx, runStop := context.WithCancel(context.Background())
-	s.callCtx, s.callStop = context.WithCancelCause(context.Background())
+	// Calls run under Start's context without its cancellation: its values
+	// reach every tool, and Stop (not ctx) ends them.
+	root := context.WithoutCancel(ctx)
+	runCtx, runStop := context.WithCancel(root)
+	s.callCtx, s.callStop = context.WithCancelCause(root)
 	s.runStop = runStop
 	for _, n := range s.order {
 		for range s.cfg.Concurrency {
@@ -280,9 +336,52 @@ func (s *Server) Start(ctx context.Context) error {
 			go s.pull(runCtx, s.tools[n])
 		}
 	}
+	s.gauge = s.registerGauge()
+	beatCtx, beatStop := context.WithCancel(root)
+	s.beatStop = beatStop
+	s.beats.Add(1)
+	go s.heartbeat(beatCtx)
 	s.started = true
-	s.log.Info("toolexec started", "instance", s.cfg.Instance, "tools", s.order)
+	s.log.Info("toolexec started", "instance", s.cfg.Instance, "host", s.host, "tools", s.order)
 	return nil
+}
+
+// heartbeat renews this replica's catalog claims every CatalogTTL/3 (so
+// that one failed renewal does not let them expire) until ctx ends. A
+// renewal also restores an entry that expired meanwhile (the replica was
+// cut off for longer than the TTL).
+func (s *Server) heartbeat(ctx context.Context) {
+	defer s.beats.Done()
+	every := s.cfg.CatalogTTL / 3
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, n := range s.order {
+			cctx, cancel := context.WithTimeout(ctx, every)
+			err := s.cat.Claim(cctx, s.tools[n].entry, s.host, s.cfg.CatalogTTL)
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				s.log.Warn("toolexec: renew catalog claim", "tool", n, "err", err)
+			}
+		}
+	}
+}
+
+// release withdraws this replica's catalog claims (best effort: a claim
+// that cannot be withdrawn expires after CatalogTTL).
+func (s *Server) release() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, n := range s.order {
+		if err := s.cat.Release(ctx, n, s.host); err != nil {
+			s.log.Warn("toolexec: withdraw catalog claim", "tool", n, "err", err)
+		}
+	}
 }
 
 func (s *Server) addService() error {
@@ -290,7 +389,14 @@ func (s *Server) addService() error {
 		Name:        ServiceName,
 		Version:     s.cfg.Version,
 		Description: "llmworker tool executor",
-		Metadata:    map[string]string{"instance": s.cfg.Instance, "prefix": s.subjects.Prefix},
+		Metadata:    map[string]string{"instance": s.cfg.Instance, "prefix": s.subjects.P()},
+		StatsHandler: func(e *micro.Endpoint) any {
+			h := s.tools[e.Name]
+			if h == nil {
+				return nil
+			}
+			return QueueStats{Calls: h.queueCalls.Load(), Errors: h.queueErrors.Load(), ProcessingTime: time.Duration(h.queueNanos.Load())}
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("toolexec: micro service: %w", err)
@@ -338,6 +444,14 @@ func (s *Server) Stop(ctx context.Context) error {
 	s.mu.Unlock()
 
 	s.runStop()
+	if s.gauge != nil {
+		_ = s.gauge.Unregister()
+	}
+	// This replica takes no more calls: withdraw its claims now, not when
+	// the drain ends, so that the catalog lists only tools someone serves.
+	s.beatStop()
+	s.beats.Wait()
+	s.release()
 	_ = s.svc.Stop()
 	done := make(chan struct{})
 	go func() {
@@ -383,16 +497,29 @@ func ServeConfig(ctx context.Context, nc *nats.Conn, cfg Config, tools ...tool.T
 	return s.Stop(sctx)
 }
 
-func (s *Server) cancelCall(callID string, cause error) {
+// cancelIDs reads the turn and call ids of P.tool.cancel.<turn_id>.<call_id>.
+func cancelIDs(subject string) (turnID, callID string, ok bool) {
+	i := strings.LastIndexByte(subject, '.')
+	if i <= 0 {
+		return "", "", false
+	}
+	j := strings.LastIndexByte(subject[:i], '.')
+	turnID, callID = subject[j+1:i], subject[i+1:]
+	return turnID, callID, events.ValidToken(turnID) && events.ValidToken(callID)
+}
+
+// cancelCall cancels the running call key (events.ToolMsgID), or
+// remembers the cancel for a call not running here yet.
+func (s *Server) cancelCall(key string, cause error) {
 	s.mu.Lock()
-	c := s.running[callID]
-	if c == nil && !s.cancelled[callID] {
+	c := s.running[key]
+	if c == nil && !s.cancelled[key] {
 		if old := s.cring[s.cringPos]; old != "" {
 			delete(s.cancelled, old)
 		}
-		s.cring[s.cringPos] = callID
+		s.cring[s.cringPos] = key
 		s.cringPos = (s.cringPos + 1) % cancelRing
-		s.cancelled[callID] = true
+		s.cancelled[key] = true
 	}
 	s.mu.Unlock()
 	if c != nil {
@@ -445,7 +572,7 @@ func (s *Server) pull(ctx context.Context, h *hosted) {
 // handle runs one delivered call: decode, skip if already answered, run,
 // publish the result, ack.
 func (s *Server) handle(m jetstream.Msg, h *hosted) {
-	req, err := decodeCall(m.Headers(), m.Data())
+	req, env, err := decodeCall(m.Headers(), m.Data())
 	if err != nil {
 		s.log.Warn("toolexec: undecodable call", "tool", h.entry.Name, "err", err)
 		if ids, ok := callIDs(m.Headers(), m.Data()); ok {
@@ -458,8 +585,32 @@ func (s *Server) handle(m jetstream.Msg, h *hosted) {
 		return
 	}
 	key := events.ToolMsgID(req.TurnID, req.CallID)
-	if !s.begin(key) { // this replica has it: the other delivery answers
+	var seq uint64
+	if md, err := m.Metadata(); err == nil {
+		seq = md.Sequence.Stream
+		if md.NumDelivered > 1 {
+			telemetry.RecordRedelivery(context.Background(), "tool_call", h.entry.Name)
+		} else {
+			telemetry.RecordQueueWait(context.Background(), h.entry.Name, time.Since(md.Timestamp))
+		}
+	}
+	state, runningSeq := s.begin(key, seq)
+	switch state {
+	case callAnswered: // its result is published: this delivery is a duplicate
 		_ = m.Ack()
+		return
+	case callRunning:
+		if runningSeq == seq {
+			// A redelivery of the message this replica runs: the running
+			// delivery acknowledges it once its result is stored, or gives
+			// it back. An ack here would drop the call if that result then
+			// could not be stored.
+			return
+		}
+		// Another message of the same call (published again after the
+		// duplicate window): nothing would ever acknowledge it, so it comes
+		// back shortly, when the running one is answered.
+		_ = m.NakWithDelay(duplicateRecheck)
 		return
 	}
 	answered := false
@@ -475,12 +626,22 @@ func (s *Server) handle(m jetstream.Msg, h *hosted) {
 		_ = m.Ack()
 		return
 	}
+	// In progress until the result is stored, publishing included: a
+	// result that takes a while to store (no stream leader) must not let
+	// the call be redelivered meanwhile.
 	stopProgress := s.keepAlive(m)
-	res, stopped := s.run(h, req)
-	stopProgress()
+	defer stopProgress()
+	s.log.Debug("tool call started", "tool", h.entry.Name, "call_id", req.CallID, "turn_id", req.TurnID, "stream_seq", seq)
+	began := time.Now()
+	res, stopped := s.run(env, h, req)
 	if stopped {
 		_ = m.Nak() // interrupted by Stop: let another replica run it
 		return
+	}
+	h.queueCalls.Add(1)
+	h.queueNanos.Add(int64(time.Since(began)))
+	if res.IsError {
+		h.queueErrors.Add(1)
 	}
 	if err := s.publishResult(res, req.SessionID); err != nil {
 		s.log.Warn("toolexec: publish result", "call_id", req.CallID, "err", err)
@@ -491,16 +652,26 @@ func (s *Server) handle(m jetstream.Msg, h *hosted) {
 	_ = m.Ack()
 }
 
-// begin marks a call as handled here; false if it already is or was
-// answered recently.
-func (s *Server) begin(callID string) bool {
+// What begin found.
+const (
+	callNew      = iota // not handled here: this delivery runs it
+	callRunning         // running here under another delivery
+	callAnswered        // answered here recently
+)
+
+// begin marks a call as handled here unless it already is (callRunning)
+// or was answered recently (callAnswered).
+func (s *Server) begin(callID string, seq uint64) (state int, runningSeq uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.handling[callID] || s.answered[callID] {
-		return false
+	if s.answered[callID] {
+		return callAnswered, 0
 	}
-	s.handling[callID] = true
-	return true
+	if rs, ok := s.handling[callID]; ok {
+		return callRunning, rs
+	}
+	s.handling[callID] = seq
+	return callNew, 0
 }
 
 func (s *Server) end(callID string, answered bool) {
@@ -542,10 +713,14 @@ func (s *Server) keepAlive(m jetstream.Msg) (stop func()) {
 }
 
 // run executes req on h and turns every failure into an error result the
-// model can act on. stopped is true when Stop interrupted the call.
-func (s *Server) run(h *hosted, req events.ToolCallRequest) (res events.ToolCallResult, stopped bool) {
+// model can act on. stopped is true when Stop interrupted the call. env
+// (nil for a plain JSON call) brings the caller's trace context: the
+// call's span is a child of the turn's execute_tool span.
+func (s *Server) run(env *events.Envelope, h *hosted, req events.ToolCallRequest) (res events.ToolCallResult, stopped bool) {
 	start := time.Now()
 	res = events.ToolCallResult{CallID: req.CallID, TurnID: req.TurnID, Name: h.entry.Name}
+	callCtx, span := s.startSpan(env, h, req)
+	defer func() { endSpan(span, res, stopped) }()
 	fail := func(format string, args ...any) (events.ToolCallResult, bool) {
 		res.IsError = true
 		res.Content = fmt.Sprintf(format, args...)
@@ -569,14 +744,15 @@ func (s *Server) run(h *hosted, req events.ToolCallRequest) (res events.ToolCall
 	if !req.Deadline.IsZero() && req.Deadline.Before(deadline) {
 		deadline = req.Deadline
 	}
-	cctx, ccancel := context.WithCancelCause(s.callCtx)
-	ctx, cancel := context.WithDeadline(natsrt.WithCall(cctx, natsrt.CallInfo{TurnID: req.TurnID, SessionID: req.SessionID, CallID: req.CallID}), deadline)
+	cctx, ccancel := context.WithCancelCause(callCtx)
+	ctx, cancel := context.WithDeadline(tool.WithCall(cctx, tool.CallInfo{TurnID: req.TurnID, SessionID: req.SessionID, CallID: req.CallID}), deadline)
 	defer cancel()
 	defer ccancel(nil)
+	key := events.ToolMsgID(req.TurnID, req.CallID)
 	s.mu.Lock()
-	early := s.cancelled[req.CallID]
+	early := s.cancelled[key]
 	if !early {
-		s.running[req.CallID] = ccancel
+		s.running[key] = ccancel
 	}
 	s.mu.Unlock()
 	if early {
@@ -584,7 +760,7 @@ func (s *Server) run(h *hosted, req events.ToolCallRequest) (res events.ToolCall
 	}
 	defer func() {
 		s.mu.Lock()
-		delete(s.running, req.CallID)
+		delete(s.running, key)
 		s.mu.Unlock()
 	}()
 
@@ -624,7 +800,7 @@ func (s *Server) run(h *hosted, req events.ToolCallRequest) (res events.ToolCall
 	case errors.Is(cause, errStopped):
 		return res, true
 	case errors.Is(cause, errCancelled):
-		return fail("tool %q was cancelled", h.entry.Name)
+		return fail("tool %q was %v", h.entry.Name, cause)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return fail("tool %q timed out after %v", h.entry.Name, deadline.Sub(start).Round(time.Millisecond))
 	}
@@ -649,21 +825,21 @@ func (s *Server) publishResult(r events.ToolCallResult, sessionID string) error 
 	env.Subject, env.TurnID, env.SessionID = r.TurnID, r.TurnID, sessionID
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err = s.js.PublishMsg(ctx, &nats.Msg{
-		Subject: s.subjects.ToolResult(r.TurnID, r.CallID), Header: nats.Header(env.BinaryHeader()), Data: env.Data,
-	}, jetstream.WithMsgID(events.ToolMsgID(r.TurnID, r.CallID)))
+	_, err = s.js.PublishMsg(ctx, cenats.NewMsg(s.subjects.ToolResult(r.TurnID, r.CallID), env),
+		jetstream.WithMsgID(events.ToolMsgID(r.TurnID, r.CallID)))
 	return err
 }
 
-func decodeCall(h nats.Header, data []byte) (events.ToolCallRequest, error) {
+func decodeCall(h nats.Header, data []byte) (events.ToolCallRequest, *events.Envelope, error) {
 	env, err := events.DecodeEnvelope(h, data)
 	if err != nil {
-		return events.ToolCallRequest{}, err
+		return events.ToolCallRequest{}, nil, err
 	}
 	if env.Type != events.TypeToolCall {
-		return events.ToolCallRequest{}, fmt.Errorf("%w: type %q, want %q", events.ErrInvalid, env.Type, events.TypeToolCall)
+		return events.ToolCallRequest{}, nil, fmt.Errorf("%w: type %q, want %q", events.ErrInvalid, env.Type, events.TypeToolCall)
 	}
-	return events.DecodeData[events.ToolCallRequest](env)
+	req, err := events.DecodeData[events.ToolCallRequest](env)
+	return req, env, err
 }
 
 type ids struct {
@@ -700,7 +876,7 @@ func (s *Server) invoke(h *hosted, r micro.Request) {
 	s.mu.Unlock()
 	go func() {
 		defer s.invokes.Done()
-		req, err := decodeCall(nats.Header(r.Headers()), r.Data())
+		req, env, err := decodeCall(nats.Header(r.Headers()), r.Data())
 		if errors.Is(err, events.ErrNotCloudEvent) {
 			req, err = events.Decode[events.ToolCallRequest](r.Data())
 		}
@@ -708,17 +884,17 @@ func (s *Server) invoke(h *hosted, r micro.Request) {
 			_ = r.Error("400", "invalid tool call: "+err.Error(), nil)
 			return
 		}
-		res, stopped := s.run(h, req)
+		res, stopped := s.run(env, h, req)
 		if stopped {
 			_ = r.Error("503", "executor stopping", nil)
 			return
 		}
-		env, err := events.NewEnvelope(s.source, events.TypeToolResult, res)
+		out, err := events.NewEnvelope(s.source, events.TypeToolResult, res)
 		if err != nil {
 			_ = r.Error("500", err.Error(), nil)
 			return
 		}
-		env.Subject, env.TurnID, env.SessionID = req.TurnID, req.TurnID, req.SessionID
-		_ = r.Respond(env.Data, micro.WithHeaders(micro.Headers(env.BinaryHeader())))
+		out.Subject, out.TurnID, out.SessionID = req.TurnID, req.TurnID, req.SessionID
+		_ = r.Respond(out.Data, micro.WithHeaders(micro.Headers(cenats.NewMsg("", out).Header)))
 	}()
 }

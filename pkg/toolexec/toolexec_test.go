@@ -14,11 +14,16 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
+	"go.opentelemetry.io/otel"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.uber.org/goleak"
 
-	"github.com/llmworker/llmworker/internal/natsutil"
 	"github.com/llmworker/llmworker/pkg/events"
-	"github.com/llmworker/llmworker/pkg/natsrt"
+	"github.com/llmworker/llmworker/pkg/fence"
+	"github.com/llmworker/llmworker/pkg/natstest"
+	"github.com/llmworker/llmworker/pkg/provision"
+	"github.com/llmworker/llmworker/pkg/telemetry"
 	"github.com/llmworker/llmworker/pkg/tool"
 	"github.com/llmworker/llmworker/pkg/toolexec"
 )
@@ -29,22 +34,13 @@ type env struct {
 	url string
 	nc  *nats.Conn
 	js  jetstream.JetStream
-	tc  *natsrt.ToolClient
+	tc  *toolexec.Client
 }
 
 func start(t testing.TB) *env {
 	t.Helper()
-	e, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Shutdown)
-	nc := connect(t, e.URL())
-	js, _ := jetstream.New(nc)
-	if err := natsrt.Provision(ctx(t), js, natsrt.ProvisionOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return &env{url: e.URL(), nc: nc, js: js, tc: natsrt.NewToolClient(nc, js, natsrt.ToolClientOptions{})}
+	s := natstest.Start(t, natstest.Options{Provision: true, FileStorage: true})
+	return &env{url: s.URL(), nc: s.NC, js: s.JS, tc: toolexec.NewClient(s.NC, s.JS, toolexec.ClientOptions{})}
 }
 
 func connect(t testing.TB, url string) *nats.Conn {
@@ -61,17 +57,6 @@ func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return c
-}
-
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // replica starts a toolexec on its own connection; Stop runs at cleanup.
@@ -112,7 +97,7 @@ func echo(calls *atomic.Int32) tool.Tool {
 }
 
 func call(c context.Context, turn, id string) context.Context {
-	return natsrt.WithCall(c, natsrt.CallInfo{TurnID: turn, SessionID: "s1", CallID: id})
+	return tool.WithCall(c, tool.CallInfo{TurnID: turn, SessionID: "s1", CallID: id})
 }
 
 // resultCount is how many results LLMW_TOOLRESULTS holds for a call.
@@ -140,9 +125,9 @@ func resultCount(t testing.TB, js jetstream.JetStream, turn, id string) uint64 {
 	return count()
 }
 
-func remote(t testing.TB, e *env, name string) *natsrt.RemoteTool {
+func remote(t testing.TB, e *env, name string) *toolexec.RemoteTool {
 	t.Helper()
-	cat, err := natsrt.OpenCatalog(ctx(t), e.js)
+	cat, err := toolexec.OpenCatalog(ctx(t), e.js)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +196,7 @@ func TestRoundTripCatalogAndDiscovery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := natsrt.DecodeToolResult(r.Header, r.Data)
+	res, err := toolexec.DecodeResult(r.Header, r.Data)
 	if err != nil || res.Content != "z" || res.IsError {
 		t.Errorf("direct invoke = %+v, %v", res, err)
 	}
@@ -283,6 +268,14 @@ func TestReplicasShareOneConsumer(t *testing.T) {
 }
 
 func TestReplicaDiesMidCallRedelivered(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	prev := otel.GetMeterProvider()
+	otel.SetMeterProvider(mp)
+	t.Cleanup(func() {
+		otel.SetMeterProvider(prev)
+		_ = mp.Shutdown(context.Background())
+	})
 	e := start(t)
 	b := newBlocker()
 	cfg := toolexec.Config{Concurrency: 1, AckWait: 500 * time.Millisecond}
@@ -315,8 +308,85 @@ func TestReplicaDiesMidCallRedelivered(t *testing.T) {
 	if r.err != nil || r.out != "done by b" {
 		t.Fatalf("Execute = %q, %v", r.out, r.err)
 	}
+	// The metrics an operator alerts on: one redelivery of a block call,
+	// and the queue wait of its first delivery only.
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	redeliveries, waits := int64(-1), uint64(0)
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				if m.Name == telemetry.MetricRedeliveries {
+					for _, p := range d.DataPoints {
+						msg, _ := p.Attributes.Value("llmw.message")
+						tl, _ := p.Attributes.Value(telemetry.GenAIToolName)
+						if msg.AsString() == "tool_call" && tl.AsString() == "block" {
+							redeliveries = p.Value
+						}
+					}
+				}
+			case metricdata.Histogram[float64]:
+				if m.Name == telemetry.MetricQueueWait {
+					for _, p := range d.DataPoints {
+						if tl, _ := p.Attributes.Value(telemetry.GenAIToolName); tl.AsString() == "block" {
+							waits = p.Count
+						}
+					}
+				}
+			}
+		}
+	}
+	if redeliveries != 1 || waits != 1 {
+		t.Errorf("llmw.redeliveries of block calls %d, queue waits recorded %d; want 1 and 1", redeliveries, waits)
+	}
 	if n := resultCount(t, e.js, "t1", "c1"); n != 1 {
 		t.Errorf("%d results, want exactly 1", n)
+	}
+}
+
+// A second message of a call that arrives while the first one still runs
+// on the same replica (published again after the duplicate window) is
+// answered from the first one's result once it is stored: not run again,
+// and not left unacknowledged until AckWait (60 s here) redelivers it.
+func TestDuplicateWhileRunningIsAnswered(t *testing.T) {
+	e := start(t)
+	b := newBlocker()
+	replica(t, e.url, toolexec.Config{Instance: "a", Concurrency: 4, AckWait: time.Minute}, b.tool("a"))
+	rt := remote(t, e, "block")
+	done := make(chan error, 1)
+	go func() {
+		_, err := rt.Execute(call(ctx(t), "t1", "c1"), nil)
+		done <- err
+	}()
+	<-b.started
+	req, _ := events.NewEnvelope("/test", events.TypeToolCall, events.ToolCallRequest{CallID: "c1", TurnID: "t1", Name: "block"})
+	if _, err := e.js.PublishMsg(ctx(t), &nats.Msg{Subject: "llmw.tool.call.block", Header: nats.Header(req.BinaryHeader()), Data: req.Data}, jetstream.WithMsgID("again")); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := e.js.Consumer(ctx(t), events.StreamToolCalls, "tool_block")
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, "the second message delivered", func() bool {
+		info, err := cons.Info(ctx(t))
+		return err == nil && info.Delivered.Stream == 2
+	})
+	close(b.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, "both messages acknowledged", func() bool {
+		info, err := cons.Info(ctx(t))
+		return err == nil && info.NumAckPending == 0 && info.NumPending == 0
+	})
+	if n := b.ran.Load(); n != 1 {
+		t.Errorf("tool ran %d times, want 1", n)
+	}
+	if n := resultCount(t, e.js, "t1", "c1"); n != 1 {
+		t.Errorf("%d results, want 1", n)
 	}
 }
 
@@ -338,7 +408,7 @@ func TestDuplicateDeliveryOneResult(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "duplicate consumed", func() bool {
+	natstest.Eventually(t, "duplicate consumed", func() bool {
 		info, err := cons.Info(ctx(t))
 		return err == nil && info.Delivered.Stream == 2 && info.NumAckPending == 0 && info.NumPending == 0
 	})
@@ -374,8 +444,8 @@ func TestErrorResults(t *testing.T) {
 			rt := remote(t, e, tc.tool)
 			id := fmt.Sprintf("c%d", time.Now().UnixNano())
 			_, err := rt.Execute(call(ctx(t), "t1", id), json.RawMessage(tc.input))
-			var re *natsrt.ResultError
-			if !errors.As(err, &re) || !errors.Is(err, natsrt.ErrToolFailed) || !re.Result.IsError {
+			var re *toolexec.ResultError
+			if !errors.As(err, &re) || !errors.Is(err, toolexec.ErrToolFailed) || !re.Result.IsError {
 				t.Fatalf("err = %v, want an error result", err)
 			}
 			for _, w := range tc.want {
@@ -413,16 +483,16 @@ func TestUnknownToolBoundedByDeadline(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	_, err := rt.Execute(call(c, "t1", "c1"), nil)
-	if !errors.Is(err, natsrt.ErrToolDeadline) && !errors.Is(err, context.DeadlineExceeded) {
+	if !errors.Is(err, toolexec.ErrToolDeadline) && !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v", err)
 	}
 	if time.Since(start) > 10*time.Second {
 		t.Errorf("took %v", time.Since(start))
 	}
 	// Without a context deadline the tool's timeout bounds the wait.
-	tc := natsrt.NewToolClient(e.nc, e.js, natsrt.ToolClientOptions{ResultGrace: 100 * time.Millisecond})
+	tc := toolexec.NewClient(e.nc, e.js, toolexec.ClientOptions{ResultGrace: 100 * time.Millisecond})
 	_, err = tc.Tool(rt.Entry()).Execute(call(context.Background(), "t1", "c2"), nil)
-	if !errors.Is(err, natsrt.ErrToolDeadline) || !strings.Contains(err.Error(), "nobody_hosts_this") {
+	if !errors.Is(err, toolexec.ErrToolDeadline) || !strings.Contains(err.Error(), "nobody_hosts_this") {
 		t.Fatalf("err = %v, want ErrToolDeadline naming the tool", err)
 	}
 }
@@ -454,7 +524,7 @@ func TestCancel(t *testing.T) {
 		t.Fatalf("tool saw %v, want its context cancelled", err)
 	}
 	// The call still gets a definitive result, saying it was cancelled.
-	eventually(t, "cancelled result", func() bool { return resultCount(t, e.js, "t1", "c1") == 1 })
+	natstest.Eventually(t, "cancelled result", func() bool { return resultCount(t, e.js, "t1", "c1") == 1 })
 	r, ok, err := e.tc.StoredResult(ctx(t), "t1", "c1")
 	if err != nil || !ok || !r.IsError || !strings.Contains(r.Content, "cancelled") {
 		t.Errorf("stored %+v %v %v", r, ok, err)
@@ -473,13 +543,13 @@ func TestUndecodableCallTerminated(t *testing.T) {
 	if _, err := e.js.Publish(ctx(t), "llmw.tool.call.echo", []byte("garbage")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "error result", func() bool { return resultCount(t, e.js, "t1", "c1") == 1 })
+	natstest.Eventually(t, "error result", func() bool { return resultCount(t, e.js, "t1", "c1") == 1 })
 	r, _, _ := e.tc.StoredResult(ctx(t), "t1", "c1")
 	if !r.IsError || !strings.Contains(r.Content, "could not be decoded") {
 		t.Errorf("result %+v", r)
 	}
 	cons, _ := e.js.Consumer(ctx(t), events.StreamToolCalls, "tool_echo")
-	eventually(t, "both terminated", func() bool {
+	natstest.Eventually(t, "both terminated", func() bool {
 		info, err := cons.Info(ctx(t))
 		return err == nil && info.NumAckPending == 0 && info.NumPending == 0 && info.NumRedelivered == 0
 	})
@@ -487,6 +557,9 @@ func TestUndecodableCallTerminated(t *testing.T) {
 
 func TestRegisterAndLifecycleErrors(t *testing.T) {
 	e := start(t)
+	if _, err := toolexec.New(e.nc, toolexec.Config{CatalogTTL: 500 * time.Millisecond}); !errors.Is(err, toolexec.ErrInvalidConfig) || !strings.Contains(err.Error(), "CatalogTTL") {
+		t.Errorf("New with a CatalogTTL under a second = %v, want ErrInvalidConfig naming CatalogTTL", err)
+	}
 	s, err := toolexec.New(e.nc, toolexec.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -538,7 +611,7 @@ func TestCancelBeforeDelivery(t *testing.T) {
 	var mu sync.Mutex
 	ran := map[string]bool{}
 	rec := tool.Must("rec", "Records its call.", func(c context.Context, _ struct{}) (string, error) {
-		ci, _ := natsrt.CallFrom(c)
+		ci, _ := tool.CallFrom(c)
 		mu.Lock()
 		ran[ci.CallID] = true
 		mu.Unlock()
@@ -555,17 +628,23 @@ func TestCancelBeforeDelivery(t *testing.T) {
 	// with a fresh call id in the unlikely case the call won.)
 	for i := 0; ; i++ {
 		id := fmt.Sprintf("c%d", i)
-		e.tc.Cancel(id)
+		e.tc.Cancel("t1", id)
 		if err := e.nc.Flush(); err != nil {
 			t.Fatal(err)
 		}
 		_, err := rt.Execute(call(ctx(t), "t1", id), nil)
-		var re *natsrt.ResultError
+		var re *toolexec.ResultError
 		if errors.As(err, &re) && strings.Contains(re.Result.Content, "cancelled") {
 			mu.Lock()
-			defer mu.Unlock()
-			if ran[id] {
+			ranCancelled := ran[id]
+			mu.Unlock()
+			if ranCancelled {
 				t.Fatalf("call %s ran although it was cancelled", id)
+			}
+			// The cancel was of turn t1's call: another turn's call with
+			// the same id runs.
+			if out, err := rt.Execute(call(ctx(t), "t2", id), nil); err != nil || out != "ran" {
+				t.Fatalf("turn t2's call %s = %q, %v; want it run", id, out, err)
 			}
 			return
 		}
@@ -611,7 +690,7 @@ func TestResultsStreamBrieflyUnavailable(t *testing.T) {
 	back := make(chan error, 1)
 	go func() {
 		time.Sleep(300 * time.Millisecond)
-		back <- natsrt.Provision(context.Background(), e.js, natsrt.ProvisionOptions{})
+		back <- provision.Provision(context.Background(), e.js, provision.Options{})
 	}()
 	out, err := rt.Execute(call(ctx(t), "t9", "c9"), json.RawMessage(`{"text":"ok"}`))
 	if perr := <-back; perr != nil {
@@ -622,5 +701,156 @@ func TestResultsStreamBrieflyUnavailable(t *testing.T) {
 	}
 	if n := resultCount(t, e.js, "t9", "c9"); n != 1 {
 		t.Fatalf("%d results", n)
+	}
+}
+
+// A turn that is no longer the caller's (its fence fails) publishes no
+// call: the tool does not run, and the fence's error comes back.
+func TestFencedCallNotPublished(t *testing.T) {
+	e := start(t)
+	var calls atomic.Int32
+	replica(t, e.url, toolexec.Config{}, echo(&calls))
+	rt := remote(t, e, "echo")
+	lost := errors.New("another replica owns the turn")
+	c := fence.With(call(ctx(t), "t1", "c1"), func(context.Context) error { return lost })
+	if _, err := rt.Execute(c, json.RawMessage(`{"text":"x"}`)); !errors.Is(err, lost) {
+		t.Fatalf("Execute = %v; want the fence's error", err)
+	}
+	st, err := e.js.Stream(ctx(t), events.StreamToolCalls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := st.Info(ctx(t)); err != nil || info.State.Msgs != 0 || calls.Load() != 0 {
+		t.Fatalf("%d calls stored, tool ran %d times (%v); want none", info.State.Msgs, calls.Load(), err)
+	}
+	// With a fence that holds, the call goes out.
+	ok := fence.With(call(ctx(t), "t1", "c2"), func(context.Context) error { return nil })
+	if _, err := rt.Execute(ok, json.RawMessage(`{"text":"x"}`)); err != nil || calls.Load() != 1 {
+		t.Fatalf("Execute = %v, tool ran %d times", err, calls.Load())
+	}
+}
+
+// Storing a result hangs (a results stream that does not answer, as
+// without quorum) for as long as the replica tries (10 s), longer than
+// AckWait: the call stays in progress while the replica tries, is given
+// back when it gives up, runs again and is answered once the stream
+// answers. Nothing accepted is lost — before, the redelivery that arrived
+// while the result was being stored was acknowledged as a duplicate by
+// another slot, and the call was gone.
+func TestCallSurvivesHangingResultStore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out the 10 s result publish")
+	}
+	e := start(t)
+	var calls atomic.Int32
+	holes := make(chan *nats.Subscription, 1)
+	// The first run takes the results stream away before it answers: a
+	// subscriber takes the results and never answers, so the replica's
+	// publish waits for an acknowledgement that never comes.
+	tl := tool.Must("echo", "Echoes text.", func(_ context.Context, a EchoArgs) (string, error) {
+		if calls.Add(1) == 1 {
+			if err := e.js.DeleteStream(context.Background(), events.StreamToolResults); err != nil {
+				return "", err
+			}
+			hole, err := e.nc.Subscribe("llmw.tool.result.>", func(*nats.Msg) {})
+			if err != nil {
+				return "", err
+			}
+			holes <- hole
+		}
+		return a.Text, nil
+	}, tool.WithTimeout(5*time.Second))
+	replica(t, e.url, toolexec.Config{Instance: "r1", AckWait: time.Second}, tl)
+	rt := remote(t, e, "echo")
+	back := make(chan error, 1)
+	go func() {
+		hole := <-holes
+		time.Sleep(9 * time.Second)
+		if err := hole.Unsubscribe(); err != nil {
+			back <- err
+			return
+		}
+		back <- provision.Provision(context.Background(), e.js, provision.Options{})
+	}()
+	c, cancel := context.WithTimeout(call(ctx(t), "t10", "c10"), 25*time.Second)
+	defer cancel()
+	out, err := rt.Execute(c, json.RawMessage(`{"text":"ok"}`))
+	if perr := <-back; perr != nil {
+		t.Fatal(perr)
+	}
+	if err != nil || out != "ok" {
+		t.Fatalf("Execute = %q, %v (the tool ran %d times)", out, err, calls.Load())
+	}
+	if n := resultCount(t, e.js, "t10", "c10"); n != 1 {
+		t.Fatalf("%d results", n)
+	}
+}
+
+// Two turns' calls with the same call id (local OpenAI-compatible servers
+// number calls call_0, call_1, … in every turn) run at once on one host;
+// cancelling one turn cancels its call only, and the other turn gets its
+// own result.
+func TestCancelKeyedByTurn(t *testing.T) {
+	e := start(t)
+	started := make(chan string, 4) // turn id of each started call
+	stopped := make(chan string, 4) // turn id of each call whose context ended
+	release := make(chan struct{})
+	work := tool.Must("work", "Works until released.", func(c context.Context, _ struct{}) (string, error) {
+		ci, _ := tool.CallFrom(c)
+		started <- ci.TurnID
+		select {
+		case <-release:
+			return "done for " + ci.TurnID, nil
+		case <-c.Done():
+			stopped <- ci.TurnID
+			return "", c.Err()
+		}
+	})
+	replica(t, e.url, toolexec.Config{}, work)
+	defer close(release)
+	rt := remote(t, e, "work")
+
+	type result struct {
+		out string
+		err error
+	}
+	ca, cancelA := context.WithCancel(ctx(t))
+	defer cancelA()
+	doneA, doneB := make(chan result, 1), make(chan result, 1)
+	go func() {
+		out, err := rt.Execute(call(ca, "ta", "call_1"), nil)
+		doneA <- result{out, err}
+	}()
+	if got := <-started; got != "ta" {
+		t.Fatalf("started %q, want ta", got)
+	}
+	go func() {
+		out, err := rt.Execute(call(ctx(t), "tb", "call_1"), nil)
+		doneB <- result{out, err}
+	}()
+	if got := <-started; got != "tb" {
+		t.Fatalf("started %q, want tb", got)
+	}
+
+	cancelA()
+	if r := <-doneA; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("turn ta: Execute = %q, %v; want context.Canceled", r.out, r.err)
+	}
+	select {
+	case got := <-stopped:
+		if got != "ta" {
+			t.Fatalf("the cancel of turn ta's call_1 stopped turn %s's call_1", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cancel of turn ta's call_1 did not reach its tool")
+	}
+	select {
+	case r := <-doneB:
+		t.Fatalf("turn tb's call ended before it was released: %q, %v", r.out, r.err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	release <- struct{}{}
+	if r := <-doneB; r.err != nil || r.out != "done for tb" {
+		t.Fatalf("turn tb: Execute = %q, %v; want its own result", r.out, r.err)
 	}
 }

@@ -15,11 +15,14 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel"
 
 	"github.com/llmworker/llmworker/pkg/events"
-	"github.com/llmworker/llmworker/pkg/ingest"
 	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/llm/llmtest"
+	"github.com/llmworker/llmworker/pkg/provider"
 	"github.com/llmworker/llmworker/pkg/provider/anthropic"
+	"github.com/llmworker/llmworker/pkg/telemetry"
 	"github.com/llmworker/llmworker/pkg/tool"
 	"github.com/llmworker/llmworker/pkg/toolexec"
 	"github.com/llmworker/llmworker/pkg/turn"
@@ -101,11 +104,39 @@ func (te *turnEvents) expect(id string) (first chan time.Time, end chan string) 
 	return first, end
 }
 
+// withTracing runs a benchmark with tracing off (the API's no-op
+// provider: a service started without OTEL_* variables) and on
+// (telemetry.Setup as a service runs it, every turn sampled, exporting
+// OTLP/HTTP in batches to a receiver that discards what it gets), so that
+// docs/benchmarks.md can give what tracing costs.
+func withTracing(b *testing.B, f func(*testing.B)) {
+	b.Run("tracing=off", f)
+	b.Run("tracing=on", func(b *testing.B) {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) }))
+		defer srv.Close()
+		prev := otel.GetTracerProvider()
+		// The exporter reads the process environment, as in a service.
+		b.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
+		b.Setenv("OTEL_TRACES_SAMPLER", "always_on")
+		shutdown, on, err := telemetry.Setup(context.Background(), telemetry.Config{Service: "llmw-bench"})
+		if err != nil || !on {
+			b.Fatalf("telemetry.Setup: on %v, %v", on, err)
+		}
+		defer func() {
+			_ = shutdown(context.Background())
+			otel.SetTracerProvider(prev)
+		}()
+		f(b)
+	})
+}
+
 // BenchmarkFirstDelta measures the overhead from the provider's first byte
 // (a local replay server answering with a recorded Anthropic stream) to a
 // UI subscriber receiving the first text delta: the official SDK in
 // ingest, NATS, the turn service's worker and Timeline, NATS again.
-func BenchmarkFirstDelta(b *testing.B) {
+func BenchmarkFirstDelta(b *testing.B) { withTracing(b, benchFirstDelta) }
+
+func benchFirstDelta(b *testing.B) {
 	body := sse(b, "anthropic/text-ping_claude-sonnet-4-5.sse")
 	var firstByte atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -118,7 +149,7 @@ func BenchmarkFirstDelta(b *testing.B) {
 	}))
 	defer srv.Close()
 	e := newEnv(b)
-	e.startIngest(ingest.Builtin(ingest.BuiltinConfig{Anthropic: anthropic.Config{APIKey: "k", BaseURL: srv.URL, MaxRetries: -1}}))
+	e.startIngest(provider.Builtin(provider.Config{Anthropic: anthropic.Config{APIKey: "k", BaseURL: srv.URL, MaxRetries: -1}}))
 	e.startTurn(turn.Config{})
 	te := e.turnEvents(b)
 	lat := make([]time.Duration, 0, b.N)
@@ -155,10 +186,10 @@ func tenSteps() llm.Provider {
 			}
 		}
 		if results >= 9 {
-			return llm.SliceStream(llm.TextStep("done").Events...), nil
+			return llm.SliceStream(llmtest.TextStep("done").Events...), nil
 		}
 		id := "call_" + strconv.Itoa(results)
-		return llm.SliceStream(llm.ToolStep(llm.ToolCallSpec{ID: id, Name: "echo", Input: `{"n":` + strconv.Itoa(results) + `}`}).Events...), nil
+		return llm.SliceStream(llmtest.ToolStep(llmtest.ToolCallSpec{ID: id, Name: "echo", Input: `{"n":` + strconv.Itoa(results) + `}`}).Events...), nil
 	})
 }
 
@@ -177,7 +208,9 @@ func echoTool() tool.Tool {
 // with its checkpoints, toolexec) and reports the distributed overhead per
 // step, and the tool round trip (llmw.tool.started → llmw.tool.result as a
 // UI sees them: turn → toolexec → turn) at p50 and p99.
-func BenchmarkStepOverhead(b *testing.B) {
+func BenchmarkStepOverhead(b *testing.B) { withTracing(b, benchStepOverhead) }
+
+func benchStepOverhead(b *testing.B) {
 	e := newEnv(b)
 	e.scripted(tenSteps())
 	e.startToolexec(toolexec.Config{}, echoTool())
@@ -227,8 +260,8 @@ func BenchmarkDeltaThroughput(b *testing.B) {
 		chunks[i] = "tok" + strconv.Itoa(i) + " "
 	}
 	e := newEnv(b)
-	p := llm.NewScripted()
-	p.SetFallback(llm.TextStep(chunks...))
+	p := llmtest.NewScripted()
+	p.SetFallback(llmtest.TextStep(chunks...))
 	e.scripted(p)
 	e.startTurn(turn.Config{})
 	var got atomic.Int64
@@ -276,8 +309,8 @@ func BenchmarkDeltaThroughput(b *testing.B) {
 func BenchmarkHeapPerActiveTurn(b *testing.B) {
 	const n = 1000
 	e := newEnv(b)
-	p := llm.NewScripted()
-	p.SetFallback(llm.BlockingStep("partial"))
+	p := llmtest.NewScripted()
+	p.SetFallback(llmtest.BlockingStep("partial"))
 	e.scripted(p)
 	e.startTurn(turn.Config{AckWait: time.Minute})
 	te := e.turnEvents(b)

@@ -3,13 +3,15 @@ package turn
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook"
+	"github.com/llmworker/llmworker/pkg/ingest"
 	"github.com/llmworker/llmworker/pkg/llm"
-	"github.com/llmworker/llmworker/pkg/natsrt"
+	"github.com/llmworker/llmworker/pkg/provision"
 	"github.com/llmworker/llmworker/pkg/tool"
 )
 
@@ -18,9 +20,14 @@ const (
 	DefaultMaxConcurrent = 4096
 	DefaultAckWait       = 30 * time.Second
 	DefaultStepRetries   = 2
+	// DefaultFinishedTTL keeps an ended turn's state as long as its events.
+	DefaultFinishedTTL = provision.DefaultEventsMaxAge
+	// DefaultCancelTTL bounds how long a cancel waits for the submit it
+	// overtook.
+	DefaultCancelTTL = 10 * time.Minute
 	// DefaultStreamBuffer is the per-model-call buffer of stream messages
-	// between the NATS dispatcher and the turn (see natsrt.IngestOptions);
-	// it is a large part of a turn's memory, so it is smaller than natsrt's
+	// between the NATS dispatcher and the turn (see ingest.ClientOptions);
+	// it is a large part of a turn's memory, so it is smaller than the ingest client's
 	// default.
 	DefaultStreamBuffer = 1024
 	// ConsumerName is the durable pull consumer on LLMW_TURNS that every
@@ -58,14 +65,15 @@ type Config struct {
 	// whose replica died stays invisible before another replica resumes it.
 	// A running turn sends in-progress acks every AckWait/3.
 	AckWait time.Duration
-	// MaxDeliver bounds the deliveries of one request (0 = unlimited).
+	// MaxDeliver bounds the deliveries of one request (0 = the default:
+	// unlimited).
 	MaxDeliver int
 
 	// IngestTimeout bounds the wait for ingest's reply to a completion
-	// request (0 = natsrt.DefaultRequestTimeout).
+	// request (0 = ingest.DefaultRequestTimeout).
 	IngestTimeout time.Duration
 	// IdleTimeout fails a model call when no stream event (pings included)
-	// arrives for that long (0 = natsrt.DefaultIdleTimeout, negative =
+	// arrives for that long (0 = ingest.DefaultClientIdleTimeout, negative =
 	// never).
 	IdleTimeout time.Duration
 	// StreamBuffer is the number of stream messages buffered per model
@@ -91,12 +99,30 @@ type Config struct {
 	// remote tools do not need it (their results are in LLMW_TOOLRESULTS).
 	CheckpointToolResults bool
 
+	// FinishedTTL is how long the state of an ended turn is kept in
+	// LLMW_TURN_STATE: until then a submit of its id is answered with
+	// turn_exists (0 = DefaultFinishedTTL, the age limit of LLMW_EVENTS;
+	// negative = kept until deleted).
+	FinishedTTL time.Duration
+	// CancelTTL is how long a cancel of a turn id that has no turn yet is
+	// remembered: a submit of the id within it (the cancel overtook its
+	// submit) ends at once with llmw.turn.aborted (0 = DefaultCancelTTL;
+	// negative = the cancel is not remembered).
+	CancelTTL time.Duration
+	// Ephemeral says the NATS store does not outlive this replica (an
+	// embedded server with a temporary store, as `llmworker up
+	// --temp-store` runs): no other replica could continue a turn, so Stop
+	// does not hand running turns off. It waits for them up to its
+	// deadline, then cancels them, and ends paused turns, each with
+	// llmw.turn.aborted, so that every client gets a terminal event.
+	Ephemeral bool
+
 	// Provider, when set, replaces ingest (tests, benchmarks, embedding a
 	// provider in-process); nil sends model calls to ingest over NATS.
 	Provider llm.Provider
 	// Provision configures the streams and buckets Start creates if
 	// missing; its Prefix is taken from Prefix.
-	Provision natsrt.ProvisionOptions
+	Provision provision.Options
 }
 
 func (c *Config) withDefaults() error {
@@ -147,6 +173,8 @@ func (c *Config) withDefaults() error {
 	if c.Retryable == nil {
 		c.Retryable = DefaultRetryable
 	}
+	c.FinishedTTL = ttl(c.FinishedTTL, DefaultFinishedTTL)
+	c.CancelTTL = ttl(c.CancelTTL, DefaultCancelTTL)
 	c.Provision.Prefix = c.Prefix
 	return nil
 }
@@ -158,16 +186,30 @@ func (c *Config) withDefaults() error {
 // content filters, invalid requests, missing keys and unknown models are
 // not: the same request would fail the same way.
 func DefaultRetryable(code string) bool {
-	switch strings.ToLower(code) {
-	case natsrt.CodeStreamGap, natsrt.CodeIdleTimeout, natsrt.CodeInvalidEvent,
-		llm.CodeStreamError, llm.CodeProviderFailed, codeNoIngest,
-		"incomplete_stream", "overloaded", "overloaded_error", "api_error", "server_error",
-		"internal_error", "internal", "unavailable", "service_unavailable", "timeout",
-		"502", "503", "504", "529":
-		return true
-	}
-	return false
+	return slices.Contains(retryableCodes, strings.ToLower(code))
+}
+
+// retryableCodes are the codes DefaultRetryable retries, lower case.
+var retryableCodes = []string{
+	ingest.CodeStreamGap, ingest.CodeIdleTimeout, ingest.CodeInvalidEvent,
+	llm.CodeStreamError, llm.CodeProviderFailed, codeNoIngest,
+	"incomplete_stream", "overloaded", "overloaded_error", "api_error", "server_error",
+	"internal_error", "internal", "unavailable", "service_unavailable", "timeout",
+	"502", "503", "504", "529",
 }
 
 // codeNoIngest is the code of a model call nobody answered (no ingest).
 const codeNoIngest = "no_ingest"
+
+// ttl resolves a TTL setting: 0 is def, negative is none (0), and a
+// positive value is at least the one second JetStream's message TTLs
+// count in.
+func ttl(d, def time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return def
+	case d < 0:
+		return 0
+	}
+	return max(d, time.Second)
+}

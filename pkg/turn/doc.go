@@ -1,4 +1,4 @@
-// Package turn is the turn service (DESIGN.md §5–§8): it consumes turn
+// Package turn is the turn service (docs/protocol.md §5–§8): it consumes turn
 // requests from the JetStream work queue LLMW_TURNS and runs each turn with
 // the worker core (pkg/worker) wired to NATS — model calls go to ingest,
 // tools to toolexec, worker events to the subjects UIs subscribe to, and the
@@ -19,18 +19,19 @@
 //
 //   - selects the tools the request's "tools" names ("*" = every tool):
 //     Config.Tools run in-process, the rest are the catalog's (KV
-//     LLMW_TOOLS) and run on toolexec through natsrt.RemoteTool; a name that
+//     LLMW_TOOLS) and run on toolexec through toolexec.RemoteTool; a name that
 //     is in neither fails the turn (code "unknown_tool"). Without "tools" a
 //     turn gets Config.DefaultTools (none by default);
 //   - puts the session's transcript (KV LLMW_SESSIONS) before "messages"
 //     when the request has a session_id;
 //   - runs the worker: model calls go to ingest over NATS
-//     (natsrt.IngestClient: it subscribes before it asks, checks the
+//     (ingest.Client: it subscribes before it asks, checks the
 //     stream's seq for gaps and ends a silent stream after IdleTimeout); a
 //     call that failed for a transport reason (see DefaultRetryable) is made
-//     again up to StepRetries times within its step, after block.abort
-//     events for its partial blocks and a new llmw.turn.step with the
-//     attempt number; hooks are Config.Hooks, a chain shared with whoever
+//     again up to StepRetries times within its step (the worker's
+//     Config.RetryStep), after block.abort events for its partial blocks
+//     and a new llmw.turn.step with the attempt number; the failed
+//     attempt's finished blocks are dropped; hooks are Config.Hooks, a chain shared with whoever
 //     keeps it in sync with LLMW_HOOKS;
 //   - publishes every worker event on P.events.<session|_>.<turn>.<channel>
 //     (stream LLMW_EVENTS) with a seq that counts per turn across channels,
@@ -52,9 +53,10 @@
 // The request stays unacknowledged while the turn runs (in-progress acks
 // every AckWait/3). The turn's State — the worker's checkpoint plus the
 // request and the seq of the last event — is written to KV LLMW_TURN_STATE
-// at every step boundary with the expected revision; a revision conflict
-// means another replica owns the turn, and this run stops without
-// publishing anything more.
+// at every step boundary with the expected revision; a revision conflict,
+// or a worker event the stream refuses (see Worker events), means another
+// replica owns the turn, and this run stops without publishing anything
+// more.
 //
 // When a request is delivered, its turn's state decides: none → a fresh
 // run; running (a replica died, or stopped at a step boundary) → the turn
@@ -77,18 +79,40 @@
 // P.turn.cancel.<turn_id> reaches every replica. The one running the turn
 // cancels its context: the model call stops (the IngestClient publishes
 // P.llm.cancel.<request>), running remote tools are cancelled
-// (P.tool.cancel.<call>), the on_abort hooks run and the turn ends as
+// (P.tool.cancel.<turn>.<call>), the on_abort hooks run and the turn ends as
 // llmw.turn.aborted with its checkpoint marked aborted. A paused turn is
 // aborted by one of the other replicas (its on_abort hooks run there); a
 // turn whose request was not picked up yet gets an aborted state, so its
-// request does nothing when it arrives.
+// request does nothing when it arrives. A turn whose replica died is
+// cancelled by the replica that takes it over (every replica remembers the
+// cancel for Config.CancelTTL); one that ended is answered
+// llmw.turn.rejected (turn_ended).
 //
 // Stop drains: no more requests are fetched, running turns go on to their
 // end or their next step boundary, where the checkpoint is written and the
 // request is negatively acknowledged, so another replica continues at once.
 // Turns still running when Stop's context ends are cancelled silently and
-// left to another replica the same way. (The worker runs on_abort hooks
-// when it stops a run; they also run for such a hand-off.)
+// left to another replica the same way. A hand-off is not an abort: it
+// ends the run with worker.ErrDetached, so no on_abort hook runs and no
+// terminal event is published; the replica that continues the turn ends
+// it.
+//
+// # Worker events
+//
+// Publisher.Turn returns a turn's EventPublisher, which stamps source,
+// subject (the turn id), turnid, sessionid and a seq counting per turn
+// across channels. Publish queues an event (deltas encoded without
+// reflection) and returns; a sender goroutine publishes the turn's events
+// in order on P.emit.<session|_>.<turn>.<channel>, each a JetStream publish
+// fenced on the turn's previous event (Nats-Expected-Last-Subject-Sequence
+// on P.events.<session|_>.<turn>.*). LLMW_EVENTS stores it as
+// P.events.<session|_>.<turn>.<channel> and republishes it there, so live
+// subscribers see only stored events. Once another replica published for
+// the turn, the server refuses the rest (ErrFenced) and the run stops
+// quietly; Flush waits for the events to be stored, and the service calls
+// it before every checkpoint, tool call and hook request (pkg/fence) and
+// before it acknowledges the request. A replica continuing a turn reads
+// where its events end with LastEvent (docs/architecture.md#fencing).
 //
 // # Configuration
 //

@@ -57,6 +57,11 @@ var (
 	// request names a turn that is running, or a request that is not a
 	// redelivery names a turn that runs on another replica.
 	ErrNotPaused = errors.New("turn: turn is not paused")
+
+	// ErrNotProvisioned is returned by Client when the stream it publishes
+	// to or reads from does not exist: no llmworker runs on that NATS
+	// server (or it runs with another prefix).
+	ErrNotProvisioned = errors.New("llmworker is not running on this NATS server")
 )
 
 // Codes of llmw.turn.failed / llmw.turn.aborted (events.TurnEnded.Code)
@@ -66,7 +71,29 @@ const (
 	CodeInvalidRequest = "invalid_request"
 	CodeUnknownTool    = "unknown_tool"
 	CodeTooLarge       = "too_large"
-	CodeUnknownTurn    = "unknown_turn"
 	CodeCancelled      = "cancelled"
 	CodeInternal       = "internal"
 )
+
+var (
+	// ErrFenced is returned by EventPublisher.Publish and Flush once
+	// LLMW_EVENTS refused a batch of the turn's events because another
+	// event of the turn was stored since this publisher's last one: another
+	// replica took the turn over. The run stops without a trace; it
+	// matches worker.ErrDetached.
+	ErrFenced = fmt.Errorf("turn: worker events refused: another replica published for the turn (%w)", worker.ErrDetached)
+
+	// ErrEventsUnavailable is returned by EventPublisher.Publish and Flush
+	// once a batch of events was not acknowledged within the publisher's
+	// RetryTimeout, or was refused for a reason other than fencing. The
+	// run hands the turn off (its request is redelivered; the next replica
+	// continues from the checkpoint); it matches worker.ErrDetached.
+	ErrEventsUnavailable = fmt.Errorf("turn: LLMW_EVENTS did not store worker events (%w)", worker.ErrDetached)
+)
+
+// ErrStateUnavailable is what the checkpoint callback returns when
+// LLMW_TURN_STATE did not store a checkpoint within the publisher's
+// RetryTimeout (no quorum, a partition): the turn is handed off — its
+// request is redelivered and the next replica continues from the last
+// stored checkpoint. It matches worker.ErrDetached.
+var ErrStateUnavailable = fmt.Errorf("turn: LLMW_TURN_STATE did not store the checkpoint (%w)", worker.ErrDetached)

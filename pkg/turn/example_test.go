@@ -12,7 +12,8 @@ import (
 
 	"github.com/llmworker/llmworker/internal/natsutil"
 	"github.com/llmworker/llmworker/pkg/events"
-	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/llm/llmtest"
+	"github.com/llmworker/llmworker/pkg/provision"
 	"github.com/llmworker/llmworker/pkg/turn"
 )
 
@@ -33,7 +34,7 @@ func Example() {
 
 	ctx := context.Background()
 	svc, err := turn.New(nc, turn.Config{
-		Provider: llm.NewScripted(llm.TextStep("Hello", ", world")),
+		Provider: llmtest.NewScripted(llmtest.TextStep("Hello", ", world")),
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
@@ -80,4 +81,32 @@ func Example() {
 	// seq 4 delta "Hello"
 	// seq 5 delta ", world"
 	// seq 8 completed: Hello, world
+}
+
+// A turn's worker events: one seq across channels, subjects by session,
+// turn and channel, CloudEvents in binary mode.
+func ExampleEventPublisher() {
+	srv, _ := natsutil.StartEmbedded(natsutil.EmbeddedOptions{})
+	defer srv.Shutdown()
+	nc, _ := nats.Connect(srv.URL())
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	if err := provision.Provision(context.Background(), js, provision.Options{Memory: true}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	ui, _ := nc.SubscribeSync("llmw.events.s1.>")
+
+	ep := turn.NewPublisher(nc, turn.PublisherOptions{}).Turn("t1", "s1", turn.Position{})
+	_, _ = ep.Publish(events.TurnStarted{TurnID: "t1", SessionID: "s1"})
+	_, _ = ep.Publish(events.WorkerBlockDelta{BlockDelta: events.TextDelta(0, "Hi"), Step: 1})
+
+	for range 2 {
+		m, _ := ui.NextMsg(5 * time.Second)
+		env, _ := events.DecodeEnvelope(m.Header, m.Data)
+		fmt.Println(m.Subject, env.Type, env.Seq, string(env.Data))
+	}
+	// Output:
+	// llmw.events.s1.t1.turn llmw.turn.started 1 {"turn_id":"t1","session_id":"s1"}
+	// llmw.events.s1.t1.text llmw.block.delta 2 {"index":0,"text":"Hi","step":1}
 }

@@ -14,7 +14,8 @@ import (
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook"
-	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/llm/llmtest"
+	"github.com/llmworker/llmworker/pkg/natstest"
 	"github.com/llmworker/llmworker/pkg/tool"
 	"github.com/llmworker/llmworker/pkg/toolexec"
 	"github.com/llmworker/llmworker/pkg/turn"
@@ -26,9 +27,9 @@ type noArgs struct{}
 // until the other one started.
 func TestParallelToolCalls(t *testing.T) {
 	e := newEnv(t)
-	e.scripted(llm.NewScripted(
-		llm.ToolStep(llm.ToolCallSpec{ID: "c1", Name: "tool_a", Input: `{}`}, llm.ToolCallSpec{ID: "c2", Name: "tool_b", Input: `{}`}),
-		llm.TextStep("both done"),
+	e.scripted(llmtest.NewScripted(
+		llmtest.ToolStep(llmtest.ToolCallSpec{ID: "c1", Name: "tool_a", Input: `{}`}, llmtest.ToolCallSpec{ID: "c2", Name: "tool_b", Input: `{}`}),
+		llmtest.TextStep("both done"),
 	))
 	var started sync.WaitGroup
 	started.Add(2)
@@ -71,7 +72,7 @@ func TestParallelToolCalls(t *testing.T) {
 func TestUIDeltasRebuildText(t *testing.T) {
 	chunks := []string{"Hel", "lo, ", "wör", "ld ", "✓", " — ", "\"quoted\"", "\n", "end."}
 	e := newEnv(t)
-	e.scripted(llm.NewScripted(llm.TextStep(chunks...)))
+	e.scripted(llmtest.NewScripted(llmtest.TextStep(chunks...)))
 	e.startTurn(turn.Config{})
 	id := newID("deltas")
 	w := e.watch(id)
@@ -107,7 +108,7 @@ func TestUIDeltasRebuildText(t *testing.T) {
 // ordered consumer and sees what a live UI saw.
 func TestLateUIReplaysFinishedTurn(t *testing.T) {
 	e := newEnv(t)
-	e.scripted(llm.NewScripted(llm.TextStep("a", "b", "c")))
+	e.scripted(llmtest.NewScripted(llmtest.TextStep("a", "b", "c")))
 	e.startTurn(turn.Config{})
 	id := newID("late")
 	w := e.watch(id)
@@ -115,7 +116,7 @@ func TestLateUIReplaysFinishedTurn(t *testing.T) {
 	w.completed()
 	live := w.events()
 	var replay []ev
-	pollUntil(t, "every event stored", func() bool {
+	natstest.Eventually(t, "every event stored", func() bool {
 		replay = e.stored(id)
 		return len(replay) >= len(live)
 	})
@@ -138,7 +139,7 @@ func TestLateUIReplaysFinishedTurn(t *testing.T) {
 // aborted.
 func TestCancelMidStream(t *testing.T) {
 	e := newEnv(t)
-	e.scripted(llm.NewScripted(llm.BlockingStep("partial ")))
+	e.scripted(llmtest.NewScripted(llmtest.BlockingStep("partial ")))
 	chain := &hook.Chain{}
 	var aborted atomic.Value
 	if err := chain.OnAbort(hook.Func[hook.AbortInput, hook.AbortResult](func(ctx context.Context, in *hook.AbortInput) (hook.AbortResult, error) {
@@ -177,18 +178,18 @@ func TestCancelMidStream(t *testing.T) {
 	case <-time.After(waitFor):
 		t.Fatal("no P.llm.cancel published")
 	}
-	pollUntil(t, "the aborted state", func() bool {
+	natstest.Eventually(t, "the aborted state", func() bool {
 		st, ok, err := turn.LoadState(context.Background(), e.js, id)
 		return err == nil && ok && st.Status == turn.StatusAborted
 	})
-	pollUntil(t, "the turn to leave the replica", func() bool { return len(svc.Running()) == 0 })
+	natstest.Eventually(t, "the turn to leave the replica", func() bool { return len(svc.Running()) == 0 })
 }
 
 // consumerIdle waits until LLMW_TURNS has nothing pending or unacked: the
 // request was acknowledged or terminated, not left for redelivery.
 func (e *env) consumerIdle(t *testing.T) {
 	t.Helper()
-	pollUntil(t, "the turn consumer to be idle", func() bool {
+	natstest.Eventually(t, "the turn consumer to be idle", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		c, err := e.js.Consumer(ctx, events.StreamTurns, turn.ConsumerName)
@@ -241,7 +242,7 @@ func TestMalformedRequests(t *testing.T) {
 
 func TestUnknownTool(t *testing.T) {
 	e := newEnv(t)
-	p := llm.NewScripted()
+	p := llmtest.NewScripted()
 	e.scripted(p)
 	e.startTurn(turn.Config{})
 	id := newID("unknown")
@@ -266,10 +267,10 @@ func TestOversizeTranscript(t *testing.T) {
 	big := tool.Must("big", "returns a lot", func(ctx context.Context, _ noArgs) (string, error) {
 		return strings.Repeat("x", int(max/3)+1), nil
 	})
-	e.scripted(llm.NewScripted(
-		llm.ToolStep(llm.ToolCallSpec{ID: "b1", Name: "big", Input: `{}`}, llm.ToolCallSpec{ID: "b2", Name: "big", Input: `{}`},
-			llm.ToolCallSpec{ID: "b3", Name: "big", Input: `{}`}),
-		llm.TextStep("unreachable"),
+	e.scripted(llmtest.NewScripted(
+		llmtest.ToolStep(llmtest.ToolCallSpec{ID: "b1", Name: "big", Input: `{}`}, llmtest.ToolCallSpec{ID: "b2", Name: "big", Input: `{}`},
+			llmtest.ToolCallSpec{ID: "b3", Name: "big", Input: `{}`}),
+		llmtest.TextStep("unreachable"),
 	))
 	e.startTurn(turn.Config{Tools: []tool.Tool{big}})
 	id := newID("oversize")

@@ -2,6 +2,8 @@ package turn
 
 import (
 	"regexp"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -28,12 +30,23 @@ func FuzzKVKey(f *testing.F) {
 	})
 }
 
-// FuzzRetryable never panics and agrees on case.
+// FuzzRetryable: DefaultRetryable never panics, does not depend on the
+// case of the code (providers spell "overloaded" and "OVERLOADED"), and
+// says yes only for codes of its documented list.
 func FuzzRetryable(f *testing.F) {
-	for _, s := range []string{"stream_gap", "refusal", "503", "OVERLOADED", ""} {
+	for _, s := range []string{"stream_gap", "refusal", "503", "OVERLOADED", "", "Server_Error", "ünïcode"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, code string) {
-		_ = DefaultRetryable(code)
+		got := DefaultRetryable(code)
+		// Case does not matter (for ASCII: Unicode folding can turn a
+		// letter like "ſ" into another word's "s").
+		ascii := !strings.ContainsFunc(code, func(r rune) bool { return r > 127 })
+		if up, low := DefaultRetryable(strings.ToUpper(code)), DefaultRetryable(strings.ToLower(code)); ascii && (up != got || low != got) {
+			t.Fatalf("DefaultRetryable(%q) = %v, upper %v, lower %v", code, got, up, low)
+		}
+		if got && !slices.Contains(retryableCodes, strings.ToLower(code)) {
+			t.Fatalf("DefaultRetryable(%q) = true for a code outside the list", code)
+		}
 	})
 }

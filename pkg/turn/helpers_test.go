@@ -21,6 +21,7 @@ import (
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/ingest"
 	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/natstest"
 	"github.com/llmworker/llmworker/pkg/tool"
 	"github.com/llmworker/llmworker/pkg/toolexec"
 	"github.com/llmworker/llmworker/pkg/turn"
@@ -53,18 +54,8 @@ type env struct {
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	e, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Shutdown)
-	ev := &env{t: t, url: e.URL(), emb: e}
-	ev.nc = ev.connect()
-	ev.js, err = jetstream.New(ev.nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ev
+	s := natstest.Start(t, natstest.Options{})
+	return &env{t: t, url: s.URL(), emb: s.Embedded, nc: s.NC, js: s.JS}
 }
 
 func (e *env) connect() *nats.Conn {
@@ -384,18 +375,6 @@ func (w *watcher) completed() events.TurnCompleted {
 	return decode[events.TurnCompleted](w.t, end)
 }
 
-// pollUntil polls f until it is true.
-func pollUntil(t testing.TB, what string, f func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for !f() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 var idSeq struct {
 	sync.Mutex
 	n int
@@ -434,4 +413,37 @@ func mustJSON(t testing.TB, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// rejections subscribes to P.turn.rejected.<turnID> ("_" for an id a
+// subject cannot carry); next returns the next answer.
+func (e *env) rejections(turnID string) func() events.TurnRejected {
+	e.t.Helper()
+	ch := make(chan *nats.Msg, 64)
+	sub, err := e.nc.ChanSubscribe(e.subj.TurnRejected(turnID), ch)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.nc.Flush(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = sub.Unsubscribe() })
+	return func() events.TurnRejected {
+		e.t.Helper()
+		select {
+		case m := <-ch:
+			env, err := events.DecodeEnvelope(m.Header, m.Data)
+			if err != nil || env.Type != events.TypeTurnRejected {
+				e.t.Fatalf("not a llmw.turn.rejected: %v %s", err, m.Data)
+			}
+			rj, err := events.DecodeData[events.TurnRejected](env)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			return rj
+		case <-time.After(waitFor):
+			e.t.Fatalf("no llmw.turn.rejected for %q within %s", turnID, waitFor)
+			return events.TurnRejected{}
+		}
+	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/llm/llmtest"
 	"github.com/llmworker/llmworker/pkg/turn"
 )
 
@@ -26,8 +27,8 @@ type barrier struct {
 
 func newBarrier(n int) *barrier { return &barrier{n: int64(n), reached: make(chan struct{})} }
 
-func (b *barrier) step(chunks ...string) llm.Script {
-	s := llm.TextStep(chunks...)
+func (b *barrier) step(chunks ...string) llmtest.Script {
+	s := llmtest.TextStep(chunks...)
 	s.OnCall = func(ctx context.Context, _ *llm.Request) error {
 		if b.in.Add(1) >= b.n {
 			b.once.Do(func() { close(b.reached) })
@@ -102,7 +103,7 @@ func TestThousandConcurrentTurns(t *testing.T) {
 	const n = 1000
 	e := newEnv(t)
 	b := newBarrier(n)
-	p := llm.NewScripted()
+	p := llmtest.NewScripted()
 	p.SetFallback(b.step("o", "k"))
 	e.scripted(p)
 	// Ingest opens the provider call before it replies, so the reply

@@ -11,7 +11,8 @@ import (
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook"
-	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/llm/llmtest"
+	"github.com/llmworker/llmworker/pkg/natstest"
 	"github.com/llmworker/llmworker/pkg/toolexec"
 	"github.com/llmworker/llmworker/pkg/turn"
 )
@@ -44,9 +45,9 @@ func TestPauseAndResume(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
-			p := llm.NewScripted(
-				llm.ToolStep(llm.ToolCallSpec{ID: "call_1", Name: "get_capital", Input: `{"country":"France"}`}),
-				llm.TextStep("ok"),
+			p := llmtest.NewScripted(
+				llmtest.ToolStep(llmtest.ToolCallSpec{ID: "call_1", Name: "get_capital", Input: `{"country":"France"}`}),
+				llmtest.TextStep("ok"),
 			)
 			e.scripted(p)
 			var runs atomic.Int64
@@ -95,7 +96,7 @@ func TestPauseAndResume(t *testing.T) {
 // A resume the worker refuses leaves the turn paused and says why.
 func TestResumeRejected(t *testing.T) {
 	e := newEnv(t)
-	e.scripted(llm.NewScripted(llm.ToolStep(llm.ToolCallSpec{ID: "call_1", Name: "get_capital", Input: `{"country":"France"}`}), llm.TextStep("ok")))
+	e.scripted(llmtest.NewScripted(llmtest.ToolStep(llmtest.ToolCallSpec{ID: "call_1", Name: "get_capital", Input: `{"country":"France"}`}), llmtest.TextStep("ok")))
 	var runs atomic.Int64
 	e.startToolexec(toolexec.Config{}, capitalTool(&runs))
 	e.startTurn(turn.Config{Hooks: pauseChain(t)})
@@ -130,19 +131,24 @@ func TestResumeUnknownTurn(t *testing.T) {
 	e.startTurn(turn.Config{})
 	id := newID("ghost")
 	w := e.watch(id)
+	rejected := e.rejections(id)
 	e.resume(events.ResumeRequest{TurnID: id, Decisions: map[string]events.Decision{"x": {Kind: events.DecisionApprove}}})
-	end := w.waitEnd()
-	if te := decode[events.TurnEnded](t, end); end.Type != events.TypeTurnFailed || te.Code != turn.CodeUnknownTurn {
-		t.Fatalf("%s %+v", end.Type, te)
+	if rj := rejected(); rj.Code != events.RejectUnknownTurn || rj.TurnID != id || rj.Request != events.TypeTurnResume {
+		t.Fatalf("answer %+v", rj)
 	}
 	e.consumerIdle(t)
+	// The id has no turn, so it has no events either: a later submit of
+	// it starts a turn whose seq begins at 1.
+	if evs := w.events(); len(evs) != 0 {
+		t.Fatalf("events of a turn that does not exist:%s", describe(evs))
+	}
 }
 
 // The second turn of a session sees the first turn's transcript, and the
 // session holds both.
 func TestSessions(t *testing.T) {
 	e := newEnv(t)
-	p := llm.NewScripted(llm.TextStep("first answer"), llm.TextStep("second answer"))
+	p := llmtest.NewScripted(llmtest.TextStep("first answer"), llmtest.TextStep("second answer"))
 	e.scripted(p)
 	e.startTurn(turn.Config{})
 	const session = "sess-1"
@@ -185,7 +191,7 @@ func TestSessions(t *testing.T) {
 // nothing.
 func TestCancelPausedAndUnstarted(t *testing.T) {
 	e := newEnv(t)
-	p := llm.NewScripted(llm.ToolStep(llm.ToolCallSpec{ID: "call_1", Name: "get_capital", Input: `{"country":"France"}`}))
+	p := llmtest.NewScripted(llmtest.ToolStep(llmtest.ToolCallSpec{ID: "call_1", Name: "get_capital", Input: `{"country":"France"}`}))
 	e.scripted(p)
 	var runs atomic.Int64
 	e.startToolexec(toolexec.Config{}, capitalTool(&runs))
@@ -209,28 +215,34 @@ func TestCancelPausedAndUnstarted(t *testing.T) {
 	if aborts.Load() != 1 || runs.Load() != 0 {
 		t.Fatalf("on_abort ran %d times, tool %d times", aborts.Load(), runs.Load())
 	}
-	pollUntil(t, "the aborted state", func() bool {
+	natstest.Eventually(t, "the aborted state", func() bool {
 		st, ok, _ := turn.LoadState(context.Background(), e.js, id)
 		return ok && st.Status == turn.StatusAborted
 	})
 
-	// Cancelled before it was submitted: the request does nothing.
+	// Cancelled before it was submitted (the cancel overtook the submit):
+	// the cancel is answered at once, and the submit ends with
+	// llmw.turn.aborted as the turn's only event.
 	id2 := newID("cancel-early")
 	w2 := e.watch(id2)
+	rejected := e.rejections(id2)
 	e.cancelTurn(id2)
-	w2.waitType(events.TypeTurnAborted)
+	if rj := rejected(); rj.Code != events.RejectUnknownTurn || rj.Request != events.TypeTurnCancel {
+		t.Fatalf("answer to the cancel %+v", rj)
+	}
 	calls := p.Calls()
 	e.submit(events.TurnRequest{TurnID: id2, Model: "test:m", Messages: []events.Message{events.UserText("late")}})
+	evs2 := w2.waitType(events.TypeTurnAborted)
 	e.consumerIdle(t)
-	if p.Calls() != calls || find(w2.events(), events.TypeTurnStarted) >= 0 {
-		t.Fatalf("a cancelled turn ran:%s", describe(w2.events()))
+	if p.Calls() != calls || len(evs2) != 1 || evs2[0].Seq != 1 || decode[events.TurnEnded](t, evs2[0]).Code != turn.CodeCancelled {
+		t.Fatalf("a cancelled turn ran (%d calls):%s", p.Calls()-calls, describe(w2.events()))
 	}
 }
 
 // A resume of a turn that is running (not paused) does not disturb it.
 func TestResumeOfRunningTurn(t *testing.T) {
 	e := newEnv(t)
-	p := llm.NewScripted(llm.BlockingStep("thinking aloud"))
+	p := llmtest.NewScripted(llmtest.BlockingStep("thinking aloud"))
 	e.scripted(p)
 	svc := e.startTurn(turn.Config{})
 	id := newID("busy")
@@ -238,7 +250,7 @@ func TestResumeOfRunningTurn(t *testing.T) {
 	e.submit(events.TurnRequest{TurnID: id, Model: "test:m", Messages: []events.Message{events.UserText("hi")}})
 	w.waitType(events.TypeBlockDelta)
 	e.resume(events.ResumeRequest{TurnID: id, Decisions: map[string]events.Decision{"x": {Kind: events.DecisionApprove}}})
-	pollUntil(t, "the resume to be terminated", func() bool {
+	natstest.Eventually(t, "the resume to be terminated", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		c, err := e.js.Consumer(ctx, events.StreamTurns, turn.ConsumerName)
@@ -273,11 +285,11 @@ func TestResumeRightAfterPause(t *testing.T) {
 	e.startToolexec(toolexec.Config{}, capitalTool(&runs))
 	e.startTurn(turn.Config{Hooks: pauseChain(t)})
 	const turns = 8
-	var steps []llm.Script
+	var steps []llmtest.Script
 	for range turns {
-		steps = append(steps, llm.ToolStep(llm.ToolCallSpec{ID: "call_1", Name: "get_capital", Input: `{"country":"France"}`}), llm.TextStep("Paris"))
+		steps = append(steps, llmtest.ToolStep(llmtest.ToolCallSpec{ID: "call_1", Name: "get_capital", Input: `{"country":"France"}`}), llmtest.TextStep("Paris"))
 	}
-	e.scripted(llm.NewScripted(steps...))
+	e.scripted(llmtest.NewScripted(steps...))
 	for i := range turns {
 		id := newID(fmt.Sprintf("quick%d", i))
 		w := e.watch(id)

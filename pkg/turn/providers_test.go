@@ -12,6 +12,7 @@ import (
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/ingest"
 	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/provider"
 	"github.com/llmworker/llmworker/pkg/provider/anthropic"
 	"github.com/llmworker/llmworker/pkg/provider/gemini"
 	"github.com/llmworker/llmworker/pkg/provider/openai"
@@ -37,7 +38,7 @@ var providerCases = []providerCase{
 
 // factories returns ingest's real adapters pointed at srv.
 func factories(srv *providertest.Server) map[string]ingest.Factory {
-	return ingest.Builtin(ingest.BuiltinConfig{
+	return provider.Builtin(provider.Config{
 		OpenAI:    openai.Config{APIKey: "test-key", BaseURL: srv.URL(), MaxRetries: -1},
 		Anthropic: anthropic.Config{APIKey: "test-key", BaseURL: srv.URL(), MaxRetries: -1},
 		Gemini:    gemini.Config{APIKey: "test-key", BaseURL: srv.URL(), MaxRetries: -1},

@@ -9,7 +9,8 @@ import (
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook"
-	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/llm/llmtest"
+	"github.com/llmworker/llmworker/pkg/natstest"
 	"github.com/llmworker/llmworker/pkg/tool"
 	"github.com/llmworker/llmworker/pkg/toolexec"
 	"github.com/llmworker/llmworker/pkg/turn"
@@ -35,10 +36,10 @@ func countingTool(name string, runs *atomic.Int64, release <-chan struct{}) tool
 // seq goes on without a gap.
 func TestReplicaStoppedMidStream(t *testing.T) {
 	e := newEnv(t)
-	e.scripted(llm.NewScripted(
-		llm.ToolStep(llm.ToolCallSpec{ID: "c1", Name: "count", Input: `{}`}),
-		llm.BlockingStep("half an ans"),
-		llm.TextStep("the whole answer"),
+	e.scripted(llmtest.NewScripted(
+		llmtest.ToolStep(llmtest.ToolCallSpec{ID: "c1", Name: "count", Input: `{}`}),
+		llmtest.BlockingStep("half an ans"),
+		llmtest.TextStep("the whole answer"),
 	))
 	var runs atomic.Int64
 	e.startToolexec(toolexec.Config{}, countingTool("count", &runs, nil))
@@ -102,9 +103,9 @@ func TestReplicaStoppedMidStream(t *testing.T) {
 // to the new replica.
 func TestReplicaDiesMidToolCall(t *testing.T) {
 	e := newEnv(t)
-	e.scripted(llm.NewScripted(
-		llm.ToolStep(llm.ToolCallSpec{ID: "f1", Name: "fast", Input: `{}`}, llm.ToolCallSpec{ID: "s1", Name: "slow", Input: `{}`}),
-		llm.TextStep("all done"),
+	e.scripted(llmtest.NewScripted(
+		llmtest.ToolStep(llmtest.ToolCallSpec{ID: "f1", Name: "fast", Input: `{}`}, llmtest.ToolCallSpec{ID: "s1", Name: "slow", Input: `{}`}),
+		llmtest.TextStep("all done"),
 	))
 	var fastRuns, slowRuns atomic.Int64
 	release := make(chan struct{})
@@ -123,7 +124,7 @@ func TestReplicaDiesMidToolCall(t *testing.T) {
 	e.submit(events.TurnRequest{TurnID: id, Model: "test:m", Messages: []events.Message{events.UserText("go")}, Tools: []string{"*"}})
 	// fast finished (its result is on the turn's events), slow runs.
 	w.waitFor("the fast result", func(evs []ev) bool { return count(evs, events.TypeToolResult) == 1 })
-	pollUntil(t, "slow to run", func() bool { return slowRuns.Load() == 1 })
+	natstest.Eventually(t, "slow to run", func() bool { return slowRuns.Load() == 1 })
 	ncA.Close() // the replica is gone
 
 	e.startTurn(turn.Config{Instance: "b", AckWait: time.Second})
@@ -139,6 +140,99 @@ func TestReplicaDiesMidToolCall(t *testing.T) {
 		t.Fatalf("fast ran %d, slow ran %d times; want once each", fastRuns.Load(), slowRuns.Load())
 	}
 	checkSeq(t, w.events())
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_ = a.Stop(ctx)
+}
+
+// With an ephemeral store (Config.Ephemeral: the store goes with the
+// process) nothing could continue a turn after Stop, so Stop ends every
+// turn with an event instead of handing it off: the running one when the
+// deadline passes, the paused one at once. A client waiting on either gets
+// llmw.turn.aborted.
+func TestEphemeralStopEndsTurns(t *testing.T) {
+	e := newEnv(t)
+	e.scripted(llmtest.NewScripted(
+		llmtest.ToolStep(llmtest.ToolCallSpec{ID: "call_1", Name: "get_capital", Input: `{"country":"France"}`}),
+		llmtest.BlockingStep("half an ans"),
+	))
+	var runs atomic.Int64
+	e.startToolexec(toolexec.Config{}, capitalTool(&runs))
+	s, err := turn.New(e.connect(), turn.Config{Instance: "only", Logger: quietLogger(), Hooks: pauseChain(t), Ephemeral: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	paused, running := newID("eph-paused"), newID("eph-running")
+	wp, wr := e.watch(paused), e.watch(running)
+	e.submit(events.TurnRequest{TurnID: paused, Model: "test:m", Messages: []events.Message{events.UserText("capital?")}, Tools: []string{"get_capital"}})
+	if end := wp.waitEnd(); end.Type != events.TypeTurnPaused {
+		t.Fatalf("first turn ended with %s", end.Type)
+	}
+	e.submit(events.TurnRequest{TurnID: running, Model: "test:m", Messages: []events.Message{events.UserText("go")}})
+	wr.waitFor("the answer streaming", func(evs []ev) bool { return count(evs, events.TypeBlockDelta) > 0 })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := s.Stop(ctx); err != nil {
+		t.Fatalf("Stop = %v; an ephemeral stop hands nothing off", err)
+	}
+	for _, w := range []*watcher{wp, wr} {
+		end := w.waitFor("llmw.turn.aborted", func(evs []ev) bool { return find(evs, events.TypeTurnAborted) >= 0 })
+		ab := decode[events.TurnEnded](t, end[find(end, events.TypeTurnAborted)])
+		if ab.Code != turn.CodeCancelled || !strings.Contains(ab.Reason, "temporary") {
+			t.Errorf("aborted %+v: want code cancelled and a reason naming the temporary store", ab)
+		}
+	}
+	for _, id := range []string{paused, running} {
+		st, ok, err := turn.LoadState(context.Background(), e.js, id)
+		if err != nil || !ok || st.Status != turn.StatusAborted {
+			t.Errorf("%s: state %+v %v %v, want aborted", id, st, ok, err)
+		}
+	}
+	if runs.Load() != 0 {
+		t.Errorf("the paused call ran %d times", runs.Load())
+	}
+}
+
+// A cancel of a turn whose replica died is not lost: no replica runs the
+// turn when the cancel comes, so the one that takes it over (after
+// AckWait) applies it, and the turn ends aborted instead of running on.
+func TestCancelOfATurnWhoseReplicaDied(t *testing.T) {
+	e := newEnv(t)
+	// A's answer streams slowly (and ends: nothing cancels it once A is
+	// gone); a takeover would get the whole answer.
+	slow := make([]string, 40)
+	for i := range slow {
+		slow[i] = "word "
+	}
+	e.scripted(llmtest.NewScripted(llmtest.TextStep(slow...).WithDelay(50*time.Millisecond), llmtest.TextStep("the whole answer")))
+	ncA := e.connect()
+	a, err := turn.New(ncA, turn.Config{Instance: "a", Logger: quietLogger(), AckWait: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	id := newID("orphan")
+	w := e.watch(id)
+	e.submit(events.TurnRequest{TurnID: id, Model: "test:m", Messages: []events.Message{events.UserText("go")}})
+	w.waitFor("the answer streaming", func(evs []ev) bool { return count(evs, events.TypeBlockDelta) > 0 })
+	e.startTurn(turn.Config{Instance: "b", AckWait: time.Second})
+	ncA.Close() // a is gone with the turn
+	if err := e.nc.Publish(e.subj.TurnCancel(id), nil); err != nil {
+		t.Fatal(err)
+	}
+	end := w.waitEnd()
+	if end.Type != events.TypeTurnAborted {
+		t.Fatalf("the turn ended %s, want aborted by the cancel:%s", end.Type, describe(w.events()))
+	}
+	if ab := decode[events.TurnEnded](t, end); ab.Code != turn.CodeCancelled {
+		t.Fatalf("aborted %+v", ab)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	_ = a.Stop(ctx)

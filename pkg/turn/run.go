@@ -1,6 +1,7 @@
 package turn
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,7 +15,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/llmworker/llmworker/pkg/events"
-	"github.com/llmworker/llmworker/pkg/natsrt"
+	"github.com/llmworker/llmworker/pkg/fence"
+	"github.com/llmworker/llmworker/pkg/telemetry"
 	"github.com/llmworker/llmworker/pkg/tool"
 	"github.com/llmworker/llmworker/pkg/worker"
 )
@@ -32,7 +34,7 @@ type turnRun struct {
 	ctx     context.Context
 	cancelF context.CancelCauseFunc
 
-	ep   *natsrt.EventPublisher
+	ep   *EventPublisher
 	base State // request and session prefix of the checkpoints
 	rev  uint64
 	step atomic.Int64
@@ -42,6 +44,18 @@ type turnRun struct {
 	// request is to be negatively acknowledged at the end.
 	silenced atomic.Bool
 	nak      atomic.Bool
+	paused   atomic.Bool // the run ended with the turn paused
+
+	// cancelRequested: P.turn.cancel arrived while the run was registered
+	// (guarded by Service.mu).
+	cancelRequested bool
+
+	// claimed: recover published llmw.turn.started (resumed) itself, so
+	// the worker's is dropped; results and started: calls whose
+	// llmw.tool.result / llmw.tool.started the previous owner published,
+	// not published again.
+	claimed          bool
+	results, started map[string]bool
 
 	mu       sync.Mutex
 	tooLarge error             // a checkpoint was too large
@@ -59,6 +73,59 @@ func (t *turnRun) handOff(cause error) {
 	t.silenced.Store(true)
 	t.nak.Store(true)
 	t.cancelF(cause)
+}
+
+// flush waits until the turn's events are stored (see
+// EventPublisher.Flush): before a checkpoint, a side effect outside the
+// events stream and the request's acknowledgement. An error silences the
+// run (lost).
+func (t *turnRun) flush() error {
+	ctx, cancel := context.WithTimeout(t.s.root, t.s.pub.retry+kvTimeout)
+	defer cancel()
+	err := t.ep.Flush(ctx)
+	if err != nil {
+		t.lost(err)
+	}
+	return err
+}
+
+// fence is the run's fence.Func.
+func (t *turnRun) fence() error {
+	if t.silenced.Load() {
+		return ErrOwnershipLost
+	}
+	if t.ep == nil {
+		return nil
+	}
+	return t.flush()
+}
+
+// lost ends a run whose events were not stored: refused because another
+// replica published for the turn (ErrFenced: the request is negatively
+// acknowledged only if the checkpoint still says this run owns the turn —
+// the one that published was a stale owner), or not acknowledged in time
+// (handed off). Nothing more is published or written.
+func (t *turnRun) lost(err error) {
+	if t.silenced.Swap(true) {
+		return
+	}
+	if errors.Is(err, ErrFenced) {
+		owns := t.owns()
+		t.s.log.Info("turn: worker events refused; this run stops", "turn_id", t.id, "still_owner", owns, "err", err)
+		t.nak.Store(owns)
+	} else {
+		t.s.log.Warn("turn: worker events not stored; the turn is handed off", "turn_id", t.id, "err", err)
+		t.nak.Store(true)
+	}
+	t.cancelF(err)
+}
+
+// owns says whether the turn's checkpoint is still the one this run wrote.
+func (t *turnRun) owns() bool {
+	ctx, cancel := context.WithTimeout(t.s.root, kvTimeout)
+	defer cancel()
+	e, err := t.s.stateKV.Get(ctx, kvKey(t.id))
+	return err == nil && e.Revision() == t.rev
 }
 
 // handle runs one delivered request to its end (or hand-off).
@@ -83,24 +150,27 @@ func (s *Service) handle(m jetstream.Msg) {
 			s.reject(m, env, fmt.Errorf("%w: %w", ErrInvalidRequest, err))
 			return
 		}
-		s.process(m, &req, nil)
+		s.process(m, env, &req, nil, digest(env.Data))
 	case events.TypeTurnResume:
 		req, err := events.DecodeData[events.ResumeRequest](env)
 		if err != nil {
 			s.reject(m, env, fmt.Errorf("%w: %w", ErrInvalidRequest, err))
 			return
 		}
-		s.process(m, nil, &req)
+		s.process(m, env, nil, &req, "")
 	default:
 		s.reject(m, env, fmt.Errorf("%w: CloudEvent type %q is neither %s nor %s", ErrInvalidRequest, env.Type,
 			events.TypeTurnSubmit, events.TypeTurnResume))
 	}
 }
 
-// reject ends a request that cannot be run: llmw.turn.failed on the turn's
-// subject when a turn id can be read and the turn has no state yet (an
-// existing turn's event stream is not disturbed), a log record otherwise;
-// the message is terminated, never redelivered.
+// reject ends a request that cannot be read: llmw.turn.rejected
+// (invalid_request) on P.turn.rejected.<turn_id>, with the turn id taken
+// from the body, the CloudEvent or else the Nats-Msg-Id header ("_" when
+// there is none a subject can carry). A submit of an id that has no turn
+// also gets llmw.turn.failed on the turn's events, so a UI that waits there
+// ends too (an existing turn's events are not disturbed). The message is
+// terminated, never redelivered.
 func (s *Service) reject(m jetstream.Msg, env *events.Envelope, err error) {
 	var ids struct {
 		TurnID    string `json:"turn_id"`
@@ -117,26 +187,56 @@ func (s *Service) reject(m jetstream.Msg, env *events.Envelope, err error) {
 			ids.TurnID = env.Subject
 		}
 	}
+	if ids.TurnID == "" {
+		ids.TurnID = m.Headers().Get(jetstream.MsgIDHeader)
+	}
 	if env != nil && ids.SessionID == "" {
 		ids.SessionID = env.SessionID
 	}
 	if !events.ValidToken(ids.SessionID) {
 		ids.SessionID = ""
 	}
-	s.log.Warn("turn: invalid request", "turn_id", ids.TurnID, "err", err)
-	if events.ValidToken(ids.TurnID) {
-		ctx, cancel := context.WithTimeout(context.Background(), kvTimeout)
+	rj := events.TurnRejected{TurnID: ids.TurnID, Code: events.RejectInvalidRequest, Reason: err.Error()}
+	if env != nil {
+		rj.Request = env.Type
+	}
+	if events.ValidToken(ids.TurnID) && (env == nil || env.Type != events.TypeTurnResume) {
+		ctx, cancel := context.WithTimeout(s.root, kvTimeout)
 		_, _, gerr := getState(ctx, s.stateKV, ids.TurnID)
 		cancel()
 		if errors.Is(gerr, jetstream.ErrKeyNotFound) {
-			ep := s.pub.Turn(ids.TurnID, ids.SessionID, 0)
-			if _, perr := ep.Publish(events.ChannelTurn, events.TypeTurnFailed,
-				events.TurnEnded{Reason: err.Error(), Code: CodeInvalidRequest}); perr != nil {
+			ep := s.turnEvents(ids.TurnID, ids.SessionID)
+			_, perr := ep.Publish(events.TurnFailed{Reason: err.Error(), Code: CodeInvalidRequest})
+			if perr == nil {
+				perr = s.flush(ep)
+			}
+			if perr != nil {
 				s.log.Warn("turn: publish failed event", "turn_id", ids.TurnID, "err", perr)
 			}
 		}
 	}
-	_ = m.TermWithReason("invalid turn request")
+	s.rejectRequest(m, rj)
+}
+
+// answerExisting answers a request for a turn that exists and that the
+// request does not run: a resume of a turn that is not paused, or a submit
+// of an id that has a turn. A submit with the same data as the turn's (a
+// retried publish, a redelivery) is acknowledged without an answer: the
+// turn's events answer it.
+func (s *Service) answerExisting(m jetstream.Msg, id string, st *State, resume bool, dg string) {
+	switch {
+	case resume:
+		s.rejectRequest(m, events.TurnRejected{TurnID: id, Request: events.TypeTurnResume, Code: events.RejectNotPaused, Status: string(st.Status),
+			Reason: fmt.Sprintf("turn %q is %s, not paused: a resume applies to a paused turn once (a resume sent twice finds it running or ended)", id, st.Status)})
+	case dg != "" && dg == st.RequestDigest:
+		_ = m.Ack()
+	default:
+		reason := fmt.Sprintf("turn %q exists (%s) and was submitted with other data: a turn id names one turn, so choose a new id", id, st.Status)
+		if st.Status.Finished() && s.cfg.FinishedTTL > 0 {
+			reason += fmt.Sprintf(" (the id is free again %s after the turn ended)", s.cfg.FinishedTTL)
+		}
+		s.rejectRequest(m, events.TurnRejected{TurnID: id, Request: events.TypeTurnSubmit, Code: events.RejectTurnExists, Status: string(st.Status), Reason: reason})
+	}
 }
 
 // register makes t the running turn of its id; false when this replica
@@ -148,7 +248,35 @@ func (s *Service) register(t *turnRun) bool {
 		return false
 	}
 	s.running[t.id] = t
+	if at, ok := s.orphanCancels[t.id]; ok {
+		delete(s.orphanCancels, t.id)
+		if time.Since(at) < s.cfg.CancelTTL {
+			// The turn was cancelled while no replica ran it: it ends as
+			// soon as this run starts it.
+			t.cancelRequested = true
+			t.cancel(s.cancelCause(t.id))
+		}
+	}
 	return true
+}
+
+// maxOrphanCancels bounds Service.orphanCancels: a flood of cancels for
+// running turns cannot grow a replica's memory without end.
+const maxOrphanCancels = 4096
+
+// rememberOrphanCancel keeps a cancel of a turn whose state says running
+// but that no replica runs here, for the replica that picks it up.
+func (s *Service) rememberOrphanCancel(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.orphanCancels) >= maxOrphanCancels {
+		for k, at := range s.orphanCancels {
+			if time.Since(at) >= s.cfg.CancelTTL || len(s.orphanCancels) >= maxOrphanCancels {
+				delete(s.orphanCancels, k)
+			}
+		}
+	}
+	s.orphanCancels[id] = time.Now()
 }
 
 func (s *Service) unregister(t *turnRun) {
@@ -156,8 +284,14 @@ func (s *Service) unregister(t *turnRun) {
 	if s.running[t.id] == t {
 		delete(s.running, t.id)
 	}
+	cancelled := t.cancelRequested
 	s.mu.Unlock()
 	t.cancelF(nil)
+	if cancelled && t.paused.Load() {
+		// The cancel reached this run after its worker had paused the
+		// turn: settle it as any replica settles a paused turn.
+		s.settleCancel(t.id)
+	}
 }
 
 // resumeRetryDelay is how long a resume waits when it arrives while this
@@ -170,53 +304,62 @@ const resumeRetryDelay = 100 * time.Millisecond
 // llmw.turn.paused published, before the run acknowledges and lets go):
 // look again in a moment. Otherwise the turn really runs and is not paused.
 func (s *Service) resumeWhileBusy(m jetstream.Msg, id string) {
-	kctx, cancel := context.WithTimeout(context.Background(), kvTimeout)
+	kctx, cancel := context.WithTimeout(s.root, kvTimeout)
 	st, _, err := getState(kctx, s.stateKV, id)
 	cancel()
-	if err == nil && st.Status == StatusPaused {
+	switch {
+	case err == nil && st.Status == StatusPaused:
 		_ = m.NakWithDelay(resumeRetryDelay)
-		return
+	case err == nil:
+		s.answerExisting(m, id, st, true, "")
+	default:
+		_ = m.NakWithDelay(time.Second)
 	}
-	s.log.Warn("turn: resume of a turn that is running here", "turn_id", id, "err", ErrNotPaused)
-	_ = m.TermWithReason("turn is not paused")
 }
 
 // process dispatches a decoded request on the turn's checkpoint: none →
-// a fresh run; running → continue from the checkpoint (a replica died or
-// stopped); paused → resume (or nothing for a repeated submit); finished →
-// nothing (the request is acknowledged: idempotent).
-func (s *Service) process(m jetstream.Msg, submit *events.TurnRequest, resume *events.ResumeRequest) {
+// a fresh run (a resume: unknown_turn); running → continue from the
+// checkpoint when the request is redelivered (its replica died or
+// stopped), else answerExisting; paused → resume (a submit:
+// answerExisting); ended → answerExisting; cancelled before it started →
+// the submit ends at once (abortCancelled).
+func (s *Service) process(m jetstream.Msg, env *events.Envelope, submit *events.TurnRequest, resume *events.ResumeRequest, dg string) {
 	id := ""
 	if submit != nil {
 		id = submit.TurnID
 	} else {
 		id = resume.TurnID
 	}
-	ctx, cancel := context.WithCancelCause(context.Background())
-	t := &turnRun{s: s, id: id, msg: m, ctx: ctx, cancelF: cancel}
+	// The request's trace context (telemetry.Extract) parents the turn's
+	// spans; a continued turn's checkpoint keeps it (worker.Checkpoint).
+	ctx, cancel := context.WithCancelCause(telemetry.Extract(s.root, env))
+	t := &turnRun{s: s, id: id, msg: m, cancelF: cancel}
+	// Remote tool calls and hook requests go out only once the turn's
+	// events are stored, fenced: proof that the turn is still this run's.
+	t.ctx = fence.With(ctx, func(context.Context) error { return t.fence() })
 	if !s.register(t) {
 		cancel(nil)
 		if resume != nil {
 			s.resumeWhileBusy(m, id)
+			return
 		}
-		return // a duplicate of the request the running turn will acknowledge
+		s.submitWhileBusy(m, id, dg)
+		return
 	}
 	defer s.unregister(t)
 
 	for attempt := 0; ; attempt++ {
-		kctx, kcancel := context.WithTimeout(context.Background(), kvTimeout)
+		kctx, kcancel := context.WithTimeout(s.root, kvTimeout)
 		st, rev, err := getState(kctx, s.stateKV, id)
 		kcancel()
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 			if resume != nil {
-				t.ep = s.pub.Turn(id, "", 0)
-				t.publish(events.ChannelTurn, events.TypeTurnFailed, events.TurnEnded{
-					Reason: fmt.Sprintf("there is no turn %q to resume (it never started, or its state expired)", id), Code: CodeUnknownTurn})
-				_ = m.TermWithReason("unknown turn")
+				s.rejectRequest(m, events.TurnRejected{TurnID: id, Request: events.TypeTurnResume, Code: events.RejectUnknownTurn,
+					Reason: fmt.Sprintf("there is no turn %q to resume (it never started, or its state expired)", id)})
 				return
 			}
-			if s.fresh(t, submit) && attempt < 3 {
+			if s.fresh(t, submit, dg) && attempt < 3 {
 				continue // another replica created the turn meanwhile
 			}
 			return
@@ -224,12 +367,20 @@ func (s *Service) process(m jetstream.Msg, submit *events.TurnRequest, resume *e
 			s.log.Warn("turn: read checkpoint", "turn_id", id, "err", err)
 			_ = m.NakWithDelay(time.Second)
 			return
+		case st.Status == StatusCancelled:
+			if resume != nil {
+				s.rejectRequest(m, events.TurnRejected{TurnID: id, Request: events.TypeTurnResume, Code: events.RejectUnknownTurn,
+					Reason: fmt.Sprintf("there is no turn %q to resume (it was cancelled before it started)", id)})
+				return
+			}
+			s.abortCancelled(t, submit, rev, dg)
+			return
 		case st.Status.Finished():
-			_ = m.Ack()
+			s.answerExisting(m, id, st, resume != nil, dg)
 			return
 		case st.Status == StatusPaused:
 			if resume == nil {
-				_ = m.Ack() // the submit of a turn that paused: acknowledged before
+				s.answerExisting(m, id, st, false, dg)
 				return
 			}
 			s.resume(t, st, rev, resume)
@@ -237,36 +388,88 @@ func (s *Service) process(m jetstream.Msg, submit *events.TurnRequest, resume *e
 		default: // running
 			// A redelivered request means the replica that ran it died or
 			// stopped: continue from the checkpoint. A first delivery is
-			// another request for a turn that runs elsewhere (a late
-			// duplicate, or a resume of a turn that is not paused): taking
+			// another request for a turn that runs elsewhere (a retried
+			// submit, or a resume of a turn that is not paused): taking
 			// the turn over would only repeat its work.
 			if md, err := m.Metadata(); err == nil && md.NumDelivered <= 1 {
-				s.log.Warn("turn: request for a turn that is running on another replica", "turn_id", id, "err", ErrNotPaused)
-				_ = m.TermWithReason("turn is running")
+				s.answerExisting(m, id, st, resume != nil, dg)
 				return
 			}
+			telemetry.RecordRedelivery(t.ctx, "turn", "")
 			s.recover(t, st, rev)
 			return
 		}
 	}
 }
 
+// submitWhileBusy answers a submit of a turn this replica runs: its own
+// request delivered again is left to the run (which acknowledges it);
+// another submit of the id is answered as for any existing turn.
+func (s *Service) submitWhileBusy(m jetstream.Msg, id, dg string) {
+	s.mu.Lock()
+	t := s.running[id]
+	s.mu.Unlock()
+	if t != nil && sameMsg(t.currentMsg(), m) {
+		return
+	}
+	kctx, cancel := context.WithTimeout(s.root, kvTimeout)
+	st, _, err := getState(kctx, s.stateKV, id)
+	cancel()
+	if err != nil {
+		_ = m.NakWithDelay(time.Second)
+		return
+	}
+	s.answerExisting(m, id, st, false, dg)
+}
+
+// sameMsg reports whether a and b are deliveries of one stream message.
+func sameMsg(a, b jetstream.Msg) bool {
+	if a == nil || b == nil {
+		return false
+	}
+	ma, err1 := a.Metadata()
+	mb, err2 := b.Metadata()
+	return err1 == nil && err2 == nil && ma.Sequence.Stream == mb.Sequence.Stream
+}
+
+// abortCancelled ends the submit of a turn id that was cancelled before
+// the submit arrived: llmw.turn.aborted (cancelled) is the turn's only
+// event, and the state records the end.
+func (s *Service) abortCancelled(t *turnRun, req *events.TurnRequest, rev uint64, dg string) {
+	t.session = req.SessionID
+	t.ep = s.turnEvents(t.id, t.session)
+	t.rev = rev
+	stripped := *req
+	stripped.Messages = []events.Message{}
+	t.base = State{Version: StateVersion, Request: &stripped, RequestDigest: dg}
+	reason := fmt.Sprintf("the turn was cancelled (%s) before it started", s.subjects.TurnCancel(t.id))
+	t.publish(events.TurnAborted{Reason: reason, Code: CodeCancelled})
+	if t.flush() != nil {
+		_ = t.msg.NakWithDelay(time.Second)
+		return
+	}
+	if err := t.writeFinal(StatusAborted, reason, CodeCancelled); isConflict(err) {
+		return
+	}
+	_ = t.msg.Ack()
+}
+
 // fresh starts a new turn; true means the state appeared meanwhile (the
 // caller dispatches again).
-func (s *Service) fresh(t *turnRun, req *events.TurnRequest) bool {
+func (s *Service) fresh(t *turnRun, req *events.TurnRequest, dg string) bool {
 	t.session = req.SessionID
-	t.ep = s.pub.Turn(t.id, t.session, 0)
+	t.ep = s.turnEvents(t.id, t.session)
 	stripped := *req
 	stripped.Messages = []events.Message{} // in the checkpoint; [] keeps the value valid against the turn request schema
-	t.base = State{Version: StateVersion, Request: &stripped}
+	t.base = State{Version: StateVersion, Request: &stripped, RequestDigest: dg}
 
-	tools, err := s.selectTools(context.Background(), req.Tools)
+	tools, err := s.selectTools(s.root, req.Tools)
 	if err != nil {
 		return s.failEarly(t, CodeUnknownTool, err)
 	}
 	var prefix []events.Message
 	if t.session != "" {
-		kctx, cancel := context.WithTimeout(context.Background(), kvTimeout)
+		kctx, cancel := context.WithTimeout(s.root, kvTimeout)
 		sess, _, err := getSession(kctx, s.sessionKV, t.session)
 		cancel()
 		switch {
@@ -288,7 +491,7 @@ func (s *Service) fresh(t *turnRun, req *events.TurnRequest) bool {
 	if err != nil {
 		return s.failEarly(t, CodeTooLarge, err)
 	}
-	kctx, cancel := context.WithTimeout(context.Background(), kvTimeout)
+	kctx, cancel := context.WithTimeout(s.root, kvTimeout)
 	rev, err := s.stateKV.Create(kctx, kvKey(t.id), b)
 	cancel()
 	if isConflict(err) {
@@ -314,12 +517,15 @@ func (s *Service) fresh(t *turnRun, req *events.TurnRequest) bool {
 // publishes llmw.turn.failed, stores the failed state (so a redelivery does
 // nothing) and terminates the request.
 func (s *Service) failEarly(t *turnRun, code string, err error) bool {
-	t.publish(events.ChannelTurn, events.TypeTurnFailed, events.TurnEnded{Reason: err.Error(), Code: code})
+	t.publish(events.TurnFailed{Reason: err.Error(), Code: code})
+	if t.flush() != nil {
+		return false
+	}
 	st := t.base
 	st.Status, st.Owner, st.Seq, st.Reason, st.Code, st.Updated = StatusFailed, s.cfg.Instance, t.ep.Seq(), err.Error(), code, time.Now().UTC()
 	if b, merr := json.Marshal(&st); merr == nil {
-		kctx, cancel := context.WithTimeout(context.Background(), kvTimeout)
-		_, _ = s.stateKV.Create(kctx, kvKey(t.id), b)
+		kctx, cancel := context.WithTimeout(s.root, kvTimeout)
+		_, _ = s.storeState(kctx, t.id, b, 0, s.cfg.FinishedTTL)
 		cancel()
 	}
 	_ = t.msg.TermWithReason(code)
@@ -328,8 +534,14 @@ func (s *Service) failEarly(t *turnRun, code string, err error) bool {
 
 // failRun ends a turn that has a state but cannot go on.
 func (s *Service) failRun(t *turnRun, code string, err error) {
-	t.publish(events.ChannelTurn, events.TypeTurnFailed, events.TurnEnded{Reason: err.Error(), Code: code})
-	t.writeFinal(StatusFailed, err.Error(), code)
+	t.publish(events.TurnFailed{Reason: err.Error(), Code: code})
+	if t.flush() != nil {
+		t.end()
+		return
+	}
+	if isConflict(t.writeFinal(StatusFailed, err.Error(), code)) {
+		return // the request is the replica's that claimed the turn
+	}
 	_ = t.msg.TermWithReason(code)
 }
 
@@ -339,29 +551,32 @@ func (s *Service) failRun(t *turnRun, code string, err error) {
 // again).
 func (s *Service) recover(t *turnRun, st *State, rev uint64) {
 	t.rev = rev
-	t.base = State{Version: StateVersion, Request: st.Request, SessionPrefix: st.SessionPrefix}
+	t.base = State{Version: StateVersion, Request: st.Request, RequestDigest: st.RequestDigest, SessionPrefix: st.SessionPrefix}
 	if st.Request == nil || st.Checkpoint == nil {
-		t.ep = s.pub.Turn(t.id, "", st.Seq)
+		t.ep = s.turnEvents(t.id, "")
 		s.failRun(t, CodeInternal, fmt.Errorf("the checkpoint of turn %q cannot be continued (no request or worker state)", t.id))
 		return
 	}
 	t.session = st.Request.SessionID
-	last, open, err := s.scanEvents(context.Background(), t.session, t.id, st.Seq)
+	sc, err := s.scanEvents(s.root, t.session, t.id, st.Seq)
 	if err != nil {
+		// Without the stream's position the first publish cannot be
+		// fenced right: leave the turn to a later delivery.
 		s.log.Warn("turn: scan events of an interrupted turn", "turn_id", t.id, "err", err)
-		last = st.Seq
+		_ = t.msg.NakWithDelay(time.Second)
+		return
 	}
-	t.ep = s.pub.Turn(t.id, t.session, last)
-	// Claim the turn before publishing anything.
+	// Claim the checkpoint (one of the replicas a request may reach
+	// wins), then the event stream (fences the replica that lost it).
 	claim := *st
-	claim.Owner, claim.Seq, claim.Updated = s.cfg.Instance, last, time.Now().UTC()
+	claim.Owner, claim.Seq, claim.Updated = s.cfg.Instance, sc.pos.Seq, time.Now().UTC()
 	if !t.write(&claim) {
 		return
 	}
-	for _, a := range open {
-		t.publish(events.BlockChannel(a.BlockType), events.TypeBlockAbort, a)
+	if !s.claimEvents(t, st, sc) {
+		return
 	}
-	tools, err := s.selectTools(context.Background(), st.Request.Tools)
+	tools, err := s.selectTools(s.root, st.Request.Tools)
 	if err != nil {
 		s.failRun(t, CodeUnknownTool, err)
 		return
@@ -375,24 +590,84 @@ func (s *Service) recover(t *turnRun, st *State, rev uint64) {
 	t.finish(res, err)
 }
 
+// claimAttempts bounds how often a replica continuing a turn publishes its
+// claim again after a stale owner's event got in first.
+const claimAttempts = 10
+
+// claimEvents publishes the aborts of the blocks left open and
+// llmw.turn.started (resumed), fenced on where the scan found the events
+// to end: once stored, every later event of the replica that lost the
+// turn is refused. A stale owner that published after the scan gets its
+// event in first; the scan is then repeated (new open blocks, results, or
+// the end of the turn, if the stale owner finished it) and the claim
+// published again. false: the run is over (handled here).
+func (s *Service) claimEvents(t *turnRun, st *State, sc scanned) bool {
+	for attempt := 1; ; attempt++ {
+		if sc.end != nil {
+			// The previous owner ended the turn before the claim: record
+			// the end and let the request go.
+			status, reason, code := StatusCompleted, "", ""
+			if sc.end.Type != events.TypeTurnCompleted {
+				status = StatusFailed
+				if sc.end.Type == events.TypeTurnAborted {
+					status = StatusAborted
+				}
+				if te, err := events.DecodeData[events.TurnEnded](sc.end); err == nil {
+					reason, code = te.Reason, te.Code
+				}
+			}
+			t.ep = s.pub.Turn(t.id, t.session, sc.pos)
+			if !isConflict(t.writeFinal(status, reason, code)) {
+				_ = t.msg.Ack()
+			}
+			return false
+		}
+		t.ep = s.pub.Turn(t.id, t.session, sc.pos)
+		t.results, t.started = sc.results, sc.started
+		for _, a := range sc.open {
+			_, _ = t.ep.Publish(a)
+		}
+		_, _ = t.ep.Publish(events.TurnStarted{TurnID: t.id, SessionID: t.session, Model: st.Request.Model, Resumed: true})
+		ctx, cancel := context.WithTimeout(s.root, s.pub.retry+kvTimeout)
+		err := t.ep.Flush(ctx)
+		cancel()
+		if err == nil {
+			t.claimed = true
+			return true
+		}
+		if !errors.Is(err, ErrFenced) || attempt == claimAttempts || !t.owns() {
+			t.lost(err)
+			t.end()
+			return false
+		}
+		s.log.Info("turn: a replica that lost the turn published meanwhile; claiming again", "turn_id", t.id, "attempt", attempt)
+		if sc, err = s.scanEvents(s.root, t.session, t.id, st.Seq); err != nil {
+			s.log.Warn("turn: scan events of an interrupted turn", "turn_id", t.id, "err", err)
+			t.silenced.Store(true)
+			_ = t.msg.NakWithDelay(time.Second)
+			return false
+		}
+	}
+}
+
 // resume continues a paused turn with the decisions of a resume request.
 func (s *Service) resume(t *turnRun, st *State, rev uint64, req *events.ResumeRequest) {
 	t.rev = rev
-	t.base = State{Version: StateVersion, Request: st.Request, SessionPrefix: st.SessionPrefix}
+	t.base = State{Version: StateVersion, Request: st.Request, RequestDigest: st.RequestDigest, SessionPrefix: st.SessionPrefix}
 	if st.Request == nil || st.Checkpoint == nil {
-		t.ep = s.pub.Turn(t.id, "", st.Seq)
+		t.ep = s.turnEvents(t.id, "")
 		s.failRun(t, CodeInternal, fmt.Errorf("the checkpoint of turn %q cannot be resumed (no request or worker state)", t.id))
 		return
 	}
 	t.session = st.Request.SessionID
-	t.ep = s.pub.Turn(t.id, t.session, st.Seq)
+	t.ep = s.turnEvents(t.id, t.session)
 	claim := *st
 	claim.Status, claim.Owner, claim.Updated = StatusRunning, s.cfg.Instance, time.Now().UTC()
 	if !t.write(&claim) {
 		_ = t.msg.Ack() // another replica took this resume
 		return
 	}
-	tools, err := s.selectTools(context.Background(), st.Request.Tools)
+	tools, err := s.selectTools(s.root, st.Request.Tools)
 	if err != nil {
 		s.failRun(t, CodeUnknownTool, err)
 		return
@@ -422,7 +697,7 @@ func (s *Service) resume(t *turnRun, st *State, rev uint64, req *events.ResumeRe
 			if pending == nil {
 				pending = []events.ToolCall{}
 			}
-			t.publish(events.ChannelTurn, events.TypeTurnPaused, events.TurnPaused{Reason: reason, Hook: hookName, Pending: pending})
+			t.publish(events.TurnPaused{Reason: reason, Hook: hookName, Pending: pending})
 		}
 		s.log.Warn("turn: resume rejected", "turn_id", t.id, "err", err)
 		_ = t.msg.TermWithReason("resume rejected")
@@ -445,7 +720,7 @@ func (s *Service) newWorker(t *turnRun, req *events.TurnRequest, tools []tool.To
 		}
 	}
 	return worker.New(worker.Config{
-		Provider:    &retryProvider{t: t, p: s.provider},
+		Provider:    s.provider,
 		Model:       req.Model,
 		System:      req.System,
 		MaxTokens:   req.MaxTokens,
@@ -457,7 +732,8 @@ func (s *Service) newWorker(t *turnRun, req *events.TurnRequest, tools []tool.To
 		Hooks:                 s.cfg.Hooks,
 		MaxSteps:              maxSteps,
 		MaxTurnEndRetries:     retries,
-		StepAttempts:          1, // retries are the retryProvider's
+		StepAttempts:          s.cfg.StepRetries + 1,
+		RetryStep:             s.retryStep,
 		TurnID:                t.id,
 		SessionID:             t.session,
 		Checkpoint:            t.checkpoint,
@@ -479,16 +755,51 @@ func (s *Service) encodeState(st *State) ([]byte, error) {
 	return b, nil
 }
 
+// update writes a state of the turn with the expected revision t.rev and
+// returns the new revision. Failures that may pass (a timeout while the
+// bucket elects a leader, no responders) are retried for the publisher's
+// RetryTimeout; a revision conflict after such a failure is checked
+// against the stored value, since the earlier attempt may have been
+// stored with its acknowledgement lost.
+func (t *turnRun) update(b []byte, ttl time.Duration) (uint64, error) {
+	deadline := time.Now().Add(t.s.pub.retry)
+	backoff, retried := 50*time.Millisecond, false
+	for {
+		kctx, cancel := context.WithTimeout(t.s.root, kvTimeout)
+		rev, err := t.s.storeState(kctx, t.id, b, t.rev, ttl)
+		cancel()
+		if err == nil {
+			return rev, nil
+		}
+		if isConflict(err) {
+			if retried {
+				gctx, cancel := context.WithTimeout(t.s.root, kvTimeout)
+				e, gerr := t.s.stateKV.Get(gctx, kvKey(t.id))
+				cancel()
+				if gerr == nil && bytes.Equal(e.Value(), b) {
+					return e.Revision(), nil
+				}
+			}
+			return 0, err
+		}
+		if t.s.root.Err() != nil || time.Now().Add(backoff).After(deadline) {
+			return 0, err
+		}
+		retried = true
+		t.s.log.Warn("turn: write checkpoint; retrying", "turn_id", t.id, "err", err)
+		time.Sleep(backoff)
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
 // write stores st with the expected revision; false means another replica
 // owns the turn (the run is silenced) or the write failed (the request is
 // left for redelivery).
 func (t *turnRun) write(st *State) bool {
 	b, err := json.Marshal(st)
 	if err == nil {
-		kctx, cancel := context.WithTimeout(context.Background(), kvTimeout)
 		var rev uint64
-		rev, err = t.s.stateKV.Update(kctx, kvKey(t.id), b, t.rev)
-		cancel()
+		rev, err = t.update(b, 0)
 		if err == nil {
 			t.rev = rev
 			return true
@@ -510,6 +821,11 @@ func (t *turnRun) checkpoint(_ context.Context, cp *worker.Checkpoint) error {
 	if t.silenced.Load() {
 		return ErrOwnershipLost
 	}
+	// The checkpoint records the events' seq, and tools run after it: the
+	// events must be stored, and the run still the turn's, first.
+	if err := t.flush(); err != nil {
+		return err
+	}
 	st := t.base
 	st.Status, st.Owner, st.Checkpoint, st.Seq, st.Updated = StatusRunning, t.s.cfg.Instance, cp, t.ep.Seq(), time.Now().UTC()
 	if cp.Phase == worker.PhasePaused {
@@ -523,16 +839,19 @@ func (t *turnRun) checkpoint(_ context.Context, cp *worker.Checkpoint) error {
 		t.mu.Unlock()
 		return err
 	}
-	kctx, cancel := context.WithTimeout(context.Background(), kvTimeout)
-	rev, err := t.s.stateKV.Update(kctx, kvKey(t.id), b, t.rev)
-	cancel()
+	rev, err := t.update(b, 0)
 	if isConflict(err) {
 		t.silenced.Store(true)
 		t.s.log.Info("turn: another replica owns the turn; this run stops", "turn_id", t.id)
 		return ErrOwnershipLost
 	}
 	if err != nil {
-		return fmt.Errorf("turn: write checkpoint: %w", err)
+		// Not the turn's fault: hand it off, as a drain does, and let a
+		// replica that reaches the bucket continue it.
+		t.s.log.Warn("turn: checkpoint not stored; the turn is handed off", "turn_id", t.id, "err", err)
+		t.silenced.Store(true)
+		t.nak.Store(true)
+		return fmt.Errorf("%w: %w", ErrStateUnavailable, err)
 	}
 	t.rev = rev
 	if cp.Phase != worker.PhasePaused && t.s.isDraining() {
@@ -545,52 +864,58 @@ func (t *turnRun) checkpoint(_ context.Context, cp *worker.Checkpoint) error {
 
 // writeFinal stores the end of a turn (no worker state: the transcript is
 // in llmw.turn.completed and the session).
-func (t *turnRun) writeFinal(status Status, reason, code string) {
+//
+// A revision conflict means another replica claimed the turn meanwhile
+// (this run had lost it and was not fenced yet): it records the end when
+// it finds it in the events, and this run must not acknowledge the
+// request, which is that replica's now.
+func (t *turnRun) writeFinal(status Status, reason, code string) error {
 	st := t.base
 	st.Status, st.Owner, st.Seq, st.Reason, st.Code, st.Updated = status, t.s.cfg.Instance, t.ep.Seq(), reason, code, time.Now().UTC()
 	b, err := json.Marshal(&st)
 	if err != nil {
-		return
+		return err
 	}
-	kctx, cancel := context.WithTimeout(context.Background(), kvTimeout)
-	defer cancel()
 	if t.rev == 0 {
-		_, err = t.s.stateKV.Create(kctx, kvKey(t.id), b)
+		kctx, cancel := context.WithTimeout(t.s.root, kvTimeout)
+		_, err = t.s.storeState(kctx, t.id, b, 0, t.s.cfg.FinishedTTL)
+		cancel()
 	} else {
-		_, err = t.s.stateKV.Update(kctx, kvKey(t.id), b, t.rev)
+		_, err = t.update(b, t.s.cfg.FinishedTTL)
 	}
 	if err != nil {
 		t.s.log.Warn("turn: write final state", "turn_id", t.id, "status", status, "err", err)
 	}
+	return err
 }
 
 // finish acts on the worker's result: session, final state, ack.
 func (t *turnRun) finish(res *worker.Result, err error) {
-	if t.silenced.Load() {
-		if t.nak.Load() {
-			_ = t.msg.Nak()
-		}
+	if t.silenced.Load() || t.flush() != nil {
+		t.end()
 		return
 	}
 	if err != nil {
 		t.s.failRun(t, CodeInternal, fmt.Errorf("the turn could not be continued: %w", err))
 		return
 	}
+	var werr error
 	switch res.Status {
 	case worker.StatusPaused:
 		// The paused state was written by the checkpoint; a resume request
 		// continues it.
+		t.paused.Store(true)
 	case worker.StatusCompleted:
 		t.mu.Lock()
 		ov := t.override
 		t.mu.Unlock()
 		if ov != nil {
-			t.writeFinal(StatusFailed, ov.Reason, ov.Code)
+			werr = t.writeFinal(StatusFailed, ov.Reason, ov.Code)
 			break
 		}
-		t.writeFinal(StatusCompleted, "", "")
+		werr = t.writeFinal(StatusCompleted, "", "")
 	case worker.StatusAborted:
-		t.writeFinal(StatusAborted, res.Reason, res.Code)
+		werr = t.writeFinal(StatusAborted, res.Reason, res.Code)
 	default:
 		reason, code := res.Reason, res.Code
 		t.mu.Lock()
@@ -598,7 +923,10 @@ func (t *turnRun) finish(res *worker.Result, err error) {
 			reason, code = t.tooLarge.Error(), CodeTooLarge
 		}
 		t.mu.Unlock()
-		t.writeFinal(StatusFailed, reason, code)
+		werr = t.writeFinal(StatusFailed, reason, code)
+	}
+	if isConflict(werr) {
+		return // the request is the replica's that claimed the turn
 	}
 	_ = t.msg.Ack()
 }
@@ -608,49 +936,77 @@ func (t *turnRun) Observe(ev worker.Event) {
 	if t.silenced.Load() {
 		return
 	}
-	switch ev.Type {
-	case events.TypeTurnStep:
-		if d, ok := ev.Data.(events.TurnStep); ok {
-			t.step.Store(int64(d.Step))
+	data := ev.Data
+	switch d := data.(type) {
+	case events.TurnStarted:
+		if d.Resumed && t.claimed {
+			return // published by claimEvents
 		}
-	case events.TypeTurnCompleted:
+	case events.ToolStarted:
+		if t.started[d.CallID] {
+			return
+		}
+	case events.ToolCallResult:
+		if t.results[d.CallID] {
+			return
+		}
+	case events.TurnStep:
+		t.step.Store(int64(d.Step))
+	case events.TurnCompleted:
 		// The session is stored before the completed event goes out: a
 		// client that submits the session's next turn when it sees the
 		// event finds this turn's transcript.
-		if d, ok := ev.Data.(events.TurnCompleted); ok && t.session != "" {
+		if t.session != "" {
 			if ov := t.storeSession(d.Messages); ov != nil {
 				t.mu.Lock()
 				t.override = ov
 				t.mu.Unlock()
-				t.publish(events.ChannelTurn, events.TypeTurnFailed, *ov)
+				t.publish(events.TurnFailed(*ov))
 				return
 			}
 		}
-	case events.TypeTurnFailed:
+	case events.TurnFailed:
 		t.mu.Lock()
 		if t.tooLarge != nil {
-			ev.Data = events.TurnEnded{Reason: t.tooLarge.Error(), Code: CodeTooLarge}
+			data = events.TurnFailed{Reason: t.tooLarge.Error(), Code: CodeTooLarge}
 		}
 		t.mu.Unlock()
 	}
-	_, err := t.ep.Publish(ev.Channel, ev.Type, ev.Data)
+	_, err := t.ep.Publish(data)
 	if err == nil {
 		return
 	}
-	if ev.Type == events.TypeTurnCompleted && errors.Is(err, nats.ErrMaxPayload) {
+	if _, ok := data.(events.TurnCompleted); ok && errors.Is(err, nats.ErrMaxPayload) {
 		ov := &events.TurnEnded{Code: CodeTooLarge, Reason: fmt.Sprintf(
 			"%v: the finished transcript is larger than the NATS max payload (%d bytes), so llmw.turn.completed could not be published",
 			ErrTooLarge, t.s.nc.MaxPayload())}
 		t.mu.Lock()
 		t.override = ov
 		t.mu.Unlock()
-		t.publish(events.ChannelTurn, events.TypeTurnFailed, *ov)
+		t.publish(events.TurnFailed(*ov))
 		return
 	}
-	t.s.log.Warn("turn: publish event", "turn_id", t.id, "type", ev.Type, "err", err)
+	t.failed(data, err)
+}
+
+// failed handles an event Publish refused.
+func (t *turnRun) failed(ev events.WorkerEvent, err error) {
+	if errors.Is(err, worker.ErrDetached) {
+		t.lost(err)
+		return
+	}
+	t.s.log.Warn("turn: publish event", "turn_id", t.id, "type", ev.WorkerType(), "err", err)
 }
 
 var _ worker.Observer = (*turnRun)(nil)
+
+// end is the end of a silenced run: the request is negatively
+// acknowledged when the turn is to continue elsewhere at once.
+func (t *turnRun) end() {
+	if t.nak.Load() {
+		_ = t.msg.Nak()
+	}
+}
 
 // storeSession appends the turn's messages to its session; a transcript
 // too large for KV fails the turn (the returned end replaces completed).
@@ -658,7 +1014,7 @@ func (t *turnRun) storeSession(msgs []events.Message) *events.TurnEnded {
 	if n := t.base.SessionPrefix; n <= len(msgs) {
 		msgs = msgs[n:]
 	}
-	kctx, cancel := context.WithTimeout(context.Background(), kvTimeout)
+	kctx, cancel := context.WithTimeout(t.s.root, kvTimeout)
 	defer cancel()
 	err := storeSession(kctx, t.s.sessionKV, t.s.nc.MaxPayload(), t.session, t.id, msgs)
 	switch {
@@ -671,16 +1027,8 @@ func (t *turnRun) storeSession(msgs []events.Message) *events.TurnEnded {
 	return nil
 }
 
-func (t *turnRun) publish(ch events.Channel, typ string, data any) {
-	if _, err := t.ep.Publish(ch, typ, data); err != nil {
-		t.s.log.Warn("turn: publish event", "turn_id", t.id, "type", typ, "err", err)
+func (t *turnRun) publish(ev events.WorkerEvent) {
+	if _, err := t.ep.Publish(ev); err != nil {
+		t.failed(ev, err)
 	}
-}
-
-// publishStep announces a retry of the current model call.
-func (t *turnRun) publishStep(attempt int) {
-	if t.silenced.Load() {
-		return
-	}
-	t.publish(events.ChannelTurn, events.TypeTurnStep, events.TurnStep{Step: int(t.step.Load()), Attempt: attempt})
 }

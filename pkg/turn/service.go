@@ -2,20 +2,26 @@ package turn
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nuid"
 
+	"github.com/llmworker/llmworker/internal/version"
 	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/ingest"
 	"github.com/llmworker/llmworker/pkg/llm"
-	"github.com/llmworker/llmworker/pkg/natsrt"
+	"github.com/llmworker/llmworker/pkg/provision"
 	"github.com/llmworker/llmworker/pkg/tool"
+	"github.com/llmworker/llmworker/pkg/toolexec"
 	"github.com/llmworker/llmworker/pkg/worker"
 )
 
@@ -29,16 +35,22 @@ type Service struct {
 	subjects events.Subjects
 	source   string
 
-	pub      *natsrt.Publisher
+	pub      *Publisher
 	provider llm.Provider
-	tools    *natsrt.ToolClient
+	tools    *toolexec.Client
 	local    map[string]tool.Tool
 
 	// Set by Start.
+	// root is Start's context without its cancellation: every turn's
+	// context derives from it, so values given to Start (a logger, trace
+	// context) reach the turns, while the turns live until they end or
+	// Stop drains them.
+	root      context.Context
 	stateKV   jetstream.KeyValue
+	svc       micro.Service
 	sessionKV jetstream.KeyValue
-	cat       *natsrt.Catalog
-	catalog   *natsrt.CatalogWatcher
+	cat       *toolexec.Catalog
+	catalog   *toolexec.CatalogWatcher
 	cons      jetstream.Consumer
 	cancelSub *nats.Subscription
 	sem       chan struct{}
@@ -56,8 +68,12 @@ type Service struct {
 	// cancelClosed: no more cancel handlers may start (Stop waits for aux).
 	cancelClosed bool
 	running      map[string]*turnRun
-	turns        sync.WaitGroup
-	aux          sync.WaitGroup // cancel handlers
+	// orphanCancels are cancels of turns whose state says running on a
+	// replica that did not take them (it died, or is cut off): whichever
+	// replica picks the turn up next applies the cancel (register).
+	orphanCancels map[string]time.Time
+	turns         sync.WaitGroup
+	aux           sync.WaitGroup // cancel handlers
 }
 
 // New returns a Service on nc. Errors match ErrNilConn or ErrInvalidConfig.
@@ -79,13 +95,13 @@ func New(nc *nats.Conn, cfg Config) (*Service, error) {
 		nc: nc, js: js, cfg: cfg, log: cfg.Logger, subjects: events.NewSubjects(cfg.Prefix),
 		source:  events.Source("turn", cfg.Instance),
 		local:   map[string]tool.Tool{},
-		running: map[string]*turnRun{},
+		running: map[string]*turnRun{}, orphanCancels: map[string]time.Time{},
 	}
-	s.pub = natsrt.NewPublisher(nc, natsrt.PublisherOptions{Prefix: cfg.Prefix, Service: "turn", Instance: cfg.Instance})
-	s.tools = natsrt.NewToolClient(nc, js, natsrt.ToolClientOptions{Prefix: cfg.Prefix, Source: s.source})
+	s.pub = NewPublisher(nc, PublisherOptions{Prefix: cfg.Prefix, Service: "turn", Instance: cfg.Instance})
+	s.tools = toolexec.NewClient(nc, js, toolexec.ClientOptions{Prefix: cfg.Prefix, Source: s.source})
 	s.provider = cfg.Provider
 	if s.provider == nil {
-		s.provider = natsrt.NewIngestClient(nc, natsrt.IngestOptions{
+		s.provider = ingest.NewClient(nc, ingest.ClientOptions{
 			Prefix: cfg.Prefix, Source: s.source, RequestTimeout: cfg.IngestTimeout,
 			IdleTimeout: cfg.IdleTimeout, Buffer: cfg.StreamBuffer,
 		})
@@ -112,8 +128,10 @@ func (s *Service) Running() []string {
 
 // Start provisions the streams and buckets (idempotent), creates or binds
 // the durable consumer shared by all replicas, subscribes to
-// P.turn.cancel.* and starts consuming. It returns once serving; ctx
-// bounds the setup only.
+// P.turn.cancel.* and starts consuming. It returns once serving.
+// Cancelling ctx stops the setup only; the turns derive their contexts
+// from ctx's values (a root without its cancellation) and end when they
+// finish or Stop drains them.
 func (s *Service) Start(ctx context.Context) error {
 	s.mu.Lock()
 	if s.started {
@@ -121,9 +139,10 @@ func (s *Service) Start(ctx context.Context) error {
 		return ErrAlreadyStarted
 	}
 	s.started = true
+	s.root = context.WithoutCancel(ctx)
 	s.mu.Unlock()
 
-	if err := natsrt.Provision(ctx, s.js, s.cfg.Provision); err != nil {
+	if err := provision.Provision(ctx, s.js, s.cfg.Provision); err != nil {
 		return err
 	}
 	var err error
@@ -133,7 +152,7 @@ func (s *Service) Start(ctx context.Context) error {
 	if s.sessionKV, err = s.js.KeyValue(ctx, events.BucketSessions); err != nil {
 		return fmt.Errorf("turn: bucket %s: %w", events.BucketSessions, err)
 	}
-	if s.cat, err = natsrt.OpenCatalog(ctx, s.js); err != nil {
+	if s.cat, err = toolexec.OpenCatalog(ctx, s.js); err != nil {
 		return err
 	}
 	// The watch lives until Stop, not as long as Start's ctx.
@@ -178,8 +197,24 @@ func (s *Service) Start(ctx context.Context) error {
 		s.stopWatch()
 		return fmt.Errorf("turn: flush: %w", err)
 	}
+	// Discoverable like the other services ($SRV.PING/INFO llmw-turn); it
+	// has no endpoints: turns arrive through the LLMW_TURNS queue.
+	s.svc, err = micro.AddService(s.nc, micro.Config{
+		Name:        ServiceName,
+		Version:     version.String(),
+		Description: "llmworker turn service (turns from the LLMW_TURNS queue)",
+		Metadata: map[string]string{
+			"instance": s.cfg.Instance, "prefix": s.subjects.P(),
+			"submit": s.subjects.TurnSubmit(), "max_concurrent": strconv.Itoa(s.cfg.MaxConcurrent),
+		},
+	})
+	if err != nil {
+		_ = s.cancelSub.Unsubscribe()
+		s.stopWatch()
+		return fmt.Errorf("turn: micro service: %w", err)
+	}
 	s.sem = make(chan struct{}, s.cfg.MaxConcurrent)
-	fctx, cancel := context.WithCancel(context.Background())
+	fctx, cancel := context.WithCancel(s.root)
 	s.fetchCancel = cancel
 	s.fetchDone = make(chan struct{})
 	s.keepStop, s.keepDone = make(chan struct{}), make(chan struct{})
@@ -229,12 +264,23 @@ func (s *Service) Stop(ctx context.Context) error {
 		err = ctx.Err()
 		s.mu.Lock()
 		for _, t := range s.running {
-			t.handOff(errStopping)
+			if s.cfg.Ephemeral {
+				t.cancel(errEphemeralStop)
+			} else {
+				t.handOff(errStopping)
+			}
 		}
 		s.mu.Unlock()
 		<-done
+		if s.cfg.Ephemeral {
+			err = nil // every turn ended with an event: none was handed off
+		}
+	}
+	if s.cfg.Ephemeral {
+		s.abortPausedTurns()
 	}
 	_ = s.cancelSub.Unsubscribe()
+	_ = s.svc.Stop()
 	s.mu.Lock()
 	s.cancelClosed = true
 	s.mu.Unlock()
@@ -242,13 +288,49 @@ func (s *Service) Stop(ctx context.Context) error {
 	close(s.keepStop)
 	<-s.keepDone
 	s.stopWatch()
-	s.log.Info("turn service stopped", "instance", s.cfg.Instance, "handed_off", err != nil)
+	s.log.Info("turn service stopped", "instance", s.cfg.Instance, "handed_off", err != nil && !s.cfg.Ephemeral)
 	return err
 }
 
 func (s *Service) stopWatch() {
 	s.watchCancel()
 	_ = s.catalog.Stop()
+}
+
+// ServiceName is the micro service every turn replica registers (no
+// endpoints: it makes the replicas discoverable with $SRV.PING/INFO).
+const ServiceName = "llmw-turn"
+
+var errEphemeralStop = errors.New("the turn service stopped before the turn finished, and its NATS store is temporary (removed on exit), so no replica could continue it")
+
+// abortPausedTurns ends every paused turn of an ephemeral store with
+// llmw.turn.aborted at Stop: the store and its checkpoints go with this
+// process, so the turns could never be resumed.
+func (s *Service) abortPausedTurns() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lister, err := s.stateKV.ListKeys(ctx)
+	if err != nil {
+		s.log.Warn("turn: stop: list paused turns", "err", err)
+		return
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	for _, key := range keys {
+		e, err := s.stateKV.Get(ctx, key)
+		if err != nil {
+			continue
+		}
+		var st State
+		if json.Unmarshal(e.Value(), &st) != nil || st.Status != StatusPaused || st.Checkpoint == nil || st.Request == nil {
+			continue
+		}
+		id, rev := st.Request.TurnID, e.Revision()
+		s.abortPaused(ctx, id, &st, rev, "the turn was paused when the turn service stopped, and its NATS store is temporary (removed on exit), so it could never be resumed")
+		s.log.Info("turn: stop: ended a paused turn", "turn_id", id)
+	}
 }
 
 var errStopping = fmt.Errorf("the turn service replica is stopping; another replica continues the turn (%w)", worker.ErrDetached)
@@ -347,11 +429,20 @@ func (s *Service) onCancel(m *nats.Msg) {
 	}
 	s.mu.Lock()
 	t := s.running[id]
+	if t != nil {
+		t.cancelRequested = true
+	}
 	s.mu.Unlock()
 	if t != nil {
-		t.cancel(errCancelRequested)
+		t.cancel(s.cancelCause(id))
 		return
 	}
+	s.settleCancel(id)
+}
+
+// settleCancel settles the cancel of a turn this replica does not run
+// (cancelIdle) in a goroutine that Stop waits for.
+func (s *Service) settleCancel(id string) {
 	s.mu.Lock()
 	if s.cancelClosed {
 		s.mu.Unlock()
@@ -367,4 +458,10 @@ func (s *Service) onCancel(m *nats.Msg) {
 	}()
 }
 
-var errCancelRequested = errors.New("cancelled by P.turn.cancel")
+// errCancelRequested is the cause of a turn cancelled by a request;
+// cancelCause names the subject it came on.
+var errCancelRequested = errors.New("cancelled by a request")
+
+func (s *Service) cancelCause(id string) error {
+	return fmt.Errorf("%w on %s", errCancelRequested, s.subjects.TurnCancel(id))
+}

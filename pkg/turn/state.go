@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/llmworker/llmworker/pkg/events"
@@ -24,6 +25,10 @@ const (
 	StatusCompleted Status = "completed"
 	StatusFailed    Status = "failed"
 	StatusAborted   Status = "aborted"
+	// StatusCancelled marks a turn id that was cancelled before any turn
+	// had it: a submit of the id while the state lasts (Config.CancelTTL)
+	// ends at once with llmw.turn.aborted.
+	StatusCancelled Status = "cancelled"
 )
 
 // Finished reports whether the turn ended (completed, failed or aborted).
@@ -49,6 +54,10 @@ type State struct {
 	// Request is the turn's request without its messages (they are in the
 	// checkpoint): model, system, tools and bounds for the continuation.
 	Request *events.TurnRequest `json:"request,omitempty"`
+	// RequestDigest is the SHA-256 (hex) of the submit's data: a submit
+	// of the same id with the same data is a retried publish and is
+	// ignored; one with other data is rejected (turn_exists).
+	RequestDigest string `json:"request_digest,omitempty"`
 	// SessionPrefix is the number of checkpoint messages that came from
 	// the session's earlier transcript.
 	SessionPrefix int `json:"session_prefix,omitempty"`
@@ -187,6 +196,29 @@ func storeSession(ctx context.Context, kv jetstream.KeyValue, maxPayload int64, 
 
 // isConflict reports a KV revision mismatch (wrong last sequence) or a
 // create of an existing key.
+// storeState writes the state of turn id: created when rev is 0, else
+// with the expected revision rev; with a per-key TTL when ttl > 0 (ended
+// turns, see Config.FinishedTTL), so the bucket forgets them.
+func (s *Service) storeState(ctx context.Context, id string, b []byte, rev uint64, ttl time.Duration) (uint64, error) {
+	if ttl <= 0 {
+		if rev == 0 {
+			return s.stateKV.Create(ctx, kvKey(id), b)
+		}
+		return s.stateKV.Update(ctx, kvKey(id), b, rev)
+	}
+	if rev == 0 {
+		return s.stateKV.Create(ctx, kvKey(id), b, jetstream.KeyTTL(ttl))
+	}
+	// KeyValue.Update takes no TTL: publish the revision as Update does,
+	// with the TTL header added.
+	m := &nats.Msg{Subject: "$KV." + events.BucketTurnState + "." + kvKey(id), Data: b}
+	ack, err := s.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(ttl))
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence, nil
+}
+
 func isConflict(err error) bool {
 	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		return true

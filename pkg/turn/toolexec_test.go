@@ -9,7 +9,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/llmworker/llmworker/pkg/events"
-	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/llm/llmtest"
+	"github.com/llmworker/llmworker/pkg/natstest"
 	"github.com/llmworker/llmworker/pkg/tool"
 	"github.com/llmworker/llmworker/pkg/toolexec"
 	"github.com/llmworker/llmworker/pkg/turn"
@@ -20,9 +21,9 @@ import (
 // completes and the call has exactly one result.
 func TestToolexecReplicaStoppedMidCall(t *testing.T) {
 	e := newEnv(t)
-	e.scripted(llm.NewScripted(
-		llm.ToolStep(llm.ToolCallSpec{ID: "w1", Name: "work", Input: `{}`}),
-		llm.TextStep("worked"),
+	e.scripted(llmtest.NewScripted(
+		llmtest.ToolStep(llmtest.ToolCallSpec{ID: "w1", Name: "work", Input: `{}`}),
+		llmtest.TextStep("worked"),
 	))
 	var first atomic.Value // the replica that took the call first
 	var starts atomic.Int64
@@ -42,7 +43,7 @@ func TestToolexecReplicaStoppedMidCall(t *testing.T) {
 	id := newID("toolexec")
 	w := e.watch(id)
 	e.submit(events.TurnRequest{TurnID: id, Model: "test:m", Messages: []events.Message{events.UserText("work")}, Tools: []string{"work"}})
-	pollUntil(t, "the call to start", func() bool { return starts.Load() == 1 })
+	natstest.Eventually(t, "the call to start", func() bool { return starts.Load() == 1 })
 	stopped, other := x, "y"
 	if first.Load() == "y" {
 		stopped, other = y, "x"

@@ -2,33 +2,11 @@ package turn
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 
-	"github.com/llmworker/llmworker/pkg/natsrt"
 	"github.com/llmworker/llmworker/pkg/tool"
-	"github.com/llmworker/llmworker/pkg/worker"
 )
-
-// remoteTool runs a catalog tool on toolexec. It bridges the worker's call
-// info (turn, session and call id in the tool's context) to the RemoteTool's,
-// which names the result subject and de-duplicates by call id.
-type remoteTool struct {
-	*natsrt.RemoteTool
-}
-
-var (
-	_ tool.Tool      = remoteTool{}
-	_ tool.Timeouter = remoteTool{}
-)
-
-func (r remoteTool) Execute(ctx context.Context, input json.RawMessage) (string, error) {
-	if ci, ok := worker.CallInfoFrom(ctx); ok {
-		ctx = natsrt.WithCall(ctx, natsrt.CallInfo{TurnID: ci.TurnID, SessionID: ci.SessionID, CallID: ci.CallID})
-	}
-	return r.RemoteTool.Execute(ctx, input)
-}
 
 // selectTools returns the tools a request's patterns name: "*" is every
 // tool (in-process and catalog), a name is that tool. A name that is
@@ -49,7 +27,7 @@ func (s *Service) selectTools(ctx context.Context, patterns []string) ([]tool.To
 			if s.catalog != nil {
 				for _, e := range s.catalog.Entries() {
 					if _, local := s.local[e.Name]; !local {
-						picked[e.Name] = remoteTool{s.tools.Tool(e)}
+						picked[e.Name] = s.tools.Tool(e)
 					}
 				}
 			}
@@ -64,14 +42,14 @@ func (s *Service) selectTools(ctx context.Context, patterns []string) ([]tool.To
 		}
 		if s.catalog != nil {
 			if e, ok := s.catalog.Get(p); ok {
-				picked[p] = remoteTool{s.tools.Tool(e)}
+				picked[p] = s.tools.Tool(e)
 				continue
 			}
 		}
 		// The watcher may lag behind a toolexec that just started: ask KV.
 		if s.cat != nil {
 			if e, err := s.cat.Get(ctx, p); err == nil {
-				picked[p] = remoteTool{s.tools.Tool(e)}
+				picked[p] = s.tools.Tool(e)
 				continue
 			}
 		}

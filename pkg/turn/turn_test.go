@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/llmworker/llmworker/pkg/events"
-	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/llm/llmtest"
 	"github.com/llmworker/llmworker/pkg/tool"
 	"github.com/llmworker/llmworker/pkg/toolexec"
 	"github.com/llmworker/llmworker/pkg/turn"
@@ -33,9 +33,9 @@ func capitalTool(runs *atomic.Int64) tool.Tool {
 
 func TestScriptedToolTurnThroughNATS(t *testing.T) {
 	e := newEnv(t)
-	p := llm.NewScripted(
-		llm.ToolStep(llm.ToolCallSpec{ID: "call_1", Name: "get_capital", Input: `{"country":"France"}`}),
-		llm.TextStep("The capital ", "is Paris."),
+	p := llmtest.NewScripted(
+		llmtest.ToolStep(llmtest.ToolCallSpec{ID: "call_1", Name: "get_capital", Input: `{"country":"France"}`}),
+		llmtest.TextStep("The capital ", "is Paris."),
 	)
 	e.scripted(p)
 	var runs atomic.Int64

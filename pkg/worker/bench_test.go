@@ -4,6 +4,11 @@ import (
 	"context"
 	"testing"
 
+	"go.opentelemetry.io/otel"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/llm"
 	"github.com/llmworker/llmworker/pkg/tool"
@@ -58,4 +63,24 @@ func BenchmarkTurn10StepsObservedCheckpointed(b *testing.B) {
 		Observer:   worker.ObserverFunc(func(worker.Event) {}),
 		Checkpoint: func(context.Context, *worker.Checkpoint) error { return nil },
 	})
+}
+
+// With tracing on: an SDK tracer provider sampling every span into a
+// batcher whose exporter discards them (the cost of making the spans, not
+// of sending them), and metrics into an SDK meter provider. Compare with
+// BenchmarkTurn10Steps (tracing and metrics off: the global no-op
+// providers).
+func BenchmarkTurn10StepsTraced(b *testing.B) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+	prevT, prevM := otel.GetTracerProvider(), otel.GetMeterProvider()
+	otel.SetTracerProvider(tp)
+	otel.SetMeterProvider(mp)
+	b.Cleanup(func() {
+		otel.SetTracerProvider(prevT)
+		otel.SetMeterProvider(prevM)
+		_ = tp.Shutdown(context.Background())
+		_ = mp.Shutdown(context.Background())
+	})
+	benchTurn(b, worker.Config{})
 }

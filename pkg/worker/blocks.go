@@ -7,97 +7,79 @@ import (
 	"github.com/llmworker/llmworker/pkg/timeline"
 )
 
-// blockScope is the scope of the worker's own block handlers: whether the
-// block's start was sent (a block may start implicitly with a delta).
-type blockScope struct{ started bool }
-
 // The handlers below turn Timeline phases into the block events of
-// DESIGN.md §5, one to one, with the step. Aborts reach them both from the
-// stream (block.abort) and from Timeline.AbortCurrentBlock.
+// docs/protocol.md §5, one to one, with the step. Aborts reach them both
+// from the stream (block.abort) and from Timeline.AbortCurrentBlock. The
+// model stream is normalized before the Timeline sees it, so every block
+// has its PhaseStart: the handlers keep no state of their own (a
+// Timeline's implicit scope start only matters to streams that were not
+// normalized).
 
-func (r *run) onText(s *blockScope, ev timeline.TextBlockEvent) {
+func (r *run) onText(_ *struct{}, ev timeline.TextBlockEvent) {
 	if ev.StopReason != "" {
 		r.stopReason = ev.StopReason
 	}
 	if len(r.em.obs) == 0 {
 		return
 	}
-	ch := events.BlockChannel(ev.BlockType)
 	switch ev.Phase {
 	case timeline.PhaseStart:
-		s.started = true
-		r.emitStart(ch, events.BlockStart{Index: ev.Index, BlockType: ev.BlockType, ToolUseID: ev.ToolUseID})
+		r.emitStart(events.BlockStart{Index: ev.Index, BlockType: ev.BlockType, ToolUseID: ev.ToolUseID})
 	case timeline.PhaseDelta:
-		if !s.started {
-			s.started = true
-			r.emitStart(ch, events.BlockStart{Index: ev.Index, BlockType: ev.BlockType, ToolUseID: ev.ToolUseID})
-		}
-		r.em.emit(events.TypeBlockDelta, ch, events.WorkerBlockDelta{BlockDelta: events.TextDelta(ev.Index, ev.Text), Step: r.step})
+		r.em.emit(events.WorkerBlockDelta{BlockDelta: events.TextDelta(ev.Index, ev.Text), Step: r.step})
 	case timeline.PhaseStop:
-		r.emitStop(ch, events.BlockStop{Index: ev.Index, BlockType: ev.BlockType, StopReason: ev.StopReason, Signature: ev.Signature})
+		r.emitStop(events.BlockStop{Index: ev.Index, BlockType: ev.BlockType, StopReason: ev.StopReason, Signature: ev.Signature})
 	case timeline.PhaseAbort:
-		r.emitAbort(ch, events.BlockAbort{Index: ev.Index, BlockType: ev.BlockType, Reason: ev.Reason})
+		r.emitAbort(events.BlockAbort{Index: ev.Index, BlockType: ev.BlockType, Reason: ev.Reason})
 	}
 }
 
-func (r *run) onThinking(s *blockScope, ev timeline.ThinkingBlockEvent) {
+func (r *run) onThinking(_ *struct{}, ev timeline.ThinkingBlockEvent) {
 	if len(r.em.obs) == 0 {
 		return
 	}
-	const ch = events.ChannelThinking
 	switch ev.Phase {
 	case timeline.PhaseStart:
-		s.started = true
-		r.emitStart(ch, events.BlockStart{Index: ev.Index, BlockType: events.BlockThinking})
+		r.emitStart(events.BlockStart{Index: ev.Index, BlockType: events.BlockThinking})
 	case timeline.PhaseDelta:
-		if !s.started {
-			s.started = true
-			r.emitStart(ch, events.BlockStart{Index: ev.Index, BlockType: events.BlockThinking})
-		}
-		r.em.emit(events.TypeBlockDelta, ch, events.WorkerBlockDelta{BlockDelta: events.ThinkingDelta(ev.Index, ev.Thinking), Step: r.step})
+		r.em.emit(events.WorkerBlockDelta{BlockDelta: events.ThinkingDelta(ev.Index, ev.Thinking), Step: r.step})
 	case timeline.PhaseStop:
-		r.emitStop(ch, events.BlockStop{Index: ev.Index, BlockType: events.BlockThinking, Signature: ev.Signature})
+		r.emitStop(events.BlockStop{Index: ev.Index, BlockType: events.BlockThinking, Signature: ev.Signature})
 	case timeline.PhaseAbort:
-		r.emitAbort(ch, events.BlockAbort{Index: ev.Index, BlockType: events.BlockThinking, Reason: ev.Reason})
+		r.emitAbort(events.BlockAbort{Index: ev.Index, BlockType: events.BlockThinking, Reason: ev.Reason})
 	}
 }
 
-func (r *run) onToolUse(s *blockScope, ev timeline.ToolUseBlockEvent) {
+func (r *run) onToolUse(_ *struct{}, ev timeline.ToolUseBlockEvent) {
 	if ev.StopReason != "" {
 		r.stopReason = ev.StopReason
 	}
 	if len(r.em.obs) == 0 {
 		return
 	}
-	const ch = events.ChannelTool
 	start := events.BlockStart{Index: ev.Index, BlockType: events.BlockToolUse, ID: ev.ID, Name: ev.Name, Server: ev.Server}
 	switch ev.Phase {
 	case timeline.PhaseStart:
-		s.started = true
-		r.emitStart(ch, start)
+		r.emitStart(start)
 	case timeline.PhaseDelta:
-		if !s.started {
-			s.started = true
-			r.emitStart(ch, start)
-		}
-		r.em.emit(events.TypeBlockDelta, ch, events.WorkerBlockDelta{BlockDelta: events.InputJSONDelta(ev.Index, ev.InputJSON), Step: r.step})
+		r.em.emit(events.WorkerBlockDelta{BlockDelta: events.InputJSONDelta(ev.Index, ev.InputJSON), Step: r.step})
 	case timeline.PhaseStop:
-		r.emitStop(ch, events.BlockStop{Index: ev.Index, BlockType: events.BlockToolUse, StopReason: ev.StopReason, Signature: ev.Signature})
+		r.emitStop(events.BlockStop{Index: ev.Index, BlockType: events.BlockToolUse, StopReason: ev.StopReason, Signature: ev.Signature})
 	case timeline.PhaseAbort:
-		r.emitAbort(ch, events.BlockAbort{Index: ev.Index, BlockType: events.BlockToolUse, Reason: ev.Reason})
+		r.emitAbort(events.BlockAbort{Index: ev.Index, BlockType: events.BlockToolUse, Reason: ev.Reason})
 	}
 }
 
-func (r *run) emitStart(ch events.Channel, b events.BlockStart) {
-	r.em.emit(events.TypeBlockStart, ch, events.WorkerBlockStart{BlockStart: b, Step: r.step})
+func (r *run) emitStart(b events.BlockStart) {
+	r.em.emit(events.WorkerBlockStart{BlockStart: b, Step: r.step})
 }
 
-func (r *run) emitStop(ch events.Channel, b events.BlockStop) {
-	r.em.emit(events.TypeBlockStop, ch, events.WorkerBlockStop{BlockStop: b, Step: r.step})
+func (r *run) emitStop(b events.BlockStop) {
+	r.em.emit(events.WorkerBlockStop{BlockStop: b, Step: r.step})
 }
 
-func (r *run) emitAbort(ch events.Channel, b events.BlockAbort) {
-	r.em.emit(events.TypeBlockAbort, ch, events.WorkerBlockAbort{BlockAbort: b, Step: r.step})
+func (r *run) emitAbort(b events.BlockAbort) {
+	r.em.emit(events.WorkerBlockAbort{BlockAbort: b, Step: r.step})
 }
 
 // textScope accumulates a text block for its complete event.
@@ -116,7 +98,7 @@ func (r *run) onTextComplete(s *textScope, ev timeline.TextBlockEvent) {
 		}
 	case timeline.PhaseStop:
 		c := events.TextComplete{Step: r.step, Index: ev.Index, Text: s.b.String()}
-		r.em.emit(events.TypeTextComplete, events.ChannelText, c)
+		r.em.emit(c)
 		for _, f := range r.h.textComplete {
 			f(c)
 		}
@@ -145,7 +127,7 @@ func (r *run) onToolCallComplete(_ *struct{}, ev timeline.ToolUseBlockEvent) {
 			break
 		}
 	}
-	r.em.emit(events.TypeToolCallComplete, events.ChannelTool, c)
+	r.em.emit(c)
 	for _, f := range r.h.toolComplete {
 		f(c)
 	}

@@ -75,6 +75,11 @@ type Checkpoint struct {
 	// Restarts counts how often the turn was continued by RunFrom or
 	// Resume; it keeps the request ids of repeated model calls unique.
 	Restarts int `json:"restarts,omitempty"`
+	// TraceParent and TraceState are the W3C trace context the turn's
+	// spans continue in (pkg/telemetry): a run continued from this
+	// checkpoint, anywhere, parents its invoke_agent span here.
+	TraceParent string `json:"traceparent,omitempty"`
+	TraceState  string `json:"tracestate,omitempty"`
 }
 
 // Pause says where and why a turn paused.

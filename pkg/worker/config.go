@@ -24,6 +24,9 @@ const (
 	// NoRetries as Config.MaxTurnEndRetries allows no continue_with_messages
 	// at all (0 means the default).
 	NoRetries = -1
+	// DefaultIdleTimeout fails a model call silent this long when
+	// Config.IdleTimeout is 0.
+	DefaultIdleTimeout = 10 * time.Minute
 )
 
 // ToolSet looks tools up by name; *tool.Registry implements it. A turn
@@ -71,12 +74,20 @@ type Config struct {
 	// on_turn_end hooks: 0 means DefaultMaxTurnEndRetries, NoRetries (any
 	// negative value) none.
 	MaxTurnEndRetries int
-	// StepAttempts is how often a failed model call is made again within a
-	// step (after block.abort events for its partial blocks) before the
-	// turn fails: 0 or 1 means once.
+	// StepAttempts is how often a model call is made within a step before
+	// its failure fails the turn: 0 or 1 means once. A new attempt starts
+	// from nothing: the failed one's open blocks are aborted, its finished
+	// blocks are dropped (they are not in the assistant message, its tool
+	// calls do not run) and llmw.turn.step announces the attempt number.
 	StepAttempts int
+	// RetryStep, if set, decides whether a failed model call is made again
+	// (while StepAttempts allows) and how long to wait first; the wait is
+	// cut short by the turn's context. nil makes every failed call again
+	// at once.
+	RetryStep func(f StepFailure) (wait time.Duration, retry bool)
 	// IdleTimeout fails a model call when the provider sends nothing for
-	// that long (0: no limit).
+	// that long (0 = DefaultIdleTimeout, negative = no limit). A stream that
+	// is llm.WellFormed already keeps its own limit.
 	IdleTimeout time.Duration
 
 	// TurnID and SessionID identify the turns of this worker; an empty
@@ -96,8 +107,21 @@ type Config struct {
 	// its executor cannot de-duplicate.
 	CheckpointToolResults bool
 
-	// Observer receives every worker event (DESIGN.md §5); see Observer.
+	// Observer receives every worker event (docs/protocol.md §5); see Observer.
 	Observer Observer
+}
+
+// StepFailure is a failed model call, as Config.RetryStep sees it.
+type StepFailure struct {
+	// Step and Attempt number the call (both from 1).
+	Step, Attempt int
+	// Code is the code of the stream's error event; "cancelled" when the
+	// provider cancelled the stream, llm.CodeProviderFailed when it failed
+	// without saying why, "" when the call could not be opened (see Err).
+	Code string
+	// Err is the error of Provider.Stream when the call could not be
+	// opened, nil when its stream failed.
+	Err error
 }
 
 // resolved is a validated Config with defaults applied.

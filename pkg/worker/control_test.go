@@ -15,6 +15,7 @@ import (
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook"
 	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/llm/llmtest"
 	"github.com/llmworker/llmworker/pkg/tool"
 	"github.com/llmworker/llmworker/pkg/worker"
 )
@@ -150,7 +151,7 @@ func TestProviderFailure(t *testing.T) {
 		if len(rec.ofType(events.TypeBlockAbort)) != 1 || len(errs) != 1 {
 			t.Fatalf("events %v errs %v", rec.types(), errs)
 		}
-		if d := rec.ofType(events.TypeTurnFailed)[0].(events.TurnEnded); d.Code != "provider_error" {
+		if d := rec.ofType(events.TypeTurnFailed)[0].(events.TurnFailed); d.Code != "provider_error" {
 			t.Fatalf("turn.failed %+v", d)
 		}
 	})
@@ -169,6 +170,55 @@ func TestProviderFailure(t *testing.T) {
 		reqs := p.requests()
 		if reqs[0].RequestID == reqs[1].RequestID {
 			t.Fatal("a retry reused the request id")
+		}
+	})
+	t.Run("RetryStep sees the failure and may decline", func(t *testing.T) {
+		var seen []worker.StepFailure
+		p := newScripted(failed, script{err: errors.New("connection refused")}, textStep("never"))
+		w := mustNew(t, worker.Config{Provider: p, StepAttempts: 3, RetryStep: func(f worker.StepFailure) (time.Duration, bool) {
+			seen = append(seen, f)
+			return time.Millisecond, f.Err == nil
+		}})
+		res := mustRun(t, w, events.UserText("go"))
+		if res.Status != worker.StatusFailed || !strings.Contains(res.Reason, "connection refused") || len(p.requests()) != 2 {
+			t.Fatalf("result %+v after %d calls", res, len(p.requests()))
+		}
+		// The first failure is the stream's error event (its code), the
+		// second the call that could not be opened (its error, no code).
+		if len(seen) != 2 || seen[0].Step != 1 || seen[0].Attempt != 1 || seen[0].Code != "overloaded" || seen[0].Err != nil ||
+			seen[1].Attempt != 2 || seen[1].Code != "" || seen[1].Err == nil || !strings.Contains(seen[1].Err.Error(), "connection refused") {
+			t.Fatalf("RetryStep saw %+v", seen)
+		}
+	})
+	t.Run("a cancel during the retry's wait aborts the turn", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		p := newScripted(failed, textStep("never"))
+		w := mustNew(t, worker.Config{Provider: p, StepAttempts: 2, RetryStep: func(worker.StepFailure) (time.Duration, bool) {
+			cancel()
+			return time.Hour, true
+		}})
+		res, _ := w.Run(ctx, []events.Message{events.UserText("go")})
+		if res.Status != worker.StatusAborted || len(p.requests()) != 1 {
+			t.Fatalf("result %+v after %d calls", res, len(p.requests()))
+		}
+	})
+	t.Run("a retry drops the failed attempt's finished blocks", func(t *testing.T) {
+		rec := &recorder{}
+		var ran atomic.Int32
+		half := llmtest.Script{
+			Events: append(append([]events.Event{started()}, llmtest.TextBlockEvents(0, "let me check")...),
+				llmtest.ToolUseBlockEvents(1, llmtest.ToolCallSpec{ID: "c_lost", Name: "get_weather", Input: `{"city":"Oslo"}`})...),
+			StreamErr: errors.New("connection reset by peer"),
+		}
+		p := llmtest.NewScripted(half, llmtest.TextStep("ok"))
+		w := mustNew(t, worker.Config{Provider: p, Observer: rec, StepAttempts: 2,
+			Tools: []tool.Tool{weatherTool(t, &ran)}})
+		res := mustRun(t, w, events.UserText("go"))
+		if res.Status != worker.StatusCompleted || p.Calls() != 2 || ran.Load() != 0 {
+			t.Fatalf("result %+v, %d calls, the tool ran %d times", res, p.Calls(), ran.Load())
+		}
+		if msg := res.Messages[len(res.Messages)-1]; len(msg.Content) != 1 || msg.Text() != "ok" {
+			t.Fatalf("assistant message %s", jsonString(t, msg))
 		}
 	})
 	t.Run("Stream error", func(t *testing.T) {
@@ -282,9 +332,9 @@ func TestNoToolsOffered(t *testing.T) {
 }
 
 func TestRegistryAndCallInfo(t *testing.T) {
-	var got worker.CallInfo
+	var got tool.CallInfo
 	reg, err := tool.NewRegistry(tool.Must("whoami", "ids", func(ctx context.Context, _ struct{}) (string, error) {
-		ci, ok := worker.CallInfoFrom(ctx)
+		ci, ok := tool.CallFrom(ctx)
 		if !ok {
 			return "", errors.New("no call info")
 		}
@@ -309,7 +359,7 @@ func TestRegistryAndCallInfo(t *testing.T) {
 	if res.Status != worker.StatusCompleted {
 		t.Fatal(res.Reason)
 	}
-	want := worker.CallInfo{TurnID: "turn-1", SessionID: "sess", CallID: "c9", Name: "whoami", Step: 2}
+	want := tool.CallInfo{TurnID: "turn-1", SessionID: "sess", CallID: "c9", Name: "whoami", Step: 2}
 	if got != want {
 		t.Fatalf("call info %+v", got)
 	}
@@ -456,7 +506,7 @@ func TestWithLLMScripted(t *testing.T) {
 	t.Run("cancel mid-stream", func(t *testing.T) {
 		rec := &recorder{}
 		var aborts abortLog
-		p := llm.NewScripted(llm.BlockingStep("Hel", "lo"))
+		p := llmtest.NewScripted(llmtest.BlockingStep("Hel", "lo"))
 		w := mustNew(t, worker.Config{Provider: p, Observer: rec, Hooks: chainWith(t, func(c *chainT) { c.abort("a", aborts.hook) })})
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
@@ -470,7 +520,7 @@ func TestWithLLMScripted(t *testing.T) {
 		}
 	})
 	t.Run("broken connection", func(t *testing.T) {
-		p := llm.NewScripted(llm.FailMidStep(errors.New("connection reset"), "par"), llm.TextStep("ok"))
+		p := llmtest.NewScripted(llmtest.FailMidStep(errors.New("connection reset"), "par"), llmtest.TextStep("ok"))
 		w := mustNew(t, worker.Config{Provider: p, StepAttempts: 2})
 		res := mustRun(t, w, events.UserText("go"))
 		if res.Status != worker.StatusCompleted || res.Text() != "ok" || p.Calls() != 2 {
@@ -478,10 +528,10 @@ func TestWithLLMScripted(t *testing.T) {
 		}
 	})
 	t.Run("thinking tool loop", func(t *testing.T) {
-		p := llm.NewScripted(
-			llm.NewStep(llm.ThinkingBlockEvents(0, "need weather", "sig-A"),
-				llm.ToolUseBlockEvents(1, llm.ToolCallSpec{ID: "c1", Name: "get_weather", Input: `{"city":"Oslo"}`})).WithUsage(3, 4),
-			llm.TextStep("sunny").WithUsage(5, 6),
+		p := llmtest.NewScripted(
+			llmtest.NewStep(llmtest.ThinkingBlockEvents(0, "need weather", "sig-A"),
+				llmtest.ToolUseBlockEvents(1, llmtest.ToolCallSpec{ID: "c1", Name: "get_weather", Input: `{"city":"Oslo"}`})).WithUsage(3, 4),
+			llmtest.TextStep("sunny").WithUsage(5, 6),
 		)
 		w := mustNew(t, worker.Config{Provider: p, Tools: []tool.Tool{weatherTool(t, nil)}})
 		res := mustRun(t, w, events.UserText("go"))

@@ -9,7 +9,7 @@ import (
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook"
-	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/llm/llmtest"
 	"github.com/llmworker/llmworker/pkg/worker"
 )
 
@@ -26,7 +26,7 @@ func TestDetachedRunLeavesNoTrace(t *testing.T) {
 				return hook.AbortResult{}, nil
 			}), hook.Options{Name: "count"})
 			rec := &recorder{}
-			w := mustNew(t, worker.Config{Provider: llm.NewScripted(llm.BlockingStep("partial")), Hooks: chain, Observer: rec})
+			w := mustNew(t, worker.Config{Provider: llmtest.NewScripted(llmtest.BlockingStep("partial")), Hooks: chain, Observer: rec})
 			ctx, cancel := context.WithCancelCause(context.Background())
 			done := make(chan *worker.Result, 1)
 			go func() {
@@ -68,7 +68,7 @@ func TestCheckpointDetaches(t *testing.T) {
 	}), hook.Options{Name: "count"})
 	rec := &recorder{}
 	w := mustNew(t, worker.Config{
-		Provider: llm.NewScripted(llm.TextStep("hi")), Hooks: chain, Observer: rec,
+		Provider: llmtest.NewScripted(llmtest.TextStep("hi")), Hooks: chain, Observer: rec,
 		Checkpoint: func(context.Context, *worker.Checkpoint) error {
 			return fmt.Errorf("revision conflict: %w", worker.ErrDetached)
 		},

@@ -1,5 +1,5 @@
-// Package worker runs LLM agent turns: the Worker of worker_design.md on top
-// of an llm.Provider, a timeline.Timeline, tools (pkg/tool) and hooks
+// Package worker runs LLM agent turns (docs/architecture.md#the-turn-loop)
+// on top of an llm.Provider, a timeline.Timeline, tools (pkg/tool) and hooks
 // (pkg/hook). It has no NATS in it; the turn service wraps it.
 //
 // # Turn lifecycle
@@ -12,14 +12,19 @@
 //  2. Checkpoint (Config.Checkpoint), then on_message_send: the hooks may
 //     rewrite the context sent to the model (not the transcript) or cancel
 //     the call (aborted, code "hook_cancel").
-//  3. The model call: the provider stream is normalized (llm.Normalize) and
+//  3. The model call: the provider stream is normalized (llm.Normalize;
+//     a stream that is llm.WellFormed already passes through) and
 //     dispatched through a Timeline with a TextBlockCollector,
 //     ThinkingBlockCollector and ToolCallCollector, from which the
 //     assistant message is rebuilt in block-index order (text and thinking
 //     with their signatures, tool_use with its signature). Calls of
 //     provider-run (server) tools are neither run nor kept. A failed stream
-//     is tried again up to Config.StepAttempts times, then fails the turn
-//     with the provider's message (code "provider_error").
+//     is tried again up to Config.StepAttempts times (as Config.RetryStep
+//     allows), each attempt from nothing, then fails the turn with the
+//     provider's message; the code is the kind the error names
+//     (llm.KindOf: "missing_api_key", "rate_limited", ...), a decline the
+//     stream reported ("refusal", "content_filter", "prompt_blocked"), else
+//     "provider_error".
 //  4. Tool calls, if any: a call of an unknown (or not offered) tool, or
 //     with input that is not a JSON object, is answered at once with an
 //     error result. For the others, before_tool_call runs per call in order
@@ -75,13 +80,12 @@
 // was under way is made again. Request ids are "<turn>-<step>", with
 // "-a<attempt>" for a retry of the step and "-r<restarts><random>" once the
 // turn was continued by RunFrom or Resume, so they never repeat. Tools
-// learn the ids
-// of their call from CallInfoFrom(ctx), so a remote executor can
-// de-duplicate by call id.
+// learn the ids of their call from tool.CallFrom(ctx), so a remote
+// executor can de-duplicate by turn and call id.
 //
 // # Worker event API
 //
-// As in worker_design.md, events are exposed as thin wrappers of the
+// As in docs/architecture.md#the-turn-loop, events are exposed as thin wrappers of the
 // Timeline's handlers plus complete events:
 //
 //   - per kind: OnTextBlock, OnThinkingBlock, OnToolUseBlock (Timeline
@@ -90,9 +94,9 @@
 //     OnTextComplete, OnToolCallComplete, OnTurnStart and OnTurnEnd
 //     (methods);
 //   - all in one: Subscribe(w, s) with a Subscriber[TS, US] (the
-//     WorkerSubscriber of worker_design.md with its text and tool_use scope
+//     WorkerSubscriber of docs/architecture.md#the-turn-loop with its text and tool_use scope
 //     types; embed NopSubscriber);
-//   - Observer: every worker event of DESIGN.md §5, one to one, as the
+//   - Observer: every worker event of docs/protocol.md §5, one to one, as the
 //     turn service publishes it (type, channel, payload of pkg/events); see
 //     Event for the table.
 //

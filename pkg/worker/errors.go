@@ -57,7 +57,8 @@ var (
 
 	// ErrProvider: the model call failed (the provider returned an error,
 	// or the stream ended failed or was cancelled by the provider) on every
-	// attempt (status failed, code "provider_error").
+	// attempt (status failed, code "provider_error" or the kind its error
+	// names, see Config.StepAttempts and docs/protocol.md §10).
 	ErrProvider = errors.New("worker: model call failed")
 
 	// ErrCheckpoint: Config.Checkpoint returned an error (status failed,

@@ -7,7 +7,7 @@ import (
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook"
-	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/llm/llmtest"
 	"github.com/llmworker/llmworker/pkg/timeline"
 	"github.com/llmworker/llmworker/pkg/tool"
 	"github.com/llmworker/llmworker/pkg/worker"
@@ -28,9 +28,9 @@ func Example() {
 		return hook.BeforeToolCallResult{}, nil
 	}), hook.Options{Name: "log"})
 
-	model := llm.NewScripted(
-		llm.ToolStep(llm.ToolCallSpec{ID: "call_1", Name: "get_weather", Input: `{"city":"Oslo"}`}),
-		llm.TextStep("It is sunny in Oslo."),
+	model := llmtest.NewScripted(
+		llmtest.ToolStep(llmtest.ToolCallSpec{ID: "call_1", Name: "get_weather", Input: `{"city":"Oslo"}`}),
+		llmtest.TextStep("It is sunny in Oslo."),
 	)
 	w, err := worker.New(worker.Config{Provider: model, Model: "openai:gpt-4.1-mini", Tools: []tool.Tool{weather}, Hooks: hooks})
 	if err != nil {
@@ -62,17 +62,17 @@ func Example() {
 	// assistant: It is sunny in Oslo.
 }
 
-// The WorkerSubscriber UI example of worker_design.md: block scopes are UI
+// The WorkerSubscriber UI example of docs/architecture.md#the-turn-loop: block scopes are UI
 // components, created fresh per block and dropped after it; complete events
 // feed the history.
 func ExampleSubscribe() {
 	w, _ := worker.New(worker.Config{
-		Provider: llm.NewScripted(
-			llm.NewStep(
-				llm.TextBlockEvents(0, "Let me ", "check."),
-				llm.ToolUseBlockEvents(1, llm.ToolCallSpec{ID: "call_1", Name: "get_weather", Input: `{"city":"Oslo"}`}),
+		Provider: llmtest.NewScripted(
+			llmtest.NewStep(
+				llmtest.TextBlockEvents(0, "Let me ", "check."),
+				llmtest.ToolUseBlockEvents(1, llmtest.ToolCallSpec{ID: "call_1", Name: "get_weather", Input: `{"city":"Oslo"}`}),
 			),
-			llm.TextStep("Sunny", "!"),
+			llmtest.TextStep("Sunny", "!"),
 		),
 		Tools: []tool.Tool{tool.Must("get_weather", "weather",
 			func(context.Context, struct {
@@ -161,14 +161,14 @@ func (u *MyUI) OnToolCallComplete(c events.ToolCallComplete) {
 func (u *MyUI) OnTurnStart(step int) { fmt.Printf("turn %d started\n", step) }
 func (u *MyUI) OnTurnEnd(step int)   { fmt.Printf("turn %d ended\n", step) }
 
-// An Observer receives the worker events of DESIGN.md §5 one to one, as a
+// An Observer receives the worker events of docs/protocol.md §5 one to one, as a
 // turn service publishes them.
 func ExampleObserver() {
 	w, _ := worker.New(worker.Config{
-		Provider: llm.NewScripted(llm.TextStep("Hi!")),
+		Provider: llmtest.NewScripted(llmtest.TextStep("Hi!")),
 		TurnID:   "t1",
 		Observer: worker.ObserverFunc(func(ev worker.Event) {
-			fmt.Printf("%-20s %-5s %s\n", ev.Type, ev.Channel, jsonData(ev.Data))
+			fmt.Printf("%-20s %-5s %s\n", ev.Type(), ev.Channel(), jsonData(ev.Data))
 		}),
 	})
 	_, _ = w.Run(context.Background(), []events.Message{events.UserText("Hello")})

@@ -184,9 +184,9 @@ func (r *recorder) events() []worker.Event {
 func (r *recorder) types() []string {
 	var out []string
 	for _, ev := range r.events() {
-		s := strings.TrimPrefix(ev.Type, "llmw.")
-		if strings.HasPrefix(ev.Type, "llmw.block.") {
-			s += "/" + string(ev.Channel)
+		s := strings.TrimPrefix(ev.Type(), "llmw.")
+		if strings.HasPrefix(ev.Type(), "llmw.block.") {
+			s += "/" + string(ev.Channel())
 		}
 		out = append(out, s)
 	}
@@ -196,7 +196,7 @@ func (r *recorder) types() []string {
 func (r *recorder) ofType(typ string) []any {
 	var out []any
 	for _, ev := range r.events() {
-		if ev.Type == typ {
+		if ev.Type() == typ {
 			out = append(out, ev.Data)
 		}
 	}

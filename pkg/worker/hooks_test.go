@@ -14,6 +14,7 @@ import (
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook"
+	"github.com/llmworker/llmworker/pkg/hook/hooktest"
 	"github.com/llmworker/llmworker/pkg/tool"
 	"github.com/llmworker/llmworker/pkg/worker"
 )
@@ -115,7 +116,7 @@ func decisionTrace(rec *recorder) []string {
 
 // --- on_message_send ---------------------------------------------------
 
-// TimestampHook of hooks_design.md: it changes the context sent to the
+// TimestampHook of docs/architecture.md#hooks: it changes the context sent to the
 // model, not the transcript.
 func TestMessageSendContinueChangesContext(t *testing.T) {
 	chain := chainWith(t, func(c *chainT) {
@@ -171,7 +172,7 @@ func TestMessageSendCancel(t *testing.T) {
 	if got := rec.types(); !slices.Equal(got, want) {
 		t.Fatalf("events %v", got)
 	}
-	if d := rec.ofType(events.TypeTurnAborted)[0].(events.TurnEnded); d.Code != "hook_cancel" || d.Reason != res.Reason {
+	if d := rec.ofType(events.TypeTurnAborted)[0].(events.TurnAborted); d.Code != "hook_cancel" || d.Reason != res.Reason {
 		t.Fatalf("turn.aborted %+v", d)
 	}
 }
@@ -207,7 +208,7 @@ func TestBeforeToolCallContinueRewritesInput(t *testing.T) {
 	}
 }
 
-// ToolBlocker of hooks_design.md: a skipped call is an error result naming
+// ToolBlocker of docs/architecture.md#hooks: a skipped call is an error result naming
 // the hook, and the tool does not run.
 func TestBeforeToolCallSkip(t *testing.T) {
 	var ran atomic.Int32
@@ -275,7 +276,7 @@ func TestBeforeToolCallAbort(t *testing.T) {
 
 // --- after_tool_call -----------------------------------------------------
 
-// ResultFormatter of hooks_design.md.
+// ResultFormatter of docs/architecture.md#hooks.
 func TestAfterToolCallContinueChangesResult(t *testing.T) {
 	chain := chainWith(t, func(c *chainT) {
 		c.after("formatter", func(_ context.Context, in *afterIn) (afterOut, error) {
@@ -324,7 +325,7 @@ func TestAfterToolCallAbort(t *testing.T) {
 
 // --- on_turn_end ---------------------------------------------------------
 
-// JsonValidator of hooks_design.md: a non-JSON answer is sent back for a
+// JsonValidator of docs/architecture.md#hooks: a non-JSON answer is sent back for a
 // fix.
 func TestTurnEndContinueWithMessages(t *testing.T) {
 	chain := chainWith(t, func(c *chainT) {
@@ -553,10 +554,10 @@ func TestHookTimeoutAndFailurePolicies(t *testing.T) {
 	t.Run("errors at every hook point", func(t *testing.T) {
 		boom := errors.New("boom")
 		cases := map[string]func(c *chainT){
-			"on_message_send":  func(c *chainT) { c.send("h", hook.Fail[sendIn, sendOut](boom)) },
-			"before_tool_call": func(c *chainT) { c.before("h", hook.Fail[beforeIn, beforeOut](boom)) },
-			"after_tool_call":  func(c *chainT) { c.after("h", hook.Fail[afterIn, afterOut](boom)) },
-			"on_turn_end":      func(c *chainT) { c.end("h", hook.Fail[endIn, endOut](boom)) },
+			"on_message_send":  func(c *chainT) { c.send("h", hooktest.Fail[sendIn, sendOut](boom)) },
+			"before_tool_call": func(c *chainT) { c.before("h", hooktest.Fail[beforeIn, beforeOut](boom)) },
+			"after_tool_call":  func(c *chainT) { c.after("h", hooktest.Fail[afterIn, afterOut](boom)) },
+			"on_turn_end":      func(c *chainT) { c.end("h", hooktest.Fail[endIn, endOut](boom)) },
 		}
 		for name, reg := range cases {
 			t.Run(name, func(t *testing.T) {
@@ -607,8 +608,8 @@ func TestOnAbortFailureIsOnlyReported(t *testing.T) {
 	rec := &recorder{}
 	var aborts abortLog
 	chain := chainWith(t, func(c *chainT) {
-		c.send("stop", hook.Always[sendIn](sendOut{Action: hook.MessageSendCancel}))
-		c.abort("broken", hook.Fail[abortIn, abortOut](errors.New("notify failed")))
+		c.send("stop", hooktest.Always[sendIn](sendOut{Action: hook.MessageSendCancel}))
+		c.abort("broken", hooktest.Fail[abortIn, abortOut](errors.New("notify failed")))
 		c.abort("log", aborts.hook)
 	})
 	w := mustNew(t, worker.Config{Provider: newScripted(), Hooks: chain, Observer: rec})

@@ -7,41 +7,21 @@ import (
 	"github.com/llmworker/llmworker/pkg/hook"
 )
 
-// Event is one worker event of DESIGN.md §5, exactly as a turn service
-// publishes it on P.events.<session>.<turn>.<Channel> with CloudEvent type
-// Type and Data as the JSON body.
-//
-// Type, Channel and the Go type of Data, one to one:
-//
-//	llmw.turn.started      turn      events.TurnStarted
-//	llmw.turn.step         turn      events.TurnStep
-//	llmw.turn.paused       turn      events.TurnPaused
-//	llmw.turn.resumed      turn      events.TurnResumed
-//	llmw.turn.completed    turn      events.TurnCompleted
-//	llmw.turn.failed       turn      events.TurnEnded
-//	llmw.turn.aborted      turn      events.TurnEnded
-//	llmw.block.start       text|thinking|tool  events.WorkerBlockStart
-//	llmw.block.delta       text|thinking|tool  events.WorkerBlockDelta
-//	llmw.block.stop        text|thinking|tool  events.WorkerBlockStop
-//	llmw.block.abort       text|thinking|tool  events.WorkerBlockAbort
-//	llmw.text.complete     text      events.TextComplete
-//	llmw.toolcall.complete tool      events.ToolCallComplete
-//	llmw.tool.started      tool      events.ToolStarted
-//	llmw.tool.result       tool      events.ToolCallResult
-//	llmw.tool.skipped      tool      events.ToolSkipped
-//	llmw.hook.decision     hook      events.HookDecision
-//	llmw.hook.message      hook      events.HookMessage
-//	llmw.usage             usage     events.UsageReport
-//
-// Block events go to the channel of their block type (events.BlockChannel:
-// tool_result blocks of provider-run tools travel with text).
+// Event is one worker event of a turn, exactly as a turn service
+// publishes it on P.events.<session>.<turn>.<Channel()> with CloudEvent
+// type Type() and Data as the JSON body. Data's Go type says which event
+// it is (see events.WorkerEvent for the table).
 type Event struct {
 	TurnID    string
 	SessionID string
-	Type      string
-	Channel   events.Channel
-	Data      any
+	Data      events.WorkerEvent
 }
+
+// Type is the CloudEvent type of the event.
+func (e Event) Type() string { return e.Data.WorkerType() }
+
+// Channel is the last token of the event's subject.
+func (e Event) Channel() events.Channel { return e.Data.Channel() }
 
 // Observer receives every worker event of a turn.
 //
@@ -73,11 +53,11 @@ type emitter struct {
 	obs       []Observer
 }
 
-func (e *emitter) emit(typ string, ch events.Channel, data any) {
+func (e *emitter) emit(data events.WorkerEvent) {
 	if len(e.obs) == 0 {
 		return
 	}
-	ev := Event{TurnID: e.turnID, SessionID: e.sessionID, Type: typ, Channel: ch, Data: data}
+	ev := Event{TurnID: e.turnID, SessionID: e.sessionID, Data: data}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, o := range e.obs {
@@ -91,9 +71,9 @@ type hookObserver struct{ e *emitter }
 var _ hook.Observer = hookObserver{}
 
 func (h hookObserver) HookDecision(d events.HookDecision) {
-	h.e.emit(events.TypeHookDecision, events.ChannelHook, d)
+	h.e.emit(d)
 }
 
 func (h hookObserver) HookMessage(m events.HookMessage) {
-	h.e.emit(events.TypeHookMessage, events.ChannelHook, m)
+	h.e.emit(m)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook"
+	"github.com/llmworker/llmworker/pkg/hook/hooktest"
 	"github.com/llmworker/llmworker/pkg/tool"
 	"github.com/llmworker/llmworker/pkg/worker"
 )
@@ -143,7 +144,7 @@ func TestPauseAndResumeApproveDenyEdit(t *testing.T) {
 func TestResumeWithMissingDecisionPausesAgain(t *testing.T) {
 	var cities cityLog
 	chain := chainWith(t, func(c *chainT) {
-		c.before("approval", hook.Always[beforeIn](beforeOut{Action: hook.ToolPause}))
+		c.before("approval", hooktest.Always[beforeIn](beforeOut{Action: hook.ToolPause}))
 	})
 	p := newScripted(toolStep(call{"c1", "get_weather", `{"city":"A"}`}, call{"c2", "get_weather", `{"city":"B"}`}), textStep("ok"))
 	var cps []*worker.Checkpoint
@@ -174,7 +175,7 @@ func TestResumeWithMissingDecisionPausesAgain(t *testing.T) {
 
 func TestResumeErrors(t *testing.T) {
 	chain := chainWith(t, func(c *chainT) {
-		c.before("approval", hook.Always[beforeIn](beforeOut{Action: hook.ToolPause}))
+		c.before("approval", hooktest.Always[beforeIn](beforeOut{Action: hook.ToolPause}))
 	})
 	p := newScripted(toolStep(call{"c1", "get_weather", `{"city":"A"}`}))
 	w := mustNew(t, worker.Config{Provider: p, Tools: []tool.Tool{weatherTool(t, nil)}, Hooks: chain})
@@ -415,7 +416,7 @@ func TestRunFromToolsPhase(t *testing.T) {
 
 func TestRunFromPausedAndNew(t *testing.T) {
 	chain := chainWith(t, func(c *chainT) {
-		c.before("approval", hook.Always[beforeIn](beforeOut{Action: hook.ToolPause}))
+		c.before("approval", hooktest.Always[beforeIn](beforeOut{Action: hook.ToolPause}))
 	})
 	p := newScripted(toolStep(call{"c1", "get_weather", `{"city":"A"}`}))
 	w := mustNew(t, worker.Config{Provider: p, Tools: []tool.Tool{weatherTool(t, nil)}, Hooks: chain})

@@ -6,7 +6,7 @@ import (
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook"
-	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/llm/llmtest"
 	"github.com/llmworker/llmworker/pkg/timeline"
 	"github.com/llmworker/llmworker/pkg/tool"
 	"github.com/llmworker/llmworker/pkg/worker"
@@ -27,9 +27,9 @@ func Example_readme() {
 			return hook.BeforeToolCallResult{}, nil // continue; ToolSkip/ToolAbort/ToolPause stop it
 		}), hook.Options{Name: "log"})
 
-	model := llm.NewScripted( // or anthropic.New(anthropic.Config{}), openai.New(...), ...
-		llm.ToolStep(llm.ToolCallSpec{ID: "call_1", Name: "get_weather", Input: `{"city":"Oslo"}`}),
-		llm.TextStep("It is sunny in Oslo."),
+	model := llmtest.NewScripted( // or anthropic.New(anthropic.Config{}), openai.New(...), ...
+		llmtest.ToolStep(llmtest.ToolCallSpec{ID: "call_1", Name: "get_weather", Input: `{"city":"Oslo"}`}),
+		llmtest.TextStep("It is sunny in Oslo."),
 	)
 	w, _ := worker.New(worker.Config{Provider: model, Model: "openai:gpt-4.1-mini",
 		Tools: []tool.Tool{weather}, Hooks: hooks})

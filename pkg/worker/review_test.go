@@ -15,7 +15,7 @@ import (
 
 // A continue_with_messages early in the turn must not be blamed for a
 // max_steps reached later by the tool loop: the step past the bound is
-// asked for by tool results, and the reason says so (DESIGN.md §7: the
+// asked for by tool results, and the reason says so (docs/protocol.md §7: the
 // reason names the bound, and the hook only when a hook asked for it).
 func TestMaxStepsReasonAfterEarlierTurnEndRetry(t *testing.T) {
 	retried := false

@@ -7,10 +7,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook"
 	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/telemetry"
 	"github.com/llmworker/llmworker/pkg/timeline"
 )
 
@@ -39,6 +41,11 @@ type run struct {
 	// run).
 	stopTools func()
 	nonce     string
+	// firstChunk is when the model call under way sent its first event.
+	firstChunk time.Time
+	// completed is the completed status of the model call under way (the
+	// model that answered, the response id), zero until it arrives.
+	completed events.StatusEvent
 }
 
 func (w *Worker) newRun(st *Checkpoint) *run {
@@ -133,19 +140,18 @@ func (r *run) modelPhase(ctx context.Context) *Result {
 		usage events.UsageEvent
 		fail  *streamFailure
 	)
-	for attempt := 1; attempt <= r.cfg.attempts; attempt++ {
+	for attempt := 1; ; attempt++ {
 		var u events.UsageEvent
 		u, fail = r.stream(ctx, step, attempt, in.Messages)
 		usage = usage.Add(u)
-		if fail == nil || ctx.Err() != nil {
+		if fail == nil || ctx.Err() != nil || !r.retryStep(ctx, step, attempt, fail) {
 			break
 		}
 	}
 	r.st.Step = step
 	r.st.Usage = r.st.Usage.Add(usage)
 	if usage != (events.UsageEvent{}) {
-		r.em.emit(events.TypeUsage, events.ChannelUsage,
-			events.UsageReport{Step: step, Usage: usage, Total: cloneUsage(r.st.Usage)})
+		r.em.emit(events.UsageReport{Step: step, Usage: usage, Total: cloneUsage(r.st.Usage)})
 	}
 	for _, f := range r.h.turnEnd {
 		f(step)
@@ -154,7 +160,7 @@ func (r *run) modelPhase(ctx context.Context) *Result {
 		return r.cancelled(ctx)
 	}
 	if fail != nil {
-		return r.end(ctx, StatusFailed, CodeProviderError, ErrProvider, fail.reason, "", fail.cause)
+		return r.end(ctx, StatusFailed, fail.turnCode(), ErrProvider, fail.reason, "", fail.cause)
 	}
 
 	msg, calls := r.assemble()
@@ -177,6 +183,61 @@ func (r *run) modelPhase(ctx context.Context) *Result {
 type streamFailure struct {
 	reason string
 	cause  error
+	code   string // see StepFailure.Code
+	opened bool   // the call was opened; cause is not Provider.Stream's
+}
+
+// turnCode is the code a turn that ends with this failure reports: the
+// kind the provider's error names (missing_api_key, unknown_model,
+// rate_limited, …), or a refusal or content filter the stream reported,
+// so a client can act on it; CodeProviderError for anything else.
+func (f *streamFailure) turnCode() string {
+	if !f.opened {
+		if k, ok := llm.KindOf(f.cause); ok {
+			return string(k)
+		}
+		return CodeProviderError
+	}
+	if slices.Contains(StreamFailureCodes, f.code) {
+		return f.code
+	}
+	return CodeProviderError
+}
+
+// StreamFailureCodes are the codes of a stream's error event that a failed
+// turn reports as its own (Result.Code): the model or provider declined to
+// answer, which retrying will not change.
+var StreamFailureCodes = []string{"refusal", "content_filter", "prompt_blocked"}
+
+// retryStep reports whether the model call that failed is made again,
+// after Config.RetryStep's wait; false when StepAttempts are spent, the
+// policy declines or ctx ended during the wait.
+func (r *run) retryStep(ctx context.Context, step, attempt int, f *streamFailure) bool {
+	if attempt >= r.cfg.attempts {
+		return false
+	}
+	if r.cfg.RetryStep == nil {
+		return true
+	}
+	sf := StepFailure{Step: step, Attempt: attempt, Code: f.code}
+	if !f.opened {
+		sf.Err = f.cause
+	}
+	wait, ok := r.cfg.RetryStep(sf)
+	if !ok {
+		return false
+	}
+	if wait <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // stream makes one model call and reads its stream through the Timeline.
@@ -187,19 +248,36 @@ func (r *run) stream(ctx context.Context, step, attempt int, msgs []events.Messa
 	r.texts.Clear()
 	r.thinks.Clear()
 	r.calls.Clear()
-	r.em.emit(events.TypeTurnStep, events.ChannelTurn, events.TurnStep{Step: step, Attempt: attempt})
+	r.em.emit(events.TurnStep{Step: step, Attempt: attempt})
 
 	req := &llm.Request{
 		RequestID: r.requestID(step, attempt), Model: r.cfg.Model, System: r.cfg.System,
 		Messages: msgs, Tools: r.cfg.definitions(), MaxTokens: r.cfg.MaxTokens,
 		Temperature: r.cfg.Temperature, Thinking: r.cfg.Thinking,
 	}
+	ctx, span := r.startChat(ctx, step, attempt)
+	if telemetry.CaptureContent() && span.IsRecording() {
+		if req.System != "" {
+			span.SetAttributes(telemetry.GenAISystemInstructions.String(telemetry.SystemInstructions(req.System)))
+		}
+		span.SetAttributes(telemetry.GenAIInputMessages.String(telemetry.InputMessages(msgs)))
+	}
+	start := time.Now()
+	r.firstChunk, r.completed = time.Time{}, events.StatusEvent{}
+	usage, f := r.read(ctx, req)
+	r.endChat(ctx, span, start, usage, f)
+	return usage, f
+}
+
+// read makes the model call of stream and reads its stream through the
+// Timeline.
+func (r *run) read(ctx context.Context, req *llm.Request) (events.UsageEvent, *streamFailure) {
 	var usage events.UsageEvent
 	src, err := r.cfg.Provider.Stream(ctx, req)
 	if err != nil {
 		return usage, &streamFailure{reason: "model call failed: " + err.Error(), cause: err}
 	}
-	s := llm.Normalize(ctx, src, llm.NormalizeOptions{IdleTimeout: r.cfg.IdleTimeout})
+	s := llm.Normalize(ctx, src, llm.NormalizeOptions{IdleTimeout: llm.Limit(r.cfg.IdleTimeout, DefaultIdleTimeout)})
 	defer s.Close()
 	var (
 		status  events.StreamStatus
@@ -207,11 +285,17 @@ func (r *run) stream(ctx context.Context, step, attempt int, msgs []events.Messa
 	)
 	for s.Next() {
 		ev := s.Current()
+		if r.firstChunk.IsZero() {
+			r.firstChunk = time.Now()
+		}
 		switch e := ev.(type) {
 		case events.UsageEvent:
 			usage = usage.Merge(e)
 		case events.StatusEvent:
 			status = e.Status
+			if status == events.StatusCompleted {
+				r.completed = e
+			}
 		case events.ErrorEvent:
 			lastErr = &e
 		}
@@ -233,11 +317,11 @@ func (r *run) stream(ctx context.Context, step, attempt int, msgs []events.Messa
 		if lastErr.Code != "" {
 			reason += " (" + lastErr.Code + ")"
 		}
-		return usage, &streamFailure{reason: reason, cause: fmt.Errorf("%s: %s", lastErr.Code, lastErr.Message)}
+		return usage, &streamFailure{reason: reason, cause: fmt.Errorf("%s: %s", lastErr.Code, lastErr.Message), code: lastErr.Code, opened: true}
 	case status == events.StatusCancelled && ctx.Err() == nil:
-		return usage, &streamFailure{reason: "model call failed: the provider cancelled the stream"}
+		return usage, &streamFailure{reason: "model call failed: the provider cancelled the stream", code: "cancelled", opened: true}
 	}
-	return usage, &streamFailure{reason: "model call failed: the stream ended without a result"}
+	return usage, &streamFailure{reason: "model call failed: the stream ended without a result", code: llm.CodeProviderFailed, opened: true}
 }
 
 func (r *run) requestID(step, attempt int) string {
@@ -264,20 +348,26 @@ func (r *run) requestID(step, attempt int) string {
 // are left out: they were answered inside the response, and a tool_use
 // without a local tool_result would be rejected in the next request.
 func (r *run) assemble() (events.Message, []timeline.CollectedCall) {
+	return assembleFrom(r.texts.TakeBlocks(), r.thinks.TakeCollected(), r.calls.TakeCollected())
+}
+
+// assembleFrom is assemble of collected blocks (taken, or only looked at
+// for a span's gen_ai.output.messages).
+func assembleFrom(texts []timeline.CollectedText, thinks []timeline.CollectedThinking, collected []timeline.CollectedCall) (events.Message, []timeline.CollectedCall) {
 	type indexed struct {
 		index int
 		part  events.Part
 	}
 	var parts []indexed
-	for _, b := range r.texts.TakeBlocks() {
+	for _, b := range texts {
 		parts = append(parts, indexed{b.Index, events.Part{Type: events.PartText, Text: b.Text, Signature: b.Signature}})
 	}
-	for _, b := range r.thinks.TakeCollected() {
+	for _, b := range thinks {
 		parts = append(parts, indexed{b.Index, events.Part{Type: events.PartThinking, Thinking: b.Thinking,
 			Signature: b.Signature, Redacted: b.Thinking == "" && b.Signature != ""}})
 	}
 	var calls []timeline.CollectedCall
-	for _, c := range r.calls.TakeCollected() {
+	for _, c := range collected {
 		if c.Server {
 			continue
 		}
@@ -357,8 +447,7 @@ func (r *run) result(status Status) *Result {
 
 func (r *run) complete() *Result {
 	res := r.result(StatusCompleted)
-	r.em.emit(events.TypeTurnCompleted, events.ChannelTurn,
-		events.TurnCompleted{Messages: cloneMessages(res.Messages), StopReason: res.StopReason, Usage: cloneUsage(res.Usage)})
+	r.em.emit(events.TurnCompleted{Messages: cloneMessages(res.Messages), StopReason: res.StopReason, Usage: cloneUsage(res.Usage)})
 	return res
 }
 
@@ -386,7 +475,7 @@ func (r *run) pause(ctx context.Context, p *Pause) *Result {
 	if pending == nil {
 		pending = []events.ToolCall{}
 	}
-	r.em.emit(events.TypeTurnPaused, events.ChannelTurn, events.TurnPaused{Reason: res.Reason, Hook: p.Hook, Pending: pending})
+	r.em.emit(events.TurnPaused{Reason: res.Reason, Hook: p.Hook, Pending: pending})
 	return res
 }
 
@@ -425,11 +514,11 @@ func (r *run) end(ctx context.Context, status Status, code string, kind error, r
 	res := r.result(status)
 	res.Reason, res.Code, res.Hook = reason, code, hookName
 	res.err = &TurnError{Status: status, Code: code, Reason: reason, Hook: hookName, Cause: cause, kind: kind}
-	typ := events.TypeTurnFailed
 	if status == StatusAborted {
-		typ = events.TypeTurnAborted
+		r.em.emit(events.TurnAborted{Reason: reason, Code: code})
+	} else {
+		r.em.emit(events.TurnFailed{Reason: reason, Code: code})
 	}
-	r.em.emit(typ, events.ChannelTurn, events.TurnEnded{Reason: reason, Code: code})
 	return res
 }
 

@@ -8,7 +8,7 @@ import (
 )
 
 // Subscriber receives every kind of worker event in one value: the
-// WorkerSubscriber of worker_design.md. TS and US are its scope types for
+// WorkerSubscriber of docs/architecture.md#the-turn-loop. TS and US are its scope types for
 // text blocks and tool_use blocks: the worker gives it a fresh zero TS (US)
 // when a block starts and drops it when the block stops or is aborted.
 //
@@ -60,7 +60,7 @@ func (NopSubscriber[TS, US]) OnToolCallComplete(events.ToolCallComplete)     {}
 func (NopSubscriber[TS, US]) OnTurnStart(int)                                {}
 func (NopSubscriber[TS, US]) OnTurnEnd(int)                                  {}
 
-// Subscribe registers every method of s, as worker_design.md's
+// Subscribe registers every method of s, as docs/architecture.md#the-turn-loop's
 // worker.subscribe: the block methods become Timeline handlers with s's
 // scope types, the others worker event handlers.
 func Subscribe[TS, US any](w *Worker, s Subscriber[TS, US]) {

@@ -125,8 +125,8 @@ func TestSubscriberThinkingAndMeta(t *testing.T) {
 	}
 	// Thinking blocks travel on the thinking channel.
 	for _, ev := range rec.events() {
-		if strings.HasPrefix(ev.Type, "llmw.block.") && ev.Channel != events.ChannelThinking {
-			t.Fatalf("%s on %s", ev.Type, ev.Channel)
+		if strings.HasPrefix(ev.Type(), "llmw.block.") && ev.Channel() != events.ChannelThinking {
+			t.Fatalf("%s on %s", ev.Type(), ev.Channel())
 		}
 	}
 	if n := len(rec.ofType(events.TypeUsage)); n != 1 {

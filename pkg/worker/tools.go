@@ -12,6 +12,7 @@ import (
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook"
+	"github.com/llmworker/llmworker/pkg/telemetry"
 	"github.com/llmworker/llmworker/pkg/timeline"
 	"github.com/llmworker/llmworker/pkg/tool"
 )
@@ -58,7 +59,7 @@ func (r *run) unknownToolMessage(name string) string {
 func (r *run) settleError(p *PendingCall, content string) {
 	p.State = CallDone
 	p.Result = &events.ToolResult{ToolUseID: p.Call.ID, Content: content, IsError: true}
-	r.em.emit(events.TypeToolResult, events.ChannelTool, events.ToolCallResult{
+	r.em.emit(events.ToolCallResult{
 		CallID: p.Call.ID, Name: p.Call.Name, Content: content, IsError: true})
 }
 
@@ -123,7 +124,7 @@ func (r *run) gate(ctx context.Context, p *PendingCall) *Result {
 		content := fmt.Sprintf("the call of tool %q was skipped by hook %q%s", p.Call.Name, out.Hook, suffix(out.Result.Reason))
 		p.State = CallDone
 		p.Result = &events.ToolResult{ToolUseID: p.Call.ID, Content: content, IsError: true}
-		r.em.emit(events.TypeToolSkipped, events.ChannelTool, events.ToolSkipped{
+		r.em.emit(events.ToolSkipped{
 			CallID: p.Call.ID, Name: p.Call.Name, Hook: out.Hook, Reason: content})
 	case hook.ToolAbort:
 		reason := fmt.Sprintf("before_tool_call hook %q aborted the turn at the call of tool %q (%s)%s",
@@ -196,13 +197,25 @@ func (r *run) execute(ctx context.Context) *Result {
 		j := &job{done: make(chan struct{})}
 		jobs[i] = j
 		call := p.Call
-		r.em.emit(events.TypeToolStarted, events.ChannelTool, events.ToolStarted{CallID: call.ID, Name: call.Name, Input: call.Input})
-		info := CallInfo{TurnID: r.st.TurnID, SessionID: r.st.SessionID, CallID: call.ID, Name: call.Name, Step: r.st.Step}
+		r.em.emit(events.ToolStarted{CallID: call.ID, Name: call.Name, Input: call.Input})
+		info := tool.CallInfo{TurnID: r.st.TurnID, SessionID: r.st.SessionID, CallID: call.ID, Name: call.Name, Step: r.st.Step}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer close(j.done)
-			j.out = runTool(WithCallInfo(tctx, info), t, call)
+			cctx, span := startTool(tool.WithCall(tctx, info), info.TurnID, call)
+			defer span.End()
+			began := time.Now()
+			j.out = runTool(cctx, t, call)
+			if telemetry.CaptureContent() && span.IsRecording() {
+				span.SetAttributes(telemetry.GenAIToolCallArguments.String(string(call.Input)), telemetry.GenAIToolCallResult.String(j.out.Content))
+			}
+			errType := ""
+			if j.out.IsError {
+				errType = "tool_error"
+				telemetry.Fail(span, errType, nil)
+			}
+			telemetry.RecordTool(cctx, call.Name, time.Since(began), errType)
 		}()
 	}
 	for i := range r.st.Pending {
@@ -258,7 +271,7 @@ func (r *run) settle(ctx context.Context, p *PendingCall) *Result {
 	res.ToolUseID = p.Call.ID
 	p.Result = &res
 	p.State = CallDone
-	r.em.emit(events.TypeToolResult, events.ChannelTool, events.ToolCallResult{
+	r.em.emit(events.ToolCallResult{
 		CallID: p.Call.ID, Name: p.Call.Name, Content: res.Content, IsError: res.IsError,
 		DurationMS: p.Output.DurationMS})
 	return nil
@@ -373,7 +386,7 @@ func (r *run) applyDecisions(ctx context.Context, decisions map[string]events.De
 			content := fmt.Sprintf("the user denied the call of tool %q%s", c.Call.Name, suffix(d.Reason))
 			c.State = CallDone
 			c.Result = &events.ToolResult{ToolUseID: c.Call.ID, Content: content, IsError: true}
-			r.em.emit(events.TypeToolSkipped, events.ChannelTool, events.ToolSkipped{
+			r.em.emit(events.ToolSkipped{
 				CallID: c.Call.ID, Name: c.Call.Name, Reason: content})
 		}
 	}

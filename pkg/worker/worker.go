@@ -10,7 +10,7 @@ import (
 	"github.com/llmworker/llmworker/pkg/timeline"
 )
 
-// Worker runs turns (worker_design.md): a Config plus the handlers and
+// Worker runs turns (docs/architecture.md#the-turn-loop): a Config plus the handlers and
 // observers registered on it. A Worker is safe for concurrent use; each
 // Run, Resume or RunFrom call is an independent turn with its own Timeline
 // and block scopes, and handlers registered on the Worker see the events of
@@ -88,7 +88,7 @@ func (w *Worker) snapshot() handlers {
 	return w.h.clone()
 }
 
-// AddObserver adds an Observer of every worker event (DESIGN.md §5).
+// AddObserver adds an Observer of every worker event (docs/protocol.md §5).
 func (w *Worker) AddObserver(o Observer) {
 	if o == nil {
 		return
@@ -160,7 +160,7 @@ func (w *Worker) OnToolCallComplete(f func(events.ToolCallComplete)) {
 }
 
 // OnTurnStart registers f to be called before each model call of a turn
-// (each "turn" of the loop in worker_design.md), with its step from 1.
+// (each "turn" of the loop in docs/architecture.md#the-turn-loop), with its step from 1.
 func (w *Worker) OnTurnStart(f func(step int)) {
 	if f != nil {
 		w.register(func(h *handlers) { h.turnStart = append(h.turnStart, f) })
@@ -195,9 +195,10 @@ func (w *Worker) Run(ctx context.Context, messages []events.Message) (*Result, e
 		Messages: cloneMessages(messages), Vars: cloneVars(w.cfg.Vars),
 	}
 	r := w.newRun(st)
-	r.em.emit(events.TypeTurnStarted, events.ChannelTurn,
-		events.TurnStarted{TurnID: id, SessionID: st.SessionID, Model: w.cfg.Model})
-	return r.loop(ctx), nil
+	return r.traced(ctx, func(ctx context.Context) *Result {
+		r.em.emit(events.TurnStarted{TurnID: id, SessionID: st.SessionID, Model: w.cfg.Model})
+		return r.loop(ctx)
+	}), nil
 }
 
 // RunFrom continues a turn from a checkpoint that Config.Checkpoint
@@ -214,9 +215,10 @@ func (w *Worker) RunFrom(ctx context.Context, cp *Checkpoint) (*Result, error) {
 	st := cp.Clone()
 	st.Restarts++
 	r := w.newRun(st)
-	r.em.emit(events.TypeTurnStarted, events.ChannelTurn,
-		events.TurnStarted{TurnID: st.TurnID, SessionID: st.SessionID, Model: w.cfg.Model, Resumed: true})
-	return r.loop(ctx), nil
+	return r.traced(ctx, func(ctx context.Context) *Result {
+		r.em.emit(events.TurnStarted{TurnID: st.TurnID, SessionID: st.SessionID, Model: w.cfg.Model, Resumed: true})
+		return r.loop(ctx)
+	}), nil
 }
 
 // Resume continues a paused turn (Result.State, or a paused checkpoint).
@@ -253,11 +255,13 @@ func (w *Worker) Resume(ctx context.Context, state *Checkpoint, decisions map[st
 	st := state.Clone()
 	st.Restarts++
 	r := w.newRun(st)
-	r.em.emit(events.TypeTurnResumed, events.ChannelTurn, events.TurnResumed{Decisions: decisions})
-	if res := r.applyDecisions(ctx, decisions, cloneMessages(extra)); res != nil {
-		return res, nil
-	}
-	return r.loop(ctx), nil
+	return r.traced(ctx, func(ctx context.Context) *Result {
+		r.em.emit(events.TurnResumed{Decisions: decisions})
+		if res := r.applyDecisions(ctx, decisions, cloneMessages(extra)); res != nil {
+			return res
+		}
+		return r.loop(ctx)
+	}), nil
 }
 
 func cloneVars(v map[string]string) map[string]string {

@@ -54,7 +54,7 @@ func TestTextTurnEventsOneToOne(t *testing.T) {
 		t.Fatalf("usage %s", jsonString(t, res.Usage))
 	}
 
-	// DESIGN.md §5: the sequence of worker events of a one-step text turn.
+	// docs/protocol.md §5: the sequence of worker events of a one-step text turn.
 	wantTypes := []string{
 		"turn.started", "turn.step",
 		"block.start/text", "block.delta/text", "block.delta/text", "block.stop/text", "text.complete",
@@ -66,7 +66,7 @@ func TestTextTurnEventsOneToOne(t *testing.T) {
 	evs := rec.events()
 	for _, ev := range evs {
 		if ev.TurnID != "t1" || ev.SessionID != "s1" {
-			t.Fatalf("event %s has ids %q %q", ev.Type, ev.TurnID, ev.SessionID)
+			t.Fatalf("event %s has ids %q %q", ev.Type(), ev.TurnID, ev.SessionID)
 		}
 	}
 	if d := evs[0].Data.(events.TurnStarted); d != (events.TurnStarted{TurnID: "t1", SessionID: "s1", Model: "test:m"}) {
@@ -93,7 +93,7 @@ func TestTextTurnEventsOneToOne(t *testing.T) {
 	}
 }
 
-// Every event's Data has the Go type DESIGN.md §5 gives its type, on the
+// Every event's Data has the Go type docs/protocol.md §5 gives its type, on the
 // right channel.
 func TestObserverTypesAndChannels(t *testing.T) {
 	wantData := map[string]reflect.Type{
@@ -130,14 +130,14 @@ func TestObserverTypesAndChannels(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for _, ev := range rec.events() {
-		seen[ev.Type] = true
-		if want, ok := wantData[ev.Type]; ok && reflect.TypeOf(ev.Data) != want {
-			t.Errorf("%s: data %T, want %v", ev.Type, ev.Data, want)
+		seen[ev.Type()] = true
+		if want, ok := wantData[ev.Type()]; ok && reflect.TypeOf(ev.Data) != want {
+			t.Errorf("%s: data %T, want %v", ev.Type(), ev.Data, want)
 		}
-		if want, ok := wantChan[ev.Type]; ok && ev.Channel != want {
-			t.Errorf("%s: channel %s, want %s", ev.Type, ev.Channel, want)
+		if want, ok := wantChan[ev.Type()]; ok && ev.Channel() != want {
+			t.Errorf("%s: channel %s, want %s", ev.Type(), ev.Channel(), want)
 		}
-		if strings.HasPrefix(ev.Type, "llmw.block.") {
+		if strings.HasPrefix(ev.Type(), "llmw.block.") {
 			var bt events.BlockType
 			switch d := ev.Data.(type) {
 			case events.WorkerBlockStart:
@@ -148,8 +148,8 @@ func TestObserverTypesAndChannels(t *testing.T) {
 				bt = map[events.DeltaKind]events.BlockType{events.DeltaText: events.BlockText,
 					events.DeltaThinking: events.BlockThinking, events.DeltaInputJSON: events.BlockToolUse}[d.Kind]
 			}
-			if ev.Channel != events.BlockChannel(bt) {
-				t.Errorf("%s of %s on channel %s", ev.Type, bt, ev.Channel)
+			if ev.Channel() != events.BlockChannel(bt) {
+				t.Errorf("%s of %s on channel %s", ev.Type(), bt, ev.Channel())
 			}
 		}
 	}

@@ -2,7 +2,7 @@
 // is a separate process in its own container on a private Docker network,
 // against a three-node NATS JetStream cluster with R3 streams, and the
 // tests crash, cut off and kill those processes while turns run
-// (DESIGN.md §8, "durable through crashes").
+// (docs/protocol.md §8, "durable through crashes").
 //
 // # Running
 //
@@ -31,10 +31,33 @@
 //     result after the cut-off replica is reconnected.
 //   - TestNATSNodeLoss: the node leading LLMW_TURNS is killed; turns
 //     submitted afterwards complete on the two remaining nodes.
+//   - TestTurnOwnerPaused: the replica owning a turn is frozen (docker
+//     pause) past its AckWait mid-tool-call and mid-stream, then thawed;
+//     the other replica has taken over, and the thawed one's writes are
+//     refused (fencing, docs/architecture.md#fencing); then an owner is cut
+//     off from NATS mid-tool-call and reconnected.
+//   - TestDrainOnSIGTERM: SIGTERM of every service in turn, each restarted,
+//     with turns in flight.
+//   - TestNATSNodeRestartAndPartition: a node killed mid-turn and restarted
+//     (it catches up), then a node cut off from the other two and healed.
+//   - TestFaultSchedule: a seeded random schedule of all of the above over
+//     128 turns (LLMW_E2E_SEED=<seed> replays a printed schedule).
+//   - TestComposeTurns: deploy/compose.yaml itself, from the images
+//     deploy/build-images.sh builds, with docker-compose: toolexec scaled to
+//     three, 20 turns with tool calls (one result per call, calls spread
+//     over the replicas), then the replica running a call is killed and the
+//     call is redelivered and answered once.
+//
+// Every scenario ends with checkHistory, which reads each turn's whole
+// history from LLMW_EVENTS, LLMW_TOOLRESULTS and LLMW_TURN_STATE: seq
+// gap-free and unique, one terminal event, one result per call in the
+// transcript, the results stream and the events, every turn completed,
+// and the transcript equal to what a UI rebuilds from the events.
 //
 // # Test binaries
 //
 // e2eturn and e2etoolexec are cmd/turn and cmd/toolexec plus the flags the
 // tests need and those commands lack (--replicas, toolexec's --ack-wait,
-// and --slow to make a tool take a while).
+// turn's --step-retries and --ingest-timeout, and --slow to make a tool
+// take a while). Every NATS node runs deploy/nats.conf.
 package e2e

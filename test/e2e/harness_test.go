@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -29,8 +31,10 @@ import (
 	tcnetwork "github.com/testcontainers/testcontainers-go/network"
 	"github.com/testcontainers/testcontainers-go/wait"
 
+	"github.com/llmworker/llmworker/internal/cli"
+	"github.com/llmworker/llmworker/internal/replay/demotools"
 	"github.com/llmworker/llmworker/pkg/events"
-	"github.com/llmworker/llmworker/pkg/natsrt"
+	"github.com/llmworker/llmworker/pkg/permissions"
 )
 
 // Binaries built by TestMain, by image key.
@@ -39,6 +43,8 @@ var packages = map[string]string{
 	"ingest":   "github.com/llmworker/llmworker/cmd/ingest",
 	"turn":     "github.com/llmworker/llmworker/test/e2e/cmd/e2eturn",
 	"toolexec": "github.com/llmworker/llmworker/test/e2e/cmd/e2etoolexec",
+	// cmd/hookbridge as shipped; only clusters with hooks run it.
+	"hookbridge": "github.com/llmworker/llmworker/cmd/hookbridge",
 }
 
 var (
@@ -115,6 +121,11 @@ func dockerProvider() (p *testcontainers.DockerProvider, err error) {
 }
 
 // buildImages compiles the binaries and builds one FROM scratch image each.
+// natsConfName is the nats-server configuration every e2e node runs with:
+// deploy/nats.conf, the JetStream settings llmworker documents for a
+// cluster (docs/architecture.md#durability).
+const natsConfName = "nats.conf"
+
 func buildImages(ctx context.Context, p *testcontainers.DockerProvider, dir string) error {
 	bin := filepath.Join(dir, "bin")
 	if err := os.MkdirAll(bin, 0o755); err != nil {
@@ -135,6 +146,10 @@ func buildImages(ctx context.Context, p *testcontainers.DockerProvider, dir stri
 			return fmt.Errorf("go build %s: %w\n%s", packages[k], err, out)
 		}
 	}
+	natsConf, err := os.ReadFile(filepath.Join("..", "..", "deploy", natsConfName))
+	if err != nil {
+		return err
+	}
 	tag := fmt.Sprintf("e2e%d", time.Now().UnixNano())
 	for _, k := range keys {
 		cdir := filepath.Join(dir, "ctx-"+k)
@@ -152,7 +167,10 @@ func buildImages(ctx context.Context, p *testcontainers.DockerProvider, dir stri
 		if err := os.WriteFile(filepath.Join(cdir, "x"), b, 0o755); err != nil {
 			return err
 		}
-		df := "FROM scratch\nCOPY x /x\nCOPY tmp /tmp\nLABEL " + ownerKey + "=\"" + owner + "\"\nENTRYPOINT [\"/x\"]\n"
+		if err := os.WriteFile(filepath.Join(cdir, natsConfName), natsConf, 0o644); err != nil {
+			return err
+		}
+		df := "FROM scratch\nCOPY x /x\nCOPY tmp /tmp\nCOPY " + natsConfName + " /" + natsConfName + "\nLABEL " + ownerKey + "=\"" + owner + "\"\nENTRYPOINT [\"/x\"]\n"
 		if err := os.WriteFile(filepath.Join(cdir, "Dockerfile"), []byte(df), 0o644); err != nil {
 			return err
 		}
@@ -225,6 +243,32 @@ type clusterOpts struct {
 	slow string
 	// turnAckWait and toolAckWait are the consumers' AckWait.
 	turnAckWait, toolAckWait time.Duration
+	// replayPace is ingest's --replay-pace: streams that take a while, so
+	// that faults land mid-stream.
+	replayPace time.Duration
+	// stepRetries is the turn service's --step-retries (0 = its default):
+	// more, to ride out a restart of the only ingest replica. faulty sets
+	// it to 30 (about 27 s of retries) and ingestTimeout to 10 s, so that
+	// a model call lost in a partition is made again within a test's
+	// patience.
+	stepRetries   int
+	ingestTimeout time.Duration
+	// hooks, when not empty, is a hook config (YAML) that a hookbridge
+	// container, hookbridge-1, serves.
+	hooks string
+	// otlp makes every service export its spans over OTLP/HTTP to a
+	// receiver in the test process (cluster.otlp).
+	otlp bool
+	// secure runs the nodes with TLS from a CA made for the test and the
+	// identities of `llmworker permissions`; each service connects as its
+	// role, provisioning is the provisioner's (cluster.sec).
+	secure bool
+}
+
+// faulty returns o set up for a run with faults (see stepRetries).
+func (o clusterOpts) faulty() clusterOpts {
+	o.stepRetries, o.ingestTimeout = 30, 10*time.Second
+	return o
 }
 
 // cluster is a three-node NATS cluster plus ingest ×1, turn ×2 and
@@ -239,6 +283,15 @@ type cluster struct {
 	js    jetstream.JetStream
 	subj  events.Subjects
 	start time.Time
+	// files are copied into a container before it starts, by name.
+	files map[string][]testcontainers.ContainerFile
+	// aliases are the network names of each container (n1, …), given
+	// again when reconnect puts a container back on the network.
+	aliases map[string][]string
+	// otlp receives the services' spans (clusterOpts.otlp).
+	otlp *otlpReceiver
+	// sec is the PKI and passwords of a secure cluster (clusterOpts.secure).
+	sec *secure
 }
 
 var nodeNames = []string{"n1", "n2", "n3"}
@@ -256,7 +309,7 @@ func startCluster(t *testing.T, o clusterOpts) *cluster {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c := &cluster{t: t, ctrs: map[string]testcontainers.Container{}, subj: events.NewSubjects(""), start: time.Now()}
+	c := &cluster{t: t, ctrs: map[string]testcontainers.Container{}, subj: events.NewSubjects(""), start: time.Now(), files: map[string][]testcontainers.ContainerFile{}, aliases: map[string][]string{}}
 	nw, err := tcnetwork.New(ctx, tcnetwork.WithLabels(map[string]string{ownerKey: owner}))
 	if err != nil {
 		t.Fatal(err)
@@ -271,9 +324,14 @@ func startCluster(t *testing.T, o clusterOpts) *cluster {
 	for i, n := range nodeNames {
 		routes[i] = "nats://" + n + ":6222"
 	}
+	conf, nodeEnv := "/"+natsConfName, []string(nil)
+	if o.secure {
+		c.sec = newSecure(t)
+		conf, nodeEnv = c.sec.nodeConf(c)
+	}
 	err = c.parallel(ctx, nodeNames, func(ctx context.Context, n string) error {
-		return c.run(ctx, n, "nats", []string{n}, []string{"4222/tcp"}, "Server is ready",
-			"--name", n, "--port", "4222", "--jetstream", "--store_dir", "/data",
+		return c.runEnv(ctx, n, "nats", []string{n}, []string{"4222/tcp"}, "Server is ready", nodeEnv,
+			"--config", conf, "--name", n, "--port", "4222", "--jetstream", "--store_dir", "/data",
 			"--cluster_name", "llmw-e2e", "--cluster", "nats://0.0.0.0:6222",
 			"--routes", strings.Join(routes, ","), "--no_advertise")
 	})
@@ -282,18 +340,14 @@ func startCluster(t *testing.T, o clusterOpts) *cluster {
 	}
 	var urls []string
 	for _, n := range nodeNames {
-		ctr := c.ctr(n)
-		host, err := mappedHost(ctx, ctr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		port, err := ctr.MappedPort(ctx, "4222/tcp")
-		if err != nil {
-			t.Fatal(err)
-		}
-		urls = append(urls, fmt.Sprintf("nats://%s:%s", host, port.Port()))
+		urls = append(urls, "nats://"+n+":4222")
 	}
-	c.nc, err = nats.Connect(strings.Join(urls, ","), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond), nats.Name("e2e test"))
+	copts := []nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond), nats.Name("e2e test"),
+		nats.SetCustomDialer(&nodeDialer{c: c})}
+	if c.sec != nil {
+		copts = append(copts, c.sec.as(testUser)...)
+	}
+	c.nc, err = nats.Connect(strings.Join(urls, ","), copts...)
 	if err != nil {
 		t.Fatalf("connect to %v: %v", urls, err)
 	}
@@ -309,27 +363,58 @@ func startCluster(t *testing.T, o clusterOpts) *cluster {
 		_, err := c.js.AccountInfo(actx)
 		return err == nil, fmt.Sprint(err)
 	})
-	// Provisioned up front with the options the services use, so that
-	// five processes do not all create R3 streams at once; their own
-	// provisioning is then an identical update.
+	// Provisioned up front, as deploy/k8s/README.md tells an operator to:
+	// `llmworker provision --replicas 3` (so that five processes do not all
+	// create R3 streams at once; their own provisioning is then an
+	// identical update).
 	c.eventually(time.Minute, "streams provisioned", func() (bool, string) {
-		pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		err := natsrt.Provision(pctx, c.js, natsrt.ProvisionOptions{Replicas: replicas})
-		return err == nil, fmt.Sprint(err)
+		host, err := mappedHost(pctx, c.ctr("n1"))
+		if err != nil {
+			return false, err.Error()
+		}
+		port, err := c.ctr("n1").MappedPort(pctx, "4222/tcp")
+		if err != nil {
+			return false, err.Error()
+		}
+		addr := net.JoinHostPort(host, port.Port())
+		var out, errOut bytes.Buffer
+		getenv := func(string) string { return "" }
+		if c.sec != nil {
+			getenv = c.sec.env(permissions.Provisioner, c.sec.pki.CA)
+		}
+		code := cli.Main(pctx, []string{"provision", "--replicas", fmt.Sprint(replicas), "--nats-url", "nats://" + addr},
+			cli.Env{Stdout: &out, Stderr: &errOut, Getenv: getenv})
+		return code == 0, fmt.Sprintf("llmworker provision: exit %d: %s", code, errOut.String())
 	})
 
 	natsURL := "nats://n1:4222,nats://n2:4222,nats://n3:4222"
 	env := []string{"NATS_URL=" + natsURL}
+	if o.otlp {
+		c.otlp = startOTLPReceiver(ctx, t, nw)
+		// The standard variables (pkg/telemetry.Setup); spans leave each
+		// process within 100 ms of ending, so that a replica killed
+		// mid-turn has sent the spans it finished.
+		env = append(env, "OTEL_EXPORTER_OTLP_ENDPOINT=http://"+c.otlp.addr, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
+			"OTEL_BSP_SCHEDULE_DELAY=100", "OTEL_METRIC_EXPORT_INTERVAL=3600000")
+	}
 	services := []struct {
 		name, image, ready string
 		args               []string
 	}{
-		{"ingest-1", "ingest", "ingest started", []string{"--replay", "--instance", "ingest-1"}},
-		{"turn-1", "turn", "turn service started", []string{"--instance", "turn-1", "--replicas", fmt.Sprint(replicas), "--ack-wait", o.turnAckWait.String()}},
-		{"turn-2", "turn", "turn service started", []string{"--instance", "turn-2", "--replicas", fmt.Sprint(replicas), "--ack-wait", o.turnAckWait.String()}},
+		{"ingest-1", "ingest", "ingest started", []string{"--replay", "--instance", "ingest-1", "--replay-pace", o.replayPace.String()}},
+		{"turn-1", "turn", "turn service started", []string{"--instance", "turn-1", "--replicas", fmt.Sprint(replicas), "--ack-wait", o.turnAckWait.String(), "--step-retries", fmt.Sprint(o.stepRetries), "--ingest-timeout", o.ingestTimeout.String(), "--hooks=" + fmt.Sprint(o.hooks != "")}},
+		{"turn-2", "turn", "turn service started", []string{"--instance", "turn-2", "--replicas", fmt.Sprint(replicas), "--ack-wait", o.turnAckWait.String(), "--step-retries", fmt.Sprint(o.stepRetries), "--ingest-timeout", o.ingestTimeout.String(), "--hooks=" + fmt.Sprint(o.hooks != "")}},
 		{"toolexec-1", "toolexec", "toolexec started", []string{"--instance", "toolexec-1", "--replicas", fmt.Sprint(replicas), "--ack-wait", o.toolAckWait.String(), "--slow", o.slow}},
 		{"toolexec-2", "toolexec", "toolexec started", []string{"--instance", "toolexec-2", "--replicas", fmt.Sprint(replicas), "--ack-wait", o.toolAckWait.String(), "--slow", o.slow}},
+	}
+	if o.hooks != "" {
+		c.files["hookbridge-1"] = append(c.files["hookbridge-1"], testcontainers.ContainerFile{Reader: strings.NewReader(o.hooks), ContainerFilePath: "/hooks.yaml", FileMode: 0o644})
+		services = append(services, struct {
+			name, image, ready string
+			args               []string
+		}{"hookbridge-1", "hookbridge", "serving hook", []string{"--instance", "hookbridge-1", "--config", "/hooks.yaml"}})
 	}
 	names := make([]string, len(services))
 	for i, s := range services {
@@ -338,7 +423,11 @@ func startCluster(t *testing.T, o clusterOpts) *cluster {
 	err = c.parallel(ctx, names, func(ctx context.Context, name string) error {
 		for _, s := range services {
 			if s.name == name {
-				return c.runEnv(ctx, s.name, s.image, nil, nil, s.ready, env, s.args...)
+				senv := env
+				if c.sec != nil {
+					senv = append(slices.Clone(env), c.sec.serviceEnv(c, name)...)
+				}
+				return c.runEnv(ctx, s.name, s.image, nil, nil, s.ready, senv, s.args...)
 			}
 		}
 		return nil
@@ -355,7 +444,11 @@ func startCluster(t *testing.T, o clusterOpts) *cluster {
 		if err != nil {
 			return false, err.Error()
 		}
-		for _, name := range []string{"calculator", "get_weather", "get_product_name", "get_capital", "fixed_version"} {
+		names := []string{"calculator"}
+		for _, tl := range demotools.Tools() {
+			names = append(names, tl.Name())
+		}
+		for _, name := range names {
 			if _, err := kv.Get(ctx, name); err != nil {
 				return false, "tool " + name + ": " + err.Error()
 			}
@@ -370,6 +463,40 @@ func startCluster(t *testing.T, o clusterOpts) *cluster {
 // the test process. testcontainers guesses the default gateway when the
 // tests run inside a container (/.dockerenv), which is wrong for a daemon
 // on this machine's own socket: its ports are published here.
+// nodeDialer dials a NATS node by its container name (the client's URLs
+// are nats://n1:4222, …) at the host port the container has now: a
+// restarted container is given a new one, so a client that kept the ports
+// it first saw would, after a few node restarts, have none left to
+// reconnect to.
+type nodeDialer struct {
+	c *cluster
+	d net.Dialer
+}
+
+func (d *nodeDialer) Dial(network, address string) (net.Conn, error) {
+	name, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return nil, err
+	}
+	d.c.mu.Lock()
+	ctr, ok := d.c.ctrs[name]
+	d.c.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("no container %s", name)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	host, err := mappedHost(ctx, ctr)
+	if err != nil {
+		return nil, err
+	}
+	port, err := ctr.MappedPort(ctx, "4222/tcp")
+	if err != nil {
+		return nil, err
+	}
+	return d.d.DialContext(ctx, network, net.JoinHostPort(host, port.Port()))
+}
+
 func mappedHost(ctx context.Context, ctr testcontainers.Container) (string, error) {
 	if os.Getenv("TESTCONTAINERS_HOST_OVERRIDE") == "" && strings.HasPrefix(docker.DaemonHost(), "unix://") {
 		return "127.0.0.1", nil
@@ -408,6 +535,7 @@ func (c *cluster) runEnv(ctx context.Context, name, image string, aliases, ports
 			Networks:       []string{c.net.Name},
 			NetworkAliases: map[string][]string{c.net.Name: aliases},
 			Labels:         map[string]string{ownerKey: owner, "llmw-e2e-test": c.t.Name(), "llmw-e2e-name": name},
+			Files:          c.files[name],
 			WaitingFor:     wait.ForLog(ready).WithStartupTimeout(90 * time.Second),
 		},
 		Started: true,
@@ -416,6 +544,7 @@ func (c *cluster) runEnv(ctx context.Context, name, image string, aliases, ports
 	if ctr != nil {
 		c.mu.Lock()
 		c.ctrs[name] = ctr
+		c.aliases[name] = aliases
 		c.mu.Unlock()
 	}
 	if err != nil {
@@ -538,6 +667,56 @@ func (c *cluster) kill(name string) {
 	c.t.Logf("%s killed at +%s", name, time.Since(c.start).Round(time.Millisecond))
 }
 
+// pause freezes every process of a container (SIGSTOP-like, through the
+// cgroup freezer): it holds its connections and state but does nothing.
+func (c *cluster) pause(name string) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := docker.ContainerPause(ctx, c.ctr(name).GetContainerID(), client.ContainerPauseOptions{}); err != nil {
+		c.t.Fatalf("pause %s: %v", name, err)
+	}
+	c.t.Logf("%s paused at +%s", name, time.Since(c.start).Round(time.Millisecond))
+}
+
+// unpause lets a paused container run on from where it stopped.
+func (c *cluster) unpause(name string) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := docker.ContainerUnpause(ctx, c.ctr(name).GetContainerID(), client.ContainerUnpauseOptions{}); err != nil {
+		c.t.Fatalf("unpause %s: %v", name, err)
+	}
+	c.t.Logf("%s unpaused at +%s", name, time.Since(c.start).Round(time.Millisecond))
+}
+
+// sigterm stops a container with SIGTERM, as Kubernetes does, and waits
+// up to 30 s for the process to drain and exit.
+func (c *cluster) sigterm(name string) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	grace := 30
+	start := time.Now()
+	if _, err := docker.ContainerStop(ctx, c.ctr(name).GetContainerID(), client.ContainerStopOptions{Signal: "TERM", Timeout: &grace}); err != nil {
+		c.t.Fatalf("stop %s: %v", name, err)
+	}
+	c.t.Logf("%s stopped by SIGTERM at +%s (exited after %s)", name, time.Since(c.start).Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+}
+
+// restart starts a stopped or killed container again with its command:
+// a NATS node catches up from its store and the cluster, a service
+// rejoins.
+func (c *cluster) restart(name string) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := docker.ContainerStart(ctx, c.ctr(name).GetContainerID(), client.ContainerStartOptions{}); err != nil {
+		c.t.Fatalf("restart %s: %v", name, err)
+	}
+	c.t.Logf("%s restarted at +%s", name, time.Since(c.start).Round(time.Millisecond))
+}
+
 // disconnect cuts a container off the cluster network (its only network):
 // the process keeps running but reaches nobody.
 func (c *cluster) disconnect(name string) {
@@ -555,7 +734,14 @@ func (c *cluster) reconnect(name string) {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := docker.NetworkConnect(ctx, c.net.ID, client.NetworkConnectOptions{Container: c.ctr(name).GetContainerID()}); err != nil {
+	// Without its aliases a node is no longer found by name (n3): the
+	// other nodes could not route to it, and the partition would never
+	// fully heal.
+	c.mu.Lock()
+	aliases := c.aliases[name]
+	c.mu.Unlock()
+	if _, err := docker.NetworkConnect(ctx, c.net.ID, client.NetworkConnectOptions{Container: c.ctr(name).GetContainerID(),
+		EndpointConfig: &network.EndpointSettings{Aliases: aliases}}); err != nil {
 		c.t.Fatalf("reconnect %s: %v", name, err)
 	}
 	c.t.Logf("%s reconnected at +%s", name, time.Since(c.start).Round(time.Millisecond))

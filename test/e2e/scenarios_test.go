@@ -21,7 +21,7 @@ import (
 // tool takes 8–10 s and AckWait is 3–5 s, so these are generous.
 const turnTimeout = 2 * time.Minute
 
-// streamNames are the JetStream streams behind DESIGN.md §5–§8, buckets
+// streamNames are the JetStream streams behind docs/protocol.md §5–§8, buckets
 // included (a KV bucket B is the stream KV_B).
 var streamNames = []string{
 	events.StreamTurns, events.StreamEvents, events.StreamToolCalls, events.StreamToolResults,
@@ -67,6 +67,11 @@ func TestClusterTurns(t *testing.T) {
 		ran[instance(tr.f.of(events.TypeTurnCompleted)[0])]++
 	}
 	t.Logf("turns completed per turn replica: %v", ran)
+	var ids []string
+	for _, tr := range turns {
+		ids = append(ids, tr.id)
+	}
+	c.requireHistory(ids)
 }
 
 // The turn replica running a turn is killed while the turn's tool runs;
@@ -93,6 +98,7 @@ func TestTurnReplicaCrash(t *testing.T) {
 	done := f.completed(turnTimeout)
 	t.Logf("turn completed %s after the crash of %s", time.Since(killed).Round(time.Millisecond), owner)
 	callIDs := c.checkTranscript(id, "anthropic", done)
+	c.requireHistory([]string{id})
 
 	survivor := map[string]string{"turn-1": "turn-2", "turn-2": "turn-1"}[owner]
 	if got := instance(f.of(events.TypeTurnCompleted)[0]); got != survivor {
@@ -224,10 +230,13 @@ func TestNATSNodeLoss(t *testing.T) {
 	for _, tr := range turns {
 		c.submit(tr.id, tr.scenario)
 	}
+	var ids []string
 	for _, tr := range turns {
 		c.checkTranscript(tr.id, tr.scenario, tr.f.completed(turnTimeout))
+		ids = append(ids, tr.id)
 	}
 	t.Logf("%d turns completed %s after node %s was lost", len(turns), time.Since(killed).Round(time.Millisecond), lost)
+	c.requireHistory(ids)
 	c.retry("LLMW_TURNS info", func(ctx context.Context) error {
 		info, err = st.Info(ctx)
 		return err

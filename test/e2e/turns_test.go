@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/llmworker/llmworker/internal/replay"
+	"github.com/llmworker/llmworker/internal/replay/demotools"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/turn"
 )
@@ -23,6 +24,13 @@ import (
 // retried until JetStream stores it (the turn id is the Nats-Msg-Id, so a
 // retry after a lost ack is dropped as a duplicate).
 func (c *cluster) submit(turnID, scenario string) {
+	c.t.Helper()
+	c.submitTraced(turnID, scenario, "")
+}
+
+// submitTraced is submit with a W3C traceparent on the request, as a
+// traced client sends it: the turn's spans join that trace.
+func (c *cluster) submitTraced(turnID, scenario, traceparent string) {
 	c.t.Helper()
 	sc, err := replay.Lookup(scenario)
 	if err != nil {
@@ -38,7 +46,7 @@ func (c *cluster) submit(turnID, scenario string) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	env.Subject, env.TurnID = turnID, turnID
+	env.Subject, env.TurnID, env.TraceParent = turnID, turnID, traceparent
 	h := nats.Header(env.BinaryHeader())
 	h.Set(events.HeaderMsgID, turnID)
 	c.retry("submit "+turnID, func(ctx context.Context) error {
@@ -57,38 +65,96 @@ type follower struct {
 	errs   []string
 	done   bool // the events were read from the stream; the consumer is stopped
 	cc     jetstream.ConsumeContext
+	quit   chan struct{}
+	exited chan struct{}
 }
 
+// follow starts a follower. Creating its consumer is retried in the
+// background for as long as the test runs: around a node loss the cluster
+// can take a minute or more to place a new consumer (a UI would keep
+// retrying too), and the checks read the stream directly in the end
+// (completed, readAll), so a follower that is late costs nothing.
 func (c *cluster) follow(turnID string) *follower {
 	c.t.Helper()
-	f := &follower{c: c, turnID: turnID}
-	var cons jetstream.Consumer
-	c.retry("follow "+turnID, func(ctx context.Context) (err error) {
-		cons, err = c.js.OrderedConsumer(ctx, events.StreamEvents, jetstream.OrderedConsumerConfig{
-			FilterSubjects: []string{c.subj.EventsOfTurn(turnID)},
-		})
-		return err
-	})
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		env, err := events.DecodeEnvelope(m.Headers(), m.Data())
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		if f.done {
-			return
-		}
-		if err != nil {
-			f.errs = append(f.errs, err.Error())
-			return
-		}
-		f.evs = append(f.evs, env)
-	})
-	if err != nil {
-		c.t.Fatal(err)
+	f := &follower{c: c, turnID: turnID, quit: make(chan struct{}), exited: make(chan struct{})}
+	ready := make(chan struct{})
+	go f.start(ready)
+	c.t.Cleanup(f.stop)
+	select {
+	case <-ready:
+	case <-time.After(10 * time.Second):
+		c.t.Logf("follow %s: its consumer is not up yet; still trying", turnID)
 	}
-	f.cc = cc
-	c.t.Cleanup(cc.Stop)
 	return f
 }
+
+func (f *follower) start(ready chan struct{}) {
+	defer close(f.exited)
+	for attempt := 0; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		cons, err := f.c.js.OrderedConsumer(ctx, events.StreamEvents, jetstream.OrderedConsumerConfig{
+			FilterSubjects: []string{f.c.subj.EventsOfTurn(f.turnID)},
+		})
+		cancel()
+		var cc jetstream.ConsumeContext
+		if err == nil {
+			cc, err = cons.Consume(f.record)
+		}
+		if err == nil {
+			f.mu.Lock()
+			if f.done {
+				f.mu.Unlock()
+				cc.Stop()
+				return
+			}
+			f.cc = cc
+			f.mu.Unlock()
+			close(ready)
+			return
+		}
+		if attempt%12 == 11 {
+			f.c.t.Logf("follow %s: %v (still trying)", f.turnID, err)
+		}
+		select {
+		case <-f.quit:
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (f *follower) record(m jetstream.Msg) {
+	env, err := events.DecodeEnvelope(m.Headers(), m.Data())
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.done {
+		return
+	}
+	if err != nil {
+		f.errs = append(f.errs, err.Error())
+		return
+	}
+	f.evs = append(f.evs, env)
+}
+
+// stopConsumer stops the live consumer (if it is up) and its retries.
+func (f *follower) stopConsumer() {
+	select {
+	case <-f.quit:
+	default:
+		close(f.quit)
+	}
+	<-f.exited
+	f.mu.Lock()
+	cc := f.cc
+	f.cc = nil
+	f.mu.Unlock()
+	if cc != nil {
+		cc.Stop()
+	}
+}
+
+func (f *follower) stop() { f.stopConsumer() }
 
 func (f *follower) events() []*events.Envelope {
 	f.mu.Lock()
@@ -193,7 +259,7 @@ func (f *follower) completed(timeout time.Duration) events.TurnCompleted {
 		f.c.t.Fatalf("turn %s: completed data: %v", f.turnID, err)
 	}
 	// What the stream holds, whatever the follower got so far.
-	f.cc.Stop()
+	f.stopConsumer()
 	all := f.c.readAll(f.turnID)
 	f.mu.Lock()
 	f.evs, f.done = all, true
@@ -278,7 +344,7 @@ func (c *cluster) checkTranscript(turnID, scenario string, done events.TurnCompl
 				callIDs = append(callIDs, p.ID)
 			case events.PartToolResult:
 				results[p.ToolUseID]++
-				if p.IsError || !strings.Contains(p.Content, replay.DemoNote) {
+				if p.IsError || !strings.Contains(p.Content, demotools.DemoNote) {
 					c.t.Errorf("turn %s: result for %s: error %v, %q", turnID, p.ToolUseID, p.IsError, p.Content)
 				}
 			case events.PartText:

@@ -40,9 +40,13 @@ type Config struct {
 	// 0 keeps the SDK default (2); a negative value disables retries.
 	MaxRetries int
 	// IdleTimeout ends a stream as failed (error code "idle_timeout") when
-	// the provider sends nothing for that long. 0 means no limit.
+	// the provider sends nothing for that long: 0 means
+	// DefaultIdleTimeout, a negative value no limit.
 	IdleTimeout time.Duration
 }
+
+// DefaultIdleTimeout is the IdleTimeout of a zero Config.
+const DefaultIdleTimeout = 10 * time.Minute
 
 // Provider streams completions from the Anthropic Messages API.
 type Provider struct {
@@ -60,7 +64,7 @@ func New(cfg Config) (*Provider, error) {
 		key = os.Getenv(EnvAPIKey)
 	}
 	if key == "" {
-		return nil, ErrMissingAPIKey
+		return nil, &llm.APIError{ErrKind: llm.KindMissingAPIKey, Err: ErrMissingAPIKey}
 	}
 	base := cfg.BaseURL
 	if base == "" {
@@ -81,13 +85,13 @@ func New(cfg Config) (*Provider, error) {
 	case cfg.MaxRetries > 0:
 		opts = append(opts, option.WithMaxRetries(cfg.MaxRetries))
 	}
-	return &Provider{client: sdk.NewClient(opts...), idle: cfg.IdleTimeout}, nil
+	return &Provider{client: sdk.NewClient(opts...), idle: llm.Limit(cfg.IdleTimeout, DefaultIdleTimeout)}, nil
 }
 
 // Stream starts a streaming completion. The model is req.Model without its
 // "anthropic:" prefix. Errors before the stream begins are returned (wrapping
 // ErrInvalidRequest or ErrRequestFailed, or the context's error); everything
-// after is reported in the stream, which is well-formed (DESIGN.md §3).
+// after is reported in the stream, which is well-formed (docs/protocol.md §3).
 func (p *Provider) Stream(ctx context.Context, req *llm.Request) (llm.Stream, error) {
 	params, err := buildParams(req)
 	if err != nil {
@@ -103,7 +107,12 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) (llm.Stream, er
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("anthropic: %w", ctx.Err())
 		}
-		return nil, fmt.Errorf("%w: %w", ErrRequestFailed, err)
+		var apiErr *sdk.Error
+		status := 0
+		if errors.As(err, &apiErr) {
+			status = apiErr.StatusCode
+		}
+		return nil, llm.NewAPIError(status, fmt.Errorf("%w: %w", ErrRequestFailed, err))
 	}
 	return normalize(ctx, newStream(ctx, rctx, cancel, s, p.idle), p.idle), nil
 }

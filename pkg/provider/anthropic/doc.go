@@ -22,7 +22,7 @@
 //
 // # Stream
 //
-// Events follow DESIGN.md §3 and are passed through llm.Normalize:
+// Events follow docs/protocol.md §3 and are passed through llm.Normalize:
 //
 //   - text, thinking and tool_use blocks map one to one; server_tool_use is
 //     a tool_use block with server: true, and a server tool's result

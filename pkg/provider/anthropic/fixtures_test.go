@@ -33,6 +33,8 @@ type wireEvent struct {
 	} `json:"delta"`
 	Usage   map[string]json.RawMessage `json:"usage"`
 	Message struct {
+		ID    string                     `json:"id"`
+		Model string                     `json:"model"`
 		Usage map[string]json.RawMessage `json:"usage"`
 	} `json:"message"`
 }
@@ -94,6 +96,7 @@ func expect(t *testing.T, body []byte) expectation {
 		switch ev.Type {
 		case "message_start":
 			readUsage(ev.Message.Usage)
+			x.Model, x.ResponseID = ev.Message.Model, ev.Message.ID
 		case "content_block_start":
 			b := &blk{}
 			if err := json.Unmarshal(ev.ContentBlock, &b.wb); err != nil {
@@ -222,6 +225,9 @@ func TestFixtures(t *testing.T) {
 			}
 			if got.StopReason != want.StopReason {
 				t.Errorf("stop reason = %q, want %q", got.StopReason, want.StopReason)
+			}
+			if got.Model != want.Model || got.ResponseID != want.ResponseID {
+				t.Errorf("model and response id = %q %q, want %q %q", got.Model, got.ResponseID, want.Model, want.ResponseID)
 			}
 			if got.Usage == nil {
 				t.Fatal("no usage event")

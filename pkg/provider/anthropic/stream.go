@@ -40,10 +40,13 @@ type openBlock struct {
 	skip   bool // a block type we do not map (e.g. container_upload)
 }
 
-// stream translates the Messages API event stream into DESIGN.md §3 events.
+// stream translates the Messages API event stream into docs/protocol.md §3 events.
 // It is a pull iterator with no goroutine: each Next reads SDK events until
 // at least one of ours is queued.
 type stream struct {
+	// model and responseID are message_start's, for the completed status.
+	model, responseID string
+
 	ctx    context.Context // the caller's: its cancel means "cancelled"
 	rctx   context.Context // the request's: cancelled by the idle timer too
 	cancel context.CancelCauseFunc
@@ -174,6 +177,7 @@ func (s *stream) handle(ev *sdk.MessageStreamEventUnion) {
 	}
 	switch ev.Type {
 	case "message_start":
+		s.model, s.responseID = string(ev.Message.Model), ev.Message.ID
 		s.mergeStartUsage(&ev.Message.Usage)
 	case "content_block_start":
 		s.blockStart(ev)
@@ -362,7 +366,11 @@ func (s *stream) abortOpen(reason string) {
 }
 
 func (s *stream) terminal(st events.StreamStatus) {
-	s.emit(events.StatusEvent{Status: st})
+	ev := events.StatusEvent{Status: st}
+	if st == events.StatusCompleted {
+		ev.Model, ev.ResponseID = s.model, s.responseID
+	}
+	s.emit(ev)
 	s.done = true
 	_ = s.release()
 }

@@ -1,6 +1,10 @@
 package gemini
 
-import "errors"
+import (
+	"errors"
+
+	"google.golang.org/genai"
+)
 
 var (
 	// ErrMissingAPIKey is returned by New when neither Config.APIKey nor
@@ -20,3 +24,17 @@ var (
 	// wrapped too.
 	ErrRequestFailed = errors.New("gemini: request failed")
 )
+
+// apiStatus is the HTTP status of a genai.APIError in err's chain (the SDK
+// returns it by value or by pointer), 0 when there is none.
+func apiStatus(err error) int {
+	var v genai.APIError
+	if errors.As(err, &v) {
+		return v.Code
+	}
+	var p *genai.APIError
+	if errors.As(err, &p) {
+		return p.Code
+	}
+	return 0
+}

@@ -1,6 +1,7 @@
 package gemini_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"path/filepath"
@@ -17,7 +18,9 @@ import (
 // wireChunk is the part of a generateContent chunk the tests read, decoded
 // with plain encoding/json, independently of the SDK.
 type wireChunk struct {
-	Candidates []struct {
+	ModelVersion string `json:"modelVersion"`
+	ResponseID   string `json:"responseId"`
+	Candidates   []struct {
 		Content *struct {
 			Parts []struct {
 				Text             *string `json:"text"`
@@ -77,6 +80,9 @@ func expect(t *testing.T, body []byte) expectation {
 		var c wireChunk
 		if err := json.Unmarshal(line, &c); err != nil {
 			t.Fatalf("fixture chunk %q: %v", line, err)
+		}
+		if finish == "" { // chunks after the finish reason do not count
+			x.Model, x.ResponseID = cmp.Or(c.ModelVersion, x.Model), cmp.Or(c.ResponseID, x.ResponseID)
 		}
 		if u := c.UsageMetadata; u != nil && (u.Prompt != 0 || u.Total != 0) {
 			x.Usage = &events.UsageEvent{InputTokens: providertest.Int64(u.Prompt), OutputTokens: providertest.Int64(u.Candidates + u.Thoughts), TotalTokens: providertest.Int64(u.Total)}
@@ -152,6 +158,9 @@ func expect(t *testing.T, body []byte) expectation {
 		x.ErrorContains = finishMsg
 		x.Status = events.StatusFailed
 	}
+	if x.Status != events.StatusCompleted {
+		x.Model, x.ResponseID = "", ""
+	}
 	return x
 }
 
@@ -209,6 +218,9 @@ func TestFixtures(t *testing.T) {
 			}
 			if got.StopReason != want.StopReason {
 				t.Errorf("stop reason = %q, want %q", got.StopReason, want.StopReason)
+			}
+			if got.Model != want.Model || got.ResponseID != want.ResponseID {
+				t.Errorf("model and response id = %q %q, want %q %q", got.Model, got.ResponseID, want.Model, want.ResponseID)
 			}
 			if want.Usage == nil {
 				if got.Usage != nil {

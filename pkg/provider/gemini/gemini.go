@@ -40,9 +40,13 @@ type Config struct {
 	// 0 means 2; a negative value disables retries.
 	MaxRetries int
 	// IdleTimeout ends a stream as failed (error code "idle_timeout") when
-	// the provider sends nothing for that long. 0 means no limit.
+	// the provider sends nothing for that long: 0 means
+	// DefaultIdleTimeout, a negative value no limit.
 	IdleTimeout time.Duration
 }
+
+// DefaultIdleTimeout is the IdleTimeout of a zero Config.
+const DefaultIdleTimeout = 10 * time.Minute
 
 // Provider streams completions from the Gemini API (generateContent with
 // alt=sse).
@@ -64,7 +68,7 @@ func New(cfg Config) (*Provider, error) {
 		key = os.Getenv(EnvGeminiAPIKey)
 	}
 	if key == "" {
-		return nil, ErrMissingAPIKey
+		return nil, &llm.APIError{ErrKind: llm.KindMissingAPIKey, Err: ErrMissingAPIKey}
 	}
 	base := cfg.BaseURL
 	if base == "" {
@@ -95,14 +99,14 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gemini: %w", err)
 	}
-	return &Provider{client: client, idle: cfg.IdleTimeout}, nil
+	return &Provider{client: client, idle: llm.Limit(cfg.IdleTimeout, DefaultIdleTimeout)}, nil
 }
 
 // Stream starts a streaming completion. The model is req.Model without its
 // "gemini:" prefix. It returns once the first chunk arrived; errors before
 // that are returned (wrapping ErrInvalidRequest or ErrRequestFailed, or the
 // context's error), everything after is reported in the stream, which is
-// well-formed (DESIGN.md §3).
+// well-formed (docs/protocol.md §3).
 func (p *Provider) Stream(ctx context.Context, req *llm.Request) (llm.Stream, error) {
 	model, contents, config, err := buildRequest(req)
 	if err != nil {
@@ -122,9 +126,9 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) (llm.Stream, er
 			return nil, fmt.Errorf("gemini: %w", ctx.Err())
 		}
 		if errors.Is(context.Cause(rctx), errIdle) {
-			return nil, fmt.Errorf("%w: no response within %s", ErrRequestFailed, p.idle)
+			return nil, llm.NewAPIError(0, fmt.Errorf("%w: no response within %s", ErrRequestFailed, p.idle))
 		}
-		return nil, fmt.Errorf("%w: %w", ErrRequestFailed, err)
+		return nil, llm.NewAPIError(apiStatus(err), fmt.Errorf("%w: %w", ErrRequestFailed, err))
 	}
 	s.first, s.firstErr, s.firstOK = resp, err, ok
 	return normalize(ctx, s, p.idle), nil

@@ -37,10 +37,14 @@ type block struct {
 	args *argsBuilder
 }
 
-// stream translates generateContent chunks into DESIGN.md §3 events. Gemini
+// stream translates generateContent chunks into docs/protocol.md §3 events. Gemini
 // has no block events: consecutive parts of one kind (text, thought) form a
 // block, each function call is a block of its own.
 type stream struct {
+	// model and responseID are the last modelVersion and responseId the
+	// chunks named, for the completed status.
+	model, responseID string
+
 	ctx    context.Context
 	rctx   context.Context
 	cancel context.CancelCauseFunc
@@ -194,6 +198,12 @@ func (s *stream) handle(r *genai.GenerateContentResponse) {
 	if s.finish != nil {
 		return // nothing counts after the finish reason
 	}
+	if r.ModelVersion != "" {
+		s.model = r.ModelVersion
+	}
+	if r.ResponseID != "" {
+		s.responseID = r.ResponseID
+	}
 	if r.UsageMetadata != nil && hasCounts(r.UsageMetadata) {
 		s.usage = r.UsageMetadata
 	}
@@ -342,7 +352,11 @@ func (s *stream) abortOpen(reason string) {
 }
 
 func (s *stream) terminal(st events.StreamStatus) {
-	s.emit(events.StatusEvent{Status: st})
+	ev := events.StatusEvent{Status: st}
+	if st == events.StatusCompleted {
+		ev.Model, ev.ResponseID = s.model, s.responseID
+	}
+	s.emit(ev)
 	s.done = true
 	s.release()
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/llm"
 )
 
 // Defaults of Config.
@@ -25,6 +26,9 @@ const (
 	// DefaultMaxRetries is the number of retries of a request that failed
 	// before the first byte (connection error, 408, 409, 429, 5xx).
 	DefaultMaxRetries = 2
+	// DefaultBaseURL is OpenAI's API, used when neither Config.BaseURL
+	// nor a non-empty $OPENAI_BASE_URL names another server.
+	DefaultBaseURL = "https://api.openai.com/v1/"
 	// DefaultIdleTimeout bounds the silence between two stream events.
 	// Reasoning models can think for minutes without sending a byte on Chat
 	// Completions, hence the generous default.
@@ -62,20 +66,35 @@ type Config struct {
 // configured. It is shared with pkg/provider/openairesponses.
 func ClientOptions(cfg Config) ([]option.RequestOption, error) {
 	if cfg.APIKey == "" && os.Getenv("OPENAI_API_KEY") == "" {
-		return nil, ErrMissingAPIKey
+		return nil, &llm.APIError{ErrKind: llm.KindMissingAPIKey, Err: ErrMissingAPIKey}
 	}
 	var opts []option.RequestOption
 	if cfg.APIKey != "" {
 		opts = append(opts, option.WithAPIKey(cfg.APIKey))
 	}
-	if cfg.BaseURL != "" {
-		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
+	// The SDK applies every OPENAI_* variable that is set, even to ""
+	// (compose passes ${X:-} as an empty string), and an empty base URL
+	// breaks every call. Here an empty variable means unset: the base URL
+	// is always given, and empty organization and project headers dropped.
+	base := cfg.BaseURL
+	if base == "" {
+		base = os.Getenv("OPENAI_BASE_URL")
 	}
-	if cfg.Organization != "" {
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	opts = append(opts, option.WithBaseURL(base))
+	switch {
+	case cfg.Organization != "":
 		opts = append(opts, option.WithOrganization(cfg.Organization))
+	case os.Getenv("OPENAI_ORG_ID") == "":
+		opts = append(opts, option.WithHeaderDel("OpenAI-Organization"))
 	}
-	if cfg.Project != "" {
+	switch {
+	case cfg.Project != "":
 		opts = append(opts, option.WithProject(cfg.Project))
+	case os.Getenv("OPENAI_PROJECT_ID") == "":
+		opts = append(opts, option.WithHeaderDel("OpenAI-Project"))
 	}
 	if cfg.HTTPClient != nil {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
@@ -92,13 +111,7 @@ func ClientOptions(cfg Config) ([]option.RequestOption, error) {
 
 // IdleTimeoutOf returns the effective idle timeout of cfg (0 = none).
 func IdleTimeoutOf(cfg Config) time.Duration {
-	switch {
-	case cfg.IdleTimeout < 0:
-		return 0
-	case cfg.IdleTimeout == 0:
-		return DefaultIdleTimeout
-	}
-	return cfg.IdleTimeout
+	return llm.Limit(cfg.IdleTimeout, DefaultIdleTimeout)
 }
 
 // ModelName strips the "openai:" prefix (or the given one) from a model.
@@ -123,8 +136,9 @@ func EffortForBudget(budget int) shared.ReasoningEffort {
 }
 
 // RequestError wraps an error the SDK returned before the stream started
-// with ErrRequestFailed, naming the HTTP status and the API's message. A
-// context error is returned as is.
+// with ErrRequestFailed, naming the HTTP status and the API's message, in
+// an *llm.APIError that carries the status. A context error is returned as
+// is.
 func RequestError(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
@@ -137,11 +151,11 @@ func RequestError(err error) error {
 		}
 		status := fmt.Sprintf("%d %s", apiErr.StatusCode, http.StatusText(apiErr.StatusCode))
 		if msg != "" {
-			return fmt.Errorf("%w: HTTP %s: %s: %w", ErrRequestFailed, status, msg, err)
+			return llm.NewAPIError(apiErr.StatusCode, fmt.Errorf("%w: HTTP %s: %s: %w", ErrRequestFailed, status, msg, err))
 		}
-		return fmt.Errorf("%w: HTTP %s: %w", ErrRequestFailed, status, err)
+		return llm.NewAPIError(apiErr.StatusCode, fmt.Errorf("%w: HTTP %s: %w", ErrRequestFailed, status, err))
 	}
-	return fmt.Errorf("%w: %w", ErrRequestFailed, err)
+	return llm.NewAPIError(0, fmt.Errorf("%w: %w", ErrRequestFailed, err))
 }
 
 // StreamErrorEvent turns an error that ended an SDK stream after it started

@@ -32,7 +32,7 @@
 //
 // # Stream mapping
 //
-// Chat sends no block boundaries, so the adapter makes them (DESIGN.md §3):
+// Chat sends no block boundaries, so the adapter makes them (docs/protocol.md §3):
 // a block starts at its first non-empty delta; text and reasoning (the
 // delta.reasoning / delta.reasoning_content of compatible servers such as
 // Groq, vLLM, OpenRouter) are one block each until the other kind or a tool

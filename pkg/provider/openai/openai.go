@@ -35,7 +35,7 @@ func New(cfg Config) (*Provider, error) {
 // retried) before Stream returns, so an error status, an unreachable server
 // or an invalid request is Stream's error (ErrRequestFailed,
 // ErrInvalidRequest); after that every failure is an error event and a
-// failed status in the stream, which is well-formed (DESIGN.md §3).
+// failed status in the stream, which is well-formed (docs/protocol.md §3).
 func (p *Provider) Stream(ctx context.Context, req *llm.Request) (llm.Stream, error) {
 	params, err := buildParams(req)
 	if err != nil {

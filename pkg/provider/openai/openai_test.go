@@ -1,6 +1,7 @@
 package openai_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -41,6 +42,8 @@ type summary struct {
 	Status         events.StreamStatus
 	ErrCode        string
 	ErrMsg         string
+	// Model and ResponseID of the completed status.
+	Model, ResponseID string
 }
 
 type tool struct{ ID, Name, Args string }
@@ -79,6 +82,9 @@ func summarize(t *testing.T, evs []events.Event) summary {
 			s.ErrCode, s.ErrMsg = e.Code, e.Message
 		case events.StatusEvent:
 			s.Status = e.Status
+			if e.Status == events.StatusCompleted {
+				s.Model, s.ResponseID = e.Model, e.ResponseID
+			}
 		}
 	}
 	return s
@@ -92,8 +98,11 @@ func expectChat(t *testing.T, body []byte) summary {
 	var s summary
 	byIndex := map[int]int{}
 	finish := ""
+	var model, id string // the last non-empty of the chunks
 	for _, line := range providertest.ChunkLines(body) {
 		var c struct {
+			ID      string `json:"id"`
+			Model   string `json:"model"`
 			Choices []struct {
 				Index int `json:"index"`
 				Delta struct {
@@ -134,6 +143,7 @@ func expectChat(t *testing.T, body []byte) summary {
 			s.ErrCode, s.ErrMsg = c.Error.Code, c.Error.Message
 			break // the SDK ends the stream at an error
 		}
+		model, id = cmp.Or(c.Model, model), cmp.Or(c.ID, id)
 		for _, ch := range c.Choices {
 			s.Text += ch.Delta.Content
 			s.Thinking += ch.Delta.Reasoning + ch.Delta.ReasoningContent
@@ -172,6 +182,7 @@ func expectChat(t *testing.T, body []byte) summary {
 	case finish != "":
 		s.Status = events.StatusCompleted
 		s.Stop = finishMap[finish]
+		s.Model, s.ResponseID = model, id
 	}
 	return s
 }
@@ -201,6 +212,9 @@ func compare(t *testing.T, got, want summary) {
 	}
 	if got.Status != want.Status {
 		t.Errorf("status: got %q, want %q", got.Status, want.Status)
+	}
+	if got.Model != want.Model || got.ResponseID != want.ResponseID {
+		t.Errorf("model and response id: got %q %q, want %q %q", got.Model, got.ResponseID, want.Model, want.ResponseID)
 	}
 	if got.ErrCode != want.ErrCode || got.ErrMsg != want.ErrMsg {
 		t.Errorf("error: got %q %q, want %q %q", got.ErrCode, got.ErrMsg, want.ErrCode, want.ErrMsg)

@@ -19,6 +19,10 @@ import (
 // tool_use block, opened when its name is known, kept open until the finish
 // reason so interleaved argument deltas of parallel calls never mix.
 type chatStream struct {
+	// model and responseID are the chunks' model and id, for the
+	// completed status.
+	model, responseID string
+
 	ctx context.Context
 	sdk *ssestream.Stream[sdk.ChatCompletionChunk]
 	em  Emitter
@@ -70,6 +74,12 @@ func (s *chatStream) Err() error            { return nil }
 func (s *chatStream) Close() error          { return s.sdk.Close() }
 
 func (s *chatStream) chunk(c sdk.ChatCompletionChunk) {
+	if c.Model != "" {
+		s.model = c.Model
+	}
+	if c.ID != "" {
+		s.responseID = c.ID
+	}
 	for i := range c.Choices {
 		ch := &c.Choices[i]
 		if ch.Index != 0 {
@@ -235,12 +245,12 @@ func (s *chatStream) end(err error) {
 	case !s.finished:
 		if s.refusal.Len() > 0 {
 			s.finish("stop")
-			s.em.Push(events.StatusEvent{Status: events.StatusCompleted})
+			s.em.Push(events.StatusEvent{Status: events.StatusCompleted, Model: s.model, ResponseID: s.responseID})
 			return
 		}
 		s.em.Fail(events.ErrorEvent{Code: "incomplete_stream", Message: "the stream ended without a finish_reason"})
 	default:
-		s.em.Push(events.StatusEvent{Status: events.StatusCompleted})
+		s.em.Push(events.StatusEvent{Status: events.StatusCompleted, Model: s.model, ResponseID: s.responseID})
 	}
 }
 

@@ -25,7 +25,7 @@
 //
 // # Stream mapping
 //
-// Every output item is a block with its own index (DESIGN.md §3):
+// Every output item is a block with its own index (docs/protocol.md §3):
 //
 //   - reasoning: a thinking block; reasoning summary text deltas are its
 //     thinking deltas, summary parts separated by a blank line ("\n\n"). It

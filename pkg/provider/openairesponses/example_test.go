@@ -21,7 +21,7 @@ func Example() {
 {"type":"response.output_item.done","output_index":0,"item":{"type":"reasoning","id":"rs_1","encrypted_content":"gAAA","summary":[{"type":"summary_text","text":"Simple."}]}}
 {"type":"response.output_item.added","output_index":1,"item":{"type":"message","id":"msg_1","role":"assistant","content":[]}}
 {"type":"response.output_text.delta","output_index":1,"content_index":0,"item_id":"msg_1","delta":"4"}
-{"type":"response.completed","response":{"id":"resp_1","status":"completed","output":[],"usage":{"input_tokens":10,"output_tokens":5,"total_tokens":15,"input_tokens_details":{"cached_tokens":0},"output_tokens_details":{"reasoning_tokens":3}}}}
+{"type":"response.completed","response":{"id":"resp_1","model":"o3-2025-04-16","status":"completed","output":[],"usage":{"input_tokens":10,"output_tokens":5,"total_tokens":15,"input_tokens_details":{"cached_tokens":0},"output_tokens_details":{"reasoning_tokens":3}}}}
 `))
 	srv := providertest.Start(providertest.SSE(body))
 	defer srv.Close()
@@ -52,5 +52,5 @@ func Example() {
 	// llmw.llm.block.delta {"index":1,"text":"4"}
 	// llmw.llm.usage {"input_tokens":10,"output_tokens":5,"total_tokens":15,"cache_read_input_tokens":0,"reasoning_tokens":3}
 	// llmw.llm.block.stop {"index":1,"block_type":"text","stop_reason":"end_turn"}
-	// llmw.llm.status {"status":"completed"}
+	// llmw.llm.status {"status":"completed","model":"o3-2025-04-16","response_id":"resp_1"}
 }

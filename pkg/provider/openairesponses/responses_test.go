@@ -47,6 +47,8 @@ type summary struct {
 	Status         events.StreamStatus
 	ErrCode        string
 	ErrMsg         string
+	// Model and ResponseID of the completed status.
+	Model, ResponseID string
 }
 
 func summarize(t *testing.T, evs []events.Event) summary {
@@ -88,6 +90,9 @@ func summarize(t *testing.T, evs []events.Event) summary {
 			s.ErrCode, s.ErrMsg = e.Code, e.Message
 		case events.StatusEvent:
 			s.Status = e.Status
+			if e.Status == events.StatusCompleted {
+				s.Model, s.ResponseID = e.Model, e.ResponseID
+			}
 		}
 	}
 	return s
@@ -120,6 +125,8 @@ func expect(t *testing.T, body []byte) summary {
 				} `json:"summary"`
 			} `json:"item"`
 			Response struct {
+				ID                string `json:"id"`
+				Model             string `json:"model"`
 				Status            string `json:"status"`
 				IncompleteDetails *struct {
 					Reason string `json:"reason"`
@@ -192,6 +199,7 @@ func expect(t *testing.T, body []byte) summary {
 			}
 		case "response.completed", "response.incomplete":
 			s.Status = events.StatusCompleted
+			s.Model, s.ResponseID = e.Response.Model, e.Response.ID
 			s.Stop = "end_turn"
 			if len(s.Tools) > 0 {
 				s.Stop = "tool_use"
@@ -240,6 +248,9 @@ func compare(t *testing.T, got, want summary) {
 	}
 	if got.Status != want.Status {
 		t.Errorf("status: got %q, want %q", got.Status, want.Status)
+	}
+	if got.Model != want.Model || got.ResponseID != want.ResponseID {
+		t.Errorf("model and response id: got %q %q, want %q %q", got.Model, got.ResponseID, want.Model, want.ResponseID)
 	}
 	if got.ErrCode != want.ErrCode || got.ErrMsg != want.ErrMsg {
 		t.Errorf("error: got %q %q, want %q %q", got.ErrCode, got.ErrMsg, want.ErrCode, want.ErrMsg)

@@ -289,7 +289,7 @@ func (s *stream) complete(r *responses.Response) {
 	}
 	s.usage(r)
 	s.stopAll(stop)
-	s.em.Push(events.StatusEvent{Status: events.StatusCompleted})
+	s.em.Push(events.StatusEvent{Status: events.StatusCompleted, Model: string(r.Model), ResponseID: r.ID})
 }
 
 func (s *stream) stopAll(stop events.StopReason) {

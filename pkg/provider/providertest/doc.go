@@ -21,10 +21,10 @@
 //
 // # Fixtures
 //
-// The recorded streams live in the shared fixture directory described by its
-// MANIFEST.md. FixturesDir finds it (LLMW_FIXTURES, or a "shared/fixtures",
-// "testdata/fixtures" or "fixtures" directory in the working directory or any
-// parent). LoadFixture returns a file's bytes as the SSE body the provider
+// The recorded streams live in internal/fixtures, described by its
+// MANIFEST.md. FixturesDir finds it (LLMW_FIXTURES, or an
+// "internal/fixtures", "testdata/fixtures" or "fixtures" directory in the
+// working directory or any parent). LoadFixture returns a file's bytes as the SSE body the provider
 // sent: *.sse files as they are, *.chunks.jsonl files rebuilt with the rules
 // of the MANIFEST for the wire format of their directory (ChunksToSSE).
 //
@@ -33,7 +33,7 @@
 // The adapter packages' tests share their checks and folds from here rather
 // than each keeping a copy: MustRun and MustCollect read a stream to its end
 // (MustRun also checks it with llm.CheckWellFormed and WellFormed),
-// StrictWellFormed adds the test's own statement of DESIGN.md §3 to
+// StrictWellFormed adds the test's own statement of docs/protocol.md §3 to
 // llm.CheckWellFormed, Summarize folds events into a Summary to compare with
 // what a fixture says, CollectCancelled cancels mid-stream and checks the
 // stream ends cancelled, FixedTransport/FixedClient serve one body from

@@ -60,7 +60,7 @@ func FormatOf(path string) Format {
 
 // FixturesDir returns the fixture directory: $LLMW_FIXTURES if set, else
 // the first of internal/fixtures (the copy in this repository, so tests work
-// from a clean clone), shared/fixtures, testdata/fixtures and fixtures
+// from a clean clone), testdata/fixtures and fixtures
 // (holding a MANIFEST.md) found in the working directory or one of its
 // parents.
 func FixturesDir() (string, error) {
@@ -75,7 +75,7 @@ func FixturesDir() (string, error) {
 		return "", fmt.Errorf("%w: %v", ErrFixturesNotFound, err)
 	}
 	for d := wd; ; d = filepath.Dir(d) {
-		for _, sub := range []string{"internal/fixtures", "shared/fixtures", "testdata/fixtures", "fixtures"} {
+		for _, sub := range []string{"internal/fixtures", "testdata/fixtures", "fixtures"} {
 			c := filepath.Join(d, sub)
 			if _, err := os.Stat(filepath.Join(c, "MANIFEST.md")); err == nil {
 				return c, nil

@@ -26,9 +26,11 @@ import (
 // appended (e.g. goroutines an SDK dependency starts in an init function).
 func LeakOptions(extra ...goleak.Option) []goleak.Option {
 	return append([]goleak.Option{
-		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
-		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+		// The idle keep-alive connections of the SDKs' HTTP clients, and
+		// only those: a goroutine blocked in a read anywhere else is a
+		// leaked connection and fails the test.
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
 	}, extra...)
 }
 
@@ -54,7 +56,7 @@ func MustCollect(t testing.TB, s llm.Stream) []events.Event {
 }
 
 // StrictWellFormed checks evs with llm.CheckWellFormed and then with its
-// own statement of the invariants of DESIGN.md §3, independent of the
+// own statement of the invariants of docs/protocol.md §3, independent of the
 // library: a non-empty stream starting with status started and ending with
 // one terminal status (failed only after an error event), no status in
 // between, every event with a Validate method valid, every block started
@@ -160,6 +162,8 @@ type Summary struct {
 	StopReason     events.StopReason // the last non-null block stop reason
 	Errors         []events.ErrorEvent
 	Status         events.StreamStatus
+	// Model and ResponseID are those of the completed status.
+	Model, ResponseID string
 }
 
 // Summarize folds a collected stream into a Summary. It fails the test when
@@ -222,6 +226,9 @@ func Summarize(t testing.TB, evs []events.Event) Summary {
 			s.Errors = append(s.Errors, e)
 		case events.StatusEvent:
 			s.Status = e.Status
+			if e.Status == events.StatusCompleted {
+				s.Model, s.ResponseID = e.Model, e.ResponseID
+			}
 		}
 	}
 	return s

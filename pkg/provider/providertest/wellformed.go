@@ -7,7 +7,7 @@ import (
 	"github.com/llmworker/llmworker/pkg/llm"
 )
 
-// WellFormed checks the stream invariants of DESIGN.md §3 on a collected
+// WellFormed checks the stream invariants of docs/protocol.md §3 on a collected
 // event sequence and names the first violation: the first event is status
 // started; every block has one start, then deltas of its kind, then one
 // stop or abort; indexes are unique; tool_use blocks have an id and a name;

@@ -27,8 +27,9 @@ import (
 	"time"
 
 	"github.com/llmworker/llmworker/internal/natsutil"
-	"github.com/llmworker/llmworker/internal/replay"
-	"github.com/llmworker/llmworker/pkg/natsrt"
+	"github.com/llmworker/llmworker/internal/replay/demotools"
+	"github.com/llmworker/llmworker/pkg/provision"
+	"github.com/llmworker/llmworker/pkg/telemetry"
 	"github.com/llmworker/llmworker/pkg/tool"
 	"github.com/llmworker/llmworker/pkg/toolexec"
 	"github.com/llmworker/llmworker/pkg/toolexec/builtin"
@@ -52,7 +53,7 @@ type slowTool struct {
 }
 
 func (s slowTool) Execute(ctx context.Context, input json.RawMessage) (string, error) {
-	call, _ := natsrt.CallFrom(ctx)
+	call, _ := tool.CallFrom(ctx)
 	s.log.Info("slow tool start", "tool", s.Name(), "call_id", call.CallID, "turn_id", call.TurnID)
 	t := time.NewTimer(s.delay)
 	defer t.Stop()
@@ -73,12 +74,25 @@ func run(ctx context.Context, args []string) error {
 	prefix := fs.String("prefix", "", "subject prefix")
 	instance := fs.String("instance", "", "replica name")
 	replicas := fs.Int("replicas", 1, "replicas of the streams and buckets")
+	verify := fs.Bool("provision-verify", os.Getenv("LLMW_PROVISION_VERIFY") == "true", "check the streams and buckets instead of creating them (a NATS identity without those rights)")
 	ackWait := fs.Duration("ack-wait", 3*time.Second, "AckWait of the tool consumers")
 	slow := fs.String("slow", "", "comma-separated name=duration: tools that wait that long before running")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	log := slog.New(telemetry.LogHandler(slog.NewJSONHandler(os.Stderr, nil)))
+	// Tracing when the OTEL_* environment asks for it, as in every
+	// cmd/<service> (internal/service.Main); spans are flushed on the way
+	// out, after the drain.
+	shutdown, _, err := telemetry.Setup(ctx, telemetry.Config{Service: "llmw-toolexec", Instance: *instance})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = shutdown(fctx)
+	}()
 	delays := map[string]time.Duration{}
 	for item := range strings.SplitSeq(*slow, ",") {
 		if item == "" {
@@ -95,7 +109,7 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	tools = append(tools, replay.Tools()...)
+	tools = append(tools, demotools.Tools()...)
 	for i, t := range tools {
 		if d, ok := delays[t.Name()]; ok {
 			tools[i] = slowTool{Tool: t, delay: d, log: log}
@@ -105,7 +119,7 @@ func run(ctx context.Context, args []string) error {
 	if len(delays) > 0 {
 		return fmt.Errorf("--slow: unknown tools in %q", *slow)
 	}
-	conn, err := natsutil.Connect(natsutil.Config{URL: *url, Name: "llmw-toolexec " + *instance})
+	conn, err := natsutil.Connect(ctx, natsutil.Config{URL: *url, Name: "llmw-toolexec " + *instance})
 	if err != nil {
 		return err
 	}
@@ -115,7 +129,7 @@ func run(ctx context.Context, args []string) error {
 		Instance:  *instance,
 		Logger:    log,
 		AckWait:   *ackWait,
-		Provision: natsrt.ProvisionOptions{Replicas: *replicas},
+		Provision: provision.Options{Replicas: *replicas, VerifyOnly: *verify},
 	})
 	if err != nil {
 		return err
@@ -123,7 +137,11 @@ func run(ctx context.Context, args []string) error {
 	if err := srv.Register(tools...); err != nil {
 		return err
 	}
-	if err := srv.Start(ctx); err != nil {
+	// As cmd/toolexec does (internal/service.Start): a replica restarted
+	// while the cluster elects a leader waits for it.
+	if err := natsutil.Retry(ctx, 0, natsutil.Transient, func(err error, next time.Duration) {
+		log.Warn("cannot start yet; retrying", "err", err, "in", next)
+	}, func() error { return srv.Start(ctx) }); err != nil {
 		return err
 	}
 	log.Info("toolexec started", "instance", *instance, "tools", len(tools), "replicas", *replicas, "ack_wait", *ackWait)

@@ -4,13 +4,14 @@
 // (3 on the test's three-node cluster; cmd/turn always provisions R1, and a
 // later R1 provisioning would scale an R3 stream down).
 //
-//	e2eturn --nats-url URL[,URL...] --instance NAME [--replicas 3] [--ack-wait 5s]
+//	e2eturn --nats-url URL[,URL...] --instance NAME [--replicas 3] [--ack-wait 5s] [--step-retries N] [--ingest-timeout D] [--hooks]
 //
 // SIGTERM drains like cmd/turn; the tests mostly kill it instead.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -19,8 +20,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/llmworker/llmworker/internal/natsutil"
-	"github.com/llmworker/llmworker/pkg/natsrt"
+	"github.com/llmworker/llmworker/pkg/hook"
+	"github.com/llmworker/llmworker/pkg/hook/hooknats"
+	"github.com/llmworker/llmworker/pkg/provision"
+	"github.com/llmworker/llmworker/pkg/telemetry"
 	"github.com/llmworker/llmworker/pkg/turn"
 )
 
@@ -39,34 +45,93 @@ func run(ctx context.Context, args []string) error {
 	prefix := fs.String("prefix", "", "subject prefix")
 	instance := fs.String("instance", "", "replica name")
 	replicas := fs.Int("replicas", 1, "replicas of the streams and buckets")
+	verify := fs.Bool("provision-verify", os.Getenv("LLMW_PROVISION_VERIFY") == "true", "check the streams and buckets instead of creating them (a NATS identity without those rights)")
 	ackWait := fs.Duration("ack-wait", 5*time.Second, "AckWait of the turn consumer")
 	idle := fs.Duration("idle-timeout", 30*time.Second, "fail a silent model call after this long")
+	retries := fs.Int("step-retries", 0, "retries of a model call that failed for a transport reason (0 = the default)")
+	ingestTimeout := fs.Duration("ingest-timeout", 0, "wait for ingest's reply to a model call (0 = the default)")
+	hooks := fs.Bool("hooks", false, "watch LLMW_HOOKS for the hooks of every turn, as cmd/turn does (clusters with a hookbridge)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	conn, err := natsutil.Connect(natsutil.Config{URL: *url, Name: "llmw-turn " + *instance})
+	log := slog.New(telemetry.LogHandler(slog.NewJSONHandler(os.Stderr, nil)))
+	// Tracing when the OTEL_* environment asks for it, as in every
+	// cmd/<service> (internal/service.Main); spans are flushed on the way
+	// out, after the drain.
+	shutdown, _, err := telemetry.Setup(ctx, telemetry.Config{Service: "llmw-turn", Instance: *instance})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = shutdown(fctx)
+	}()
+	conn, err := natsutil.Connect(ctx, natsutil.Config{URL: *url, Name: "llmw-turn " + *instance})
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	svc, err := turn.New(conn.NC, turn.Config{
-		Prefix:      *prefix,
-		Instance:    *instance,
-		Logger:      log,
-		AckWait:     *ackWait,
-		IdleTimeout: *idle,
-		Provision:   natsrt.ProvisionOptions{Replicas: *replicas},
+	// The hooks of every turn: LLMW_HOOKS, watched as cmd/turn does
+	// (internal/service/turnsvc).
+	chain := &hook.Chain{}
+	cfg := turn.Config{
+		Hooks:         chain,
+		Prefix:        *prefix,
+		Instance:      *instance,
+		Logger:        log,
+		AckWait:       *ackWait,
+		IdleTimeout:   *idle,
+		StepRetries:   *retries,
+		IngestTimeout: *ingestTimeout,
+		Provision:     provision.Options{Replicas: *replicas, VerifyOnly: *verify},
+	}
+	// As cmd/turn does (internal/service.Start): a replica restarted while
+	// the cluster elects a leader waits for it. A Service starts once, so
+	// each attempt makes a new one.
+	var svc *turn.Service
+	err = natsutil.Retry(ctx, 0, natsutil.Transient, func(err error, next time.Duration) {
+		log.Warn("cannot start yet; retrying", "err", err, "in", next)
+	}, func() error {
+		s, err := turn.New(conn.NC, cfg)
+		if err != nil {
+			return err
+		}
+		if err := s.Start(context.WithoutCancel(ctx)); err != nil {
+			return err
+		}
+		svc = s
+		return nil
 	})
 	if err != nil {
 		return err
 	}
-	if err := svc.Start(context.WithoutCancel(ctx)); err != nil {
-		return err
+	var w *hooknats.Watcher
+	if *hooks {
+		err = natsutil.Retry(ctx, 0, natsutil.Transient, func(err error, next time.Duration) {
+			log.Warn("cannot watch hooks yet; retrying", "err", err, "in", next)
+		}, func() error {
+			js, err := jetstream.New(conn.NC)
+			if err != nil {
+				return err
+			}
+			w, err = hooknats.Watch(context.WithoutCancel(ctx), js, chain, hooknats.WatchOptions{
+				Config: hooknats.Config{Source: svc.Source()}, Logger: log.With("component", "hooks"),
+			})
+			return err
+		})
+		if err != nil {
+			return err
+		}
 	}
 	log.Info("turn service started", "instance", *instance, "replicas", *replicas, "ack_wait", *ackWait)
 	<-ctx.Done()
 	dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return svc.Stop(dctx)
+	err = svc.Stop(dctx)
+	// After the drain: draining turns keep their hooks.
+	if w != nil {
+		err = errors.Join(err, w.Stop())
+	}
+	return err
 }

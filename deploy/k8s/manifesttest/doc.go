@@ -1,0 +1,12 @@
+// Package manifesttest checks deploy/k8s against the official API types
+// and against the code: every manifest decodes strictly into its
+// Kubernetes (k8s.io/api) or KEDA type, every flag a container passes
+// exists on that command, and the KEDA triggers name the stream, consumers
+// and account toolexec really creates, whose lag the NATS monitoring
+// endpoint reports as KEDA reads it.
+//
+// It is a module of its own so that the Kubernetes and KEDA types stay out
+// of llmworker's dependencies; .ci/run runs it:
+//
+//	cd deploy/k8s/manifesttest && go test ./...
+package manifesttest

@@ -1,0 +1,344 @@
+package manifesttest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/toolexec"
+)
+
+// repo is the repository root, from deploy/k8s/manifesttest.
+var repo = filepath.Join("..", "..", "..")
+
+// doc is one YAML document of a manifest file.
+type doc struct {
+	file string
+	kind string
+	json []byte
+}
+
+// manifests reads every document of the kustomizations' files.
+func manifests(t *testing.T) []doc {
+	t.Helper()
+	var docs []doc
+	for _, dir := range []string{"..", filepath.Join("..", "keda")} {
+		var k struct {
+			Resources []string `json:"resources"`
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.Unmarshal(b, &k); err != nil {
+			t.Fatalf("%s/kustomization.yaml: %v", dir, err)
+		}
+		for _, r := range k.Resources {
+			p := filepath.Join(dir, r)
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, part := range strings.Split(string(b), "\n---") {
+				j, err := yaml.YAMLToJSON([]byte(part))
+				if err != nil {
+					t.Fatalf("%s: %v", p, err)
+				}
+				var meta struct {
+					Kind string `json:"kind"`
+				}
+				if err := json.Unmarshal(j, &meta); err != nil || meta.Kind == "" {
+					continue // comments only
+				}
+				docs = append(docs, doc{file: p, kind: meta.Kind, json: j})
+			}
+		}
+	}
+	return docs
+}
+
+// strict decodes d into v, refusing fields the type does not have.
+func strict(d doc, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(d.json))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// Every manifest decodes strictly into the official type of its kind.
+func TestManifestsDecodeStrictly(t *testing.T) {
+	kinds := map[string]int{}
+	for _, d := range manifests(t) {
+		var v any
+		switch d.kind {
+		case "Namespace":
+			v = &corev1.Namespace{}
+		case "ConfigMap":
+			v = &corev1.ConfigMap{}
+		case "Secret":
+			v = &corev1.Secret{}
+		case "Service":
+			v = &corev1.Service{}
+		case "Deployment":
+			v = &appsv1.Deployment{}
+		case "PodDisruptionBudget":
+			v = &policyv1.PodDisruptionBudget{}
+		case "ScaledObject":
+			v = &kedav1alpha1.ScaledObject{}
+		default:
+			t.Errorf("%s: kind %s has no type in this test", d.file, d.kind)
+			continue
+		}
+		if err := strict(d, v); err != nil {
+			t.Errorf("%s: %s: %v", d.file, d.kind, err)
+		}
+		kinds[d.kind]++
+	}
+	if kinds["Deployment"] < 4 || kinds["ScaledObject"] != 1 {
+		t.Errorf("kinds %v: want the four services' Deployments and the ScaledObject", kinds)
+	}
+}
+
+// buildCLI compiles cmd/llmworker once per test binary.
+func buildCLI(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "llmworker")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/llmworker")
+	cmd.Dir = repo
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/llmworker: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// Every flag a container passes exists on the command it runs: the args
+// are parsed by the command itself (with --help appended, so it stops
+// after parsing).
+func TestContainerArgsAreFlagsOfTheCommand(t *testing.T) {
+	bin := buildCLI(t)
+	n := 0
+	for _, d := range manifests(t) {
+		if d.kind != "Deployment" {
+			continue
+		}
+		var dep appsv1.Deployment
+		if err := json.Unmarshal(d.json, &dep); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range dep.Spec.Template.Spec.Containers {
+			if !strings.Contains(c.Image, "llmworker") {
+				continue
+			}
+			n++
+			out, err := exec.Command(bin, append(slices.Clone(c.Args), "--help")...).CombinedOutput()
+			if err != nil || strings.Contains(string(out), "not defined") {
+				t.Errorf("%s: container %s: llmworker %s: %v\n%s", d.file, c.Name, strings.Join(c.Args, " "), err, out)
+			}
+		}
+	}
+	if n < 4 {
+		t.Fatalf("%d llmworker containers, want one per service", n)
+	}
+	// The check can fail: a flag the command lacks is refused.
+	if out, err := exec.Command(bin, "up", "--services=toolexec", "--no-such-flag", "--help").CombinedOutput(); err == nil {
+		t.Fatalf("an unknown flag passed:\n%s", out)
+	}
+}
+
+// triggers are the nats-jetstream triggers of the ScaledObject.
+func triggers(t *testing.T) []kedav1alpha1.ScaleTriggers {
+	t.Helper()
+	for _, d := range manifests(t) {
+		if d.kind == "ScaledObject" {
+			var so kedav1alpha1.ScaledObject
+			if err := json.Unmarshal(d.json, &so); err != nil {
+				t.Fatal(err)
+			}
+			return so.Spec.Triggers
+		}
+	}
+	t.Fatal("no ScaledObject")
+	return nil
+}
+
+// jsz reads the monitoring endpoint as KEDA's nats-jetstream scaler does
+// (/jsz?acc=<account>&consumers=true&config=true) and returns each
+// consumer's lag as the scaler computes it: num_pending + num_ack_pending.
+func jsz(t *testing.T, monitor, account, stream string) map[string]int {
+	t.Helper()
+	q := url.Values{"acc": {account}, "consumers": {"true"}, "config": {"true"}}
+	resp, err := http.Get("http://" + monitor + "/jsz?" + q.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var out struct {
+		AccountDetails []struct {
+			Name    string `json:"name"`
+			Streams []struct {
+				Name      string `json:"name"`
+				Consumers []struct {
+					Name          string `json:"name"`
+					NumPending    int    `json:"num_pending"`
+					NumAckPending int    `json:"num_ack_pending"`
+				} `json:"consumer_detail"`
+			} `json:"stream_detail"`
+		} `json:"account_details"`
+	}
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatalf("/jsz: %v: %s", err, b)
+	}
+	lag := map[string]int{}
+	for _, a := range out.AccountDetails {
+		for _, s := range a.Streams {
+			if s.Name != stream {
+				continue
+			}
+			for _, c := range s.Consumers {
+				lag[c.Name] = c.NumPending + c.NumAckPending
+			}
+		}
+	}
+	return lag
+}
+
+// The KEDA triggers name the stream, the consumers and the account that
+// toolexec creates (read from a running toolexec, not from constants), and
+// the monitoring endpoint KEDA reads reports calls nobody takes as lag.
+func TestKEDATriggersMatchToolexec(t *testing.T) {
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, HTTPHost: "127.0.0.1", HTTPPort: -1,
+		JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	t.Cleanup(srv.Shutdown)
+	monitor := srv.MonitorAddr().String()
+
+	// toolexec as the Deployment runs it, against this server.
+	bin := buildCLI(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tx := exec.CommandContext(ctx, bin, "up", "--services=toolexec", "--log-level=error")
+	tx.Env = append(os.Environ(), "NATS_URL="+srv.ClientURL())
+	var logs bytes.Buffer
+	tx.Stdout, tx.Stderr = &logs, &logs
+	if err := tx.Start(); err != nil {
+		t.Fatal(err)
+	}
+	trig := triggers(t)
+	if len(trig) == 0 {
+		t.Fatal("no triggers")
+	}
+	var consumers []string
+	for _, tr := range trig {
+		md := tr.Metadata
+		if tr.Type != "nats-jetstream" || md["stream"] != events.StreamToolCalls {
+			t.Errorf("trigger %s on stream %q, want nats-jetstream on %s", tr.Type, md["stream"], events.StreamToolCalls)
+		}
+		consumers = append(consumers, md["consumer"])
+	}
+	account := trig[0].Metadata["account"]
+	var lag map[string]int
+	deadline := time.Now().Add(time.Minute)
+	for {
+		lag = jsz(t, monitor, account, events.StreamToolCalls)
+		found := 0
+		for _, c := range consumers {
+			if _, ok := lag[c]; ok {
+				found++
+			}
+		}
+		if found == len(consumers) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("account %q, stream %s: consumers %v, the triggers name %v (toolexec log:\n%s)", account, events.StreamToolCalls, lag, consumers, logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, c := range consumers {
+		tool := strings.TrimPrefix(c, "tool_")
+		if toolexec.ConsumerName(tool) != c {
+			t.Errorf("trigger consumer %s is not toolexec's consumer of %s (%s)", c, tool, toolexec.ConsumerName(tool))
+		}
+	}
+
+	// No toolexec running: calls queue up, and KEDA sees them as lag.
+	_ = tx.Process.Signal(syscall.SIGTERM)
+	if err := tx.Wait(); err != nil {
+		t.Fatalf("toolexec did not drain cleanly: %v\n%s", err, logs.String())
+	}
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	tool := strings.TrimPrefix(consumers[0], "tool_")
+	const queued = 7
+	subj := events.NewSubjects("").ToolCall(tool)
+	for i := range queued {
+		m := nats.NewMsg(subj)
+		m.Data = []byte(fmt.Sprintf(`{"call_id":"c%d","turn_id":"t1","name":%q,"input":{}}`, i, tool))
+		if _, err := jsPublish(nc, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := jsz(t, monitor, account, events.StreamToolCalls)[consumers[0]]; got != queued {
+		t.Errorf("lag of %s = %d, want the %d queued calls", consumers[0], got, queued)
+	}
+}
+
+// jsPublish publishes m and waits for JetStream's acknowledgement.
+func jsPublish(nc *nats.Conn, m *nats.Msg) (*nats.Msg, error) {
+	r, err := nc.RequestMsg(m, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	if bytes.Contains(r.Data, []byte(`"error"`)) {
+		return nil, errors.New(string(r.Data))
+	}
+	return r, nil
+}
+
+// kubectl kustomize renders both kustomizations (CI installs kubectl).
+func TestKustomizeRenders(t *testing.T) {
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("kubectl is not installed: .ci/run installs Debian's kubernetes-client")
+		}
+		t.Skip("kubectl is not installed")
+	}
+	for _, dir := range []string{"..", filepath.Join("..", "keda")} {
+		out, err := exec.Command(kubectl, "kustomize", dir).CombinedOutput()
+		if err != nil || !bytes.Contains(out, []byte("kind:")) {
+			t.Errorf("kubectl kustomize %s: %v\n%s", dir, err, out)
+		}
+	}
+}

@@ -1,0 +1,266 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/llmworker/llmworker/internal/service"
+	"github.com/llmworker/llmworker/internal/service/hookbridgesvc"
+	"github.com/llmworker/llmworker/internal/service/ingestsvc"
+	"github.com/llmworker/llmworker/internal/service/toolexecsvc"
+	"github.com/llmworker/llmworker/internal/service/turnsvc"
+	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/natstest"
+	"github.com/llmworker/llmworker/pkg/permissions"
+	"github.com/llmworker/llmworker/pkg/turn"
+)
+
+// violations collects what nats-server refuses, as it logs it.
+type violations struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (v *violations) log(format string, args ...any) {
+	line := fmt.Sprintf(format, args...)
+	if strings.Contains(line, "Violation - ") { // "Publish Violation - Subject …", "Subscription Violation - …"
+		v.mu.Lock()
+		v.lines = append(v.lines, line)
+		v.mu.Unlock()
+	}
+}
+
+func (v *violations) Noticef(f string, a ...any) { v.log(f, a...) }
+func (v *violations) Warnf(f string, a ...any)   { v.log(f, a...) }
+func (v *violations) Fatalf(f string, a ...any)  { v.log(f, a...) }
+func (v *violations) Errorf(f string, a ...any)  { v.log(f, a...) }
+func (v *violations) Debugf(f string, a ...any)  { v.log(f, a...) }
+func (v *violations) Tracef(f string, a ...any)  { v.log(f, a...) }
+
+func (v *violations) take() []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := v.lines
+	v.lines = nil
+	return out
+}
+
+// Every service runs under its own identity from `llmworker permissions`
+// on a nats-server that enforces it: after `llmworker provision` as the
+// provisioner, a turn with tool calls, an approval hook, a pause and a
+// resume completes, a cancel ends another turn, and a reader replays the
+// events afterwards, with not one refusal. Then each forbidden act is
+// refused by the server: toolexec publishing a worker event or a turn
+// request, hookbridge a tool result, the reader anything of llmworker's,
+// the submitter reading the state buckets or answering a hook.
+func TestRolesOnTheBus(t *testing.T) {
+	pw := map[permissions.Role]string{}
+	for _, u := range permissions.DefaultUsers() {
+		pw[u.Role] = nuid.Next()
+		t.Setenv(u.PasswordEnv, pw[u.Role])
+	}
+	gen := runCLI(t, Env{}, "permissions")
+	if gen.code != 0 {
+		t.Fatalf("permissions: exit %d: %s", gen.code, gen.stderr)
+	}
+	conf := filepath.Join(t.TempDir(), "nats.conf")
+	body := fmt.Sprintf("listen: \"127.0.0.1:-1\"\njetstream { store_dir: %q }\n%s", t.TempDir(), gen.stdout)
+	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(conf)
+	if err != nil {
+		t.Fatalf("nats-server refuses the generated configuration: %v\n%s", err, body)
+	}
+	opts.NoSigs = true
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &violations{}
+	srv.SetLogger(v, false, false)
+	go srv.Start()
+	if !srv.ReadyForConnections(5 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	t.Cleanup(srv.Shutdown)
+	url := srv.ClientURL()
+	user := func(r permissions.Role) string { return "llmw-" + string(r) }
+	as := func(r permissions.Role) Env {
+		return Env{Getenv: envOf("NATS_URL", url, "NATS_USER", user(r), "NATS_PASSWORD", pw[r])}
+	}
+	connect := func(r permissions.Role) (*nats.Conn, chan error) {
+		errs := make(chan error, 16)
+		nc, err := nats.Connect(url, nats.UserInfo(user(r), pw[r]), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			select {
+			case errs <- err:
+			default:
+			}
+		}))
+		if err != nil {
+			t.Fatalf("connect as %s: %v", r, err)
+		}
+		t.Cleanup(nc.Close)
+		return nc, errs
+	}
+
+	if r := runCLI(t, as(permissions.Provisioner), "provision"); r.code != 0 {
+		t.Fatalf("provision as %s: exit %d: %s", user(permissions.Provisioner), r.code, r.stderr)
+	}
+
+	// The services, each its own process in all but name.
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	logs := map[string]*syncBuffer{}
+	run := func(svc service.Service, r permissions.Role, args ...string) {
+		out := &syncBuffer{}
+		logs[svc.Name()] = out
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code := service.Main(ctx, svc, append([]string{"--nats-url", url, "--nats-user", user(r), "--provision-verify", "--drain-timeout", "5s"}, args...),
+				service.IO{Getenv: envOf("NATS_PASSWORD", pw[r]), Stdout: io.Discard, Stderr: out})
+			if code != 0 && ctx.Err() == nil {
+				t.Errorf("%s exited %d:\n%s", svc.Name(), code, out.String())
+			}
+		}()
+	}
+	t.Cleanup(func() {
+		stop()
+		wg.Wait()
+	})
+	run(&ingestsvc.Service{}, permissions.Ingest, "--replay")
+	run(&toolexecsvc.Service{}, permissions.Toolexec, "--replay")
+	run(&hookbridgesvc.Service{}, permissions.Hookbridge, "--config", hooksFile(t))
+	run(&turnsvc.Service{}, permissions.Turn, "--default-tools", "*")
+
+	submitter, _ := connect(permissions.Submitter)
+	sc, err := turn.NewClient(submitter, turn.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader, _ := connect(permissions.Reader)
+	rc, err := turn.NewClient(reader, turn.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	follow := func(id, typ string) *events.Envelope {
+		t.Helper()
+		fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		f, err := rc.Follow(fctx, events.NewSubjects("").EventsOfTurn(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Stop()
+		var seen []string
+		for {
+			select {
+			case <-fctx.Done():
+				t.Fatalf("turn %s: no %s within 30s; saw %v; refused: %v\nlogs: %v", id, typ, seen, v.take(), logs)
+			case it := <-f.C():
+				if it.Err != nil {
+					t.Fatal(it.Err)
+				}
+				seen = append(seen, it.Env.Type)
+				if it.Env.Type == typ {
+					return it.Env
+				}
+			}
+		}
+	}
+	// The services are ready when the hook is registered and the tools
+	// are in the catalog: a turn submitted before would run without them.
+	natstest.EventuallyWithin(t, 30*time.Second, "services registered", func() bool {
+		return strings.Contains(logs["hookbridge"].String(), "serving hook") && strings.Contains(logs["turn"].String(), "turn service started") &&
+			strings.Contains(logs["toolexec"].String(), "toolexec started")
+	})
+
+	// A turn that pauses at the approval hook, resumed by the submitter.
+	id := nuid.Next()
+	if err := sc.Submit(ctx, &events.TurnRequest{TurnID: id, Model: "replay:gemini", Messages: []events.Message{events.UserText("capital?")}}); err != nil {
+		t.Fatal(err)
+	}
+	paused, err := events.DecodeData[events.TurnPaused](follow(id, events.TypeTurnPaused))
+	if err != nil || len(paused.Pending) != 1 {
+		t.Fatalf("paused %+v %v", paused, err)
+	}
+	if err := sc.Resume(ctx, &events.ResumeRequest{TurnID: id, Decisions: map[string]events.Decision{paused.Pending[0].ID: {Kind: events.DecisionApprove}}}); err != nil {
+		t.Fatal(err)
+	}
+	follow(id, events.TypeTurnCompleted)
+	// Another, cancelled while it waits for approval.
+	id2 := nuid.Next()
+	if err := sc.Submit(ctx, &events.TurnRequest{TurnID: id2, Model: "replay:gemini", Messages: []events.Message{events.UserText("capital?")}}); err != nil {
+		t.Fatal(err)
+	}
+	follow(id2, events.TypeTurnPaused)
+	if err := sc.Cancel(ctx, id2); err != nil {
+		t.Fatal(err)
+	}
+	follow(id2, events.TypeTurnAborted)
+	// A late reader replays the first turn from the stream.
+	follow(id, events.TypeTurnStarted)
+	if got := v.take(); len(got) > 0 {
+		t.Fatalf("the server refused what a role needs:\n%s", strings.Join(got, "\n"))
+	}
+
+	// The forbidden acts.
+	s := events.NewSubjects("")
+	toolexec, _ := connect(permissions.Toolexec)
+	hookbridge, _ := connect(permissions.Hookbridge)
+	refused := func(who string, nc *nats.Conn, subject string) {
+		t.Helper()
+		if err := nc.Publish(subject, []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+		_ = nc.Flush()
+		natstest.EventuallyWithin(t, 5*time.Second, who+" refused "+subject, func() bool {
+			for _, l := range v.take() {
+				if strings.Contains(l, subject) {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	refused("toolexec", toolexec, s.Emit("", id, events.ChannelTurn))
+	refused("toolexec", toolexec, s.TurnSubmit())
+	refused("hookbridge", hookbridge, s.ToolResult(id, "c1"))
+	refused("reader", reader, s.TurnSubmit())
+	refused("reader", reader, s.TurnCancel(id))
+	// The submitter reads no turn state and answers no hook.
+	js, err := jetstream.New(submitter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := js.KeyValue(kctx, events.BucketTurnState); err == nil {
+		t.Error("the submitter opened the turn state bucket")
+	}
+	if _, err := submitter.Subscribe(s.Hook("approve-capital"), func(*nats.Msg) {}); err != nil {
+		t.Fatal(err)
+	}
+	_ = submitter.Flush()
+	natstest.EventuallyWithin(t, 5*time.Second, "submitter refused a hook subscription", func() bool {
+		for _, l := range v.take() {
+			if strings.Contains(l, "Subscription Violation") && strings.Contains(l, s.Hook("approve-capital")) {
+				return true
+			}
+		}
+		return false
+	})
+}

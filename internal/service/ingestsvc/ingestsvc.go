@@ -1,0 +1,111 @@
+// Package ingestsvc is the ingest service as cmd/ingest and `llmworker up`
+// run it: the built-in providers of pkg/provider (and, with --replay, the
+// recorded streams of internal/replay) behind pkg/ingest.
+package ingestsvc
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/llmworker/llmworker/internal/replay"
+	"github.com/llmworker/llmworker/internal/service"
+	"github.com/llmworker/llmworker/pkg/ingest"
+	"github.com/llmworker/llmworker/pkg/provider"
+)
+
+// Options configure the service. The zero value serves the built-in
+// providers from the SDKs' environment variables.
+type Options struct {
+	// IdleTimeout ends a stream whose provider is silent this long (0 =
+	// default, negative = never).
+	IdleTimeout time.Duration
+	// MaxPayload is the largest request body (0 = the server's max payload).
+	MaxPayload int
+	// Structured publishes structured-mode CloudEvents.
+	Structured bool
+	// Replay also serves the replay:<scenario> models.
+	Replay bool
+	// ReplayPace slows replayed streams down per SSE event (demos).
+	ReplayPace time.Duration
+	// Getenv reads the providers' variables (nil = os.Getenv).
+	Getenv func(string) string
+}
+
+// Service is the ingest service.
+type Service struct {
+	Options
+	// ReplayServer is the replay server while the service runs with Replay.
+	ReplayServer *replay.Server
+}
+
+var _ service.Service = (*Service)(nil)
+
+func (*Service) Name() string { return "ingest" }
+
+func (*Service) About() string {
+	return `Runs llmw-ingest, the micro service that calls LLM providers through their
+official SDKs and publishes their streams as CloudEvents on NATS.
+
+Provider keys and base URLs come from the SDKs' own variables:
+OPENAI_API_KEY, OPENAI_BASE_URL, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL,
+GEMINI_API_KEY / GOOGLE_API_KEY, GOOGLE_GEMINI_BASE_URL. A provider without
+a key is still listed; its requests are refused with missing_api_key.
+SIGINT or SIGTERM drains: running streams finish within --drain-timeout.`
+}
+
+// Flags registers the service's flags.
+func (s *Service) Flags(f *service.Flags) {
+	f.Duration(&s.IdleTimeout, "idle-timeout", "LLMW_IDLE_TIMEOUT", 0, "end a stream whose provider is silent this long (0 = 10m, negative = never)")
+	f.Int(&s.MaxPayload, "max-payload", "LLMW_MAX_PAYLOAD", 0, "largest request body in bytes (0 = the server's max payload)")
+	f.Bool(&s.Structured, "structured", "LLMW_STRUCTURED", false, "publish structured-mode CloudEvents instead of binary mode")
+	f.Bool(&s.Replay, "replay", "LLMW_REPLAY", false, `also serve "replay:<scenario>" models: recorded provider streams played through the real adapters (no account, no network)`)
+	f.Duration(&s.ReplayPace, "replay-pace", "LLMW_REPLAY_PACE", 0, "replay: pause between recorded stream events, so that a stream takes a while (demos, fault tests)")
+}
+
+// Start starts ingest.
+func (s *Service) Start(ctx context.Context, env service.Env) (service.Stopper, error) {
+	providers := provider.Builtin(provider.Config{IdleTimeout: s.IdleTimeout, Getenv: s.Getenv})
+	if s.Replay {
+		srv, err := replay.NewServer(replay.Config{Pace: s.ReplayPace})
+		if err != nil {
+			return nil, err
+		}
+		s.ReplayServer = srv
+		providers[replay.Prefix] = srv.Factory()
+		env.Log.Info("replay models enabled: "+replay.Label, "models", replayModels())
+	}
+	svc, err := ingest.New(env.NC, ingest.Config{
+		Prefix: env.Prefix, Instance: env.Instance, Providers: providers, IdleTimeout: s.IdleTimeout,
+		MaxPayload: s.MaxPayload, Logger: env.Log, Structured: s.Structured,
+	})
+	if err != nil {
+		s.closeReplay()
+		return nil, fmt.Errorf("%w: %w", service.ErrUsage, err)
+	}
+	err = svc.Start(ctx)
+	if err != nil {
+		s.closeReplay()
+		return nil, err
+	}
+	return service.StopFunc(func(ctx context.Context) error {
+		err := svc.Stop(ctx)
+		s.closeReplay()
+		return err
+	}), nil
+}
+
+func (s *Service) closeReplay() {
+	if s.ReplayServer != nil {
+		_ = s.ReplayServer.Close()
+	}
+}
+
+// replayModels lists the model strings --replay serves, for the log.
+func replayModels() []string {
+	var out []string
+	for _, sc := range replay.Scenarios() {
+		out = append(out, sc.ModelString())
+	}
+	return out
+}

@@ -1,0 +1,108 @@
+// Package turnsvc is the turn service as cmd/turn and `llmworker up` run
+// it: pkg/turn with the hooks of the registry LLMW_HOOKS, watched while it
+// runs.
+package turnsvc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/llmworker/llmworker/internal/service"
+	"github.com/llmworker/llmworker/pkg/hook"
+	"github.com/llmworker/llmworker/pkg/hook/hooknats"
+	"github.com/llmworker/llmworker/pkg/turn"
+)
+
+// Options configure the service; zero values are pkg/turn's defaults.
+type Options struct {
+	MaxConcurrent int
+	AckWait       time.Duration
+	IdleTimeout   time.Duration
+	StepRetries   int
+	MaxSteps      int
+	// DefaultTools are comma-separated tool patterns of a request without
+	// "tools" (e.g. "*").
+	DefaultTools string
+	FinishedTTL  time.Duration
+	CancelTTL    time.Duration
+	// Ephemeral is turn.Config.Ephemeral: the store goes with the process
+	// (set by the stack for an embedded server's temporary store).
+	Ephemeral bool
+}
+
+// Service is the turn service.
+type Service struct {
+	Options
+	// Watcher keeps the turns' hook chain in sync with LLMW_HOOKS once
+	// started.
+	Watcher *hooknats.Watcher
+}
+
+var _ service.Service = (*Service)(nil)
+
+func (*Service) Name() string { return "turn" }
+
+func (*Service) About() string {
+	return `Runs the llmworker turn service: it consumes turn requests from the
+JetStream work queue LLMW_TURNS and runs each turn — model calls through
+ingest, tools through toolexec, worker events on
+P.events.<session>.<turn>.<channel>, checkpoints in KV LLMW_TURN_STATE so
+that another replica finishes a turn whose replica died. Run as many
+replicas as needed; they share one durable consumer. The hooks of every
+turn are the registry KV LLMW_HOOKS, watched while the service runs.
+SIGINT or SIGTERM drains: running turns finish or stop at their next step
+boundary (another replica continues them from the checkpoint).`
+}
+
+// Flags registers the service's flags.
+func (s *Service) Flags(f *service.Flags) {
+	f.Int(&s.MaxConcurrent, "max-concurrent", "LLMW_MAX_CONCURRENT", 0, "turns run at once by this replica (0 = 4096)")
+	f.Duration(&s.AckWait, "ack-wait", "LLMW_ACK_WAIT", 0, "how long a dead replica's turn waits before another replica resumes it (0 = 30s)")
+	f.Duration(&s.IdleTimeout, "idle-timeout", "LLMW_IDLE_TIMEOUT", 0, "fail a model call whose stream is silent this long (0 = 2m, negative = never)")
+	f.Int(&s.StepRetries, "step-retries", "LLMW_STEP_RETRIES", 0, "retries of a model call that failed in transport (0 = 2, negative = none)")
+	f.Int(&s.MaxSteps, "max-steps", "LLMW_MAX_STEPS", 0, "model calls of a request without max_steps (0 = 20)")
+	f.String(&s.DefaultTools, "default-tools", "LLMW_DEFAULT_TOOLS", "", `comma-separated tool patterns of a request without "tools" (e.g. "*")`)
+	f.Duration(&s.FinishedTTL, "finished-ttl", "LLMW_FINISHED_TTL", 0, "how long an ended turn's state is kept; its id is taken until then (0 = 24h, negative = forever)")
+	f.Duration(&s.CancelTTL, "cancel-ttl", "LLMW_CANCEL_TTL", 0, "how long a cancel of a not yet started turn waits for its submit (0 = 10m, negative = not at all)")
+}
+
+// Start starts the hook registry watcher and the turn service.
+func (s *Service) Start(ctx context.Context, env service.Env) (service.Stopper, error) {
+	chain := &hook.Chain{}
+	svc, err := turn.New(env.NC, turn.Config{
+		Prefix: env.Prefix, Instance: env.Instance, Logger: env.Log, Hooks: chain,
+		DefaultTools: service.SplitList(s.DefaultTools), MaxConcurrent: s.MaxConcurrent, AckWait: s.AckWait,
+		IdleTimeout: s.IdleTimeout, StepRetries: s.StepRetries, DefaultMaxSteps: s.MaxSteps,
+		FinishedTTL: s.FinishedTTL, CancelTTL: s.CancelTTL, Ephemeral: s.Ephemeral,
+		Provision: env.Provision(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", service.ErrUsage, err)
+	}
+	if err := svc.Start(ctx); err != nil {
+		return nil, err
+	}
+	// Start provisioned LLMW_HOOKS; keep the chain in sync with it.
+	js, err := jetstream.New(env.NC)
+	var w *hooknats.Watcher
+	if err == nil {
+		w, err = hooknats.Watch(ctx, js, chain, hooknats.WatchOptions{
+			Config: hooknats.Config{Source: svc.Source()}, Logger: env.Log.With("component", "hooks"),
+		})
+	}
+	if err != nil {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		return nil, errors.Join(err, svc.Stop(sctx))
+	}
+	s.Watcher = w
+	return service.StopFunc(func(ctx context.Context) error {
+		err := svc.Stop(ctx)
+		// After the drain: draining turns keep their hooks.
+		return errors.Join(err, w.Stop())
+	}), nil
+}

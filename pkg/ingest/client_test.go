@@ -1,0 +1,277 @@
+package ingest_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/ingest"
+	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/natstest"
+)
+
+// scripted is one event the fake ingest publishes, with the seq it stamps
+// (so a test can make gaps and duplicates).
+type scripted struct {
+	seq uint64
+	ev  events.Event
+}
+
+// fakeIngest is a tiny micro service on P.llm.complete that answers with
+// the reply of docs/protocol.md §3 and then plays a script on the stream subject.
+func fakeIngest(t *testing.T, nc *nats.Conn, answer func(req events.CompletionRequest, r micro.Request) []scripted) <-chan events.CompletionRequest {
+	t.Helper()
+	got := make(chan events.CompletionRequest, 4)
+	svc, err := micro.AddService(nc, micro.Config{Name: "llmw-ingest", Version: "0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop() })
+	err = svc.AddEndpoint("complete", micro.HandlerFunc(func(r micro.Request) {
+		env, err := events.DecodeEnvelope(nats.Header(r.Headers()), r.Data())
+		if err != nil || env.Type != events.TypeLLMComplete {
+			_ = r.Error("400", "not a llmw.llm.complete CloudEvent", nil)
+			return
+		}
+		req, err := events.DecodeData[events.CompletionRequest](env)
+		if err != nil {
+			_ = r.Error("400", err.Error(), nil)
+			return
+		}
+		got <- req
+		script := answer(req, r)
+		if script == nil {
+			return // answer replied with an error itself
+		}
+		subj := "llmw.llm.stream." + req.RequestID
+		_ = r.RespondJSON(events.CompletionReply{RequestID: req.RequestID, StreamSubject: subj})
+		for _, s := range script {
+			pe, _ := events.NewEnvelope("/llmw/ingest/test", s.ev.EventType(), s.ev)
+			pe.Seq = s.seq
+			_ = nc.PublishMsg(&nats.Msg{Subject: subj, Header: nats.Header(pe.BinaryHeader()), Data: pe.Data})
+		}
+	}), micro.WithEndpointSubject("llmw.llm.complete"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func completionRequest() *llm.Request {
+	return &llm.Request{Model: "openai:gpt-4.1-mini", Messages: []events.Message{events.UserText("hi")}}
+}
+
+func collect(t *testing.T, s llm.Stream) []events.Event {
+	t.Helper()
+	defer s.Close()
+	var out []events.Event
+	for s.Next() {
+		out = append(out, s.Current())
+	}
+	if err := s.Err(); err != nil {
+		t.Fatalf("stream error: %v", err)
+	}
+	return out
+}
+
+func TestClientStream(t *testing.T) {
+	e := natstest.Start(t, natstest.Options{})
+	script := []events.Event{
+		events.StatusEvent{Status: events.StatusStarted},
+		events.BlockStart{Index: 0, BlockType: events.BlockText},
+		events.TextDelta(0, "Hel"),
+		events.TextDelta(0, "lo"),
+		events.BlockStop{Index: 0, BlockType: events.BlockText, StopReason: events.StopEndTurn},
+		events.UsageEvent{InputTokens: events.Int64(3), OutputTokens: events.Int64(2)},
+		events.StatusEvent{Status: events.StatusCompleted},
+	}
+	reqs := fakeIngest(t, e.NC, func(events.CompletionRequest, micro.Request) []scripted {
+		out := make([]scripted, len(script))
+		for i, ev := range script {
+			out[i] = scripted{uint64(i + 1), ev}
+		}
+		return out
+	})
+	c := ingest.NewClient(e.NC, ingest.ClientOptions{})
+	req := completionRequest()
+	s, err := c.Stream(natstest.Context(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := collect(t, s)
+	if len(got) != len(script) {
+		t.Fatalf("got %d events, want %d: %v", len(got), len(script), got)
+	}
+	for i := range script {
+		if !sameEvent(got[i], script[i]) {
+			t.Errorf("event %d = %#v, want %#v", i, got[i], script[i])
+		}
+	}
+	sent := <-reqs
+	if sent.RequestID == "" || sent.RequestID != req.RequestID || sent.Model != "openai:gpt-4.1-mini" {
+		t.Errorf("ingest got %+v", sent)
+	}
+}
+
+func sameEvent(a, b events.Event) bool {
+	x, _ := events.MarshalEvent(a)
+	y, _ := events.MarshalEvent(b)
+	return a.EventType() == b.EventType() && string(x) == string(y)
+}
+
+func TestClientErrorReply(t *testing.T) {
+	e := natstest.Start(t, natstest.Options{})
+	fakeIngest(t, e.NC, func(_ events.CompletionRequest, r micro.Request) []scripted {
+		_ = r.Error("404", "unknown provider \"foo\"", nil)
+		return nil
+	})
+	c := ingest.NewClient(e.NC, ingest.ClientOptions{})
+	_, err := c.Stream(natstest.Context(t), completionRequest())
+	var pe *ingest.Error
+	// A reply without the Llmw-Error header is classified by its code.
+	if !errors.Is(err, ingest.ErrUnknownProvider) || !errors.As(err, &pe) || pe.Code != 404 || pe.Message != `unknown provider "foo"` {
+		t.Fatalf("err = %v, want ErrUnknownProvider 404", err)
+	}
+	if !strings.Contains(err.Error(), "404") || !strings.Contains(err.Error(), "unknown provider") {
+		t.Errorf("error text %q names neither code nor message", err)
+	}
+}
+
+func TestClientNoIngest(t *testing.T) {
+	e := natstest.Start(t, natstest.Options{})
+	c := ingest.NewClient(e.NC, ingest.ClientOptions{RequestTimeout: time.Second})
+	if _, err := c.Stream(natstest.Context(t), completionRequest()); !errors.Is(err, ingest.ErrNoIngest) {
+		t.Fatalf("err = %v, want ErrNoIngest", err)
+	}
+}
+
+func TestClientSeqGapAndDuplicate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		seqs []uint64
+	}{
+		{"gap", []uint64{1, 2, 4}},
+		{"duplicate", []uint64{1, 2, 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := natstest.Start(t, natstest.Options{})
+			evs := []events.Event{
+				events.StatusEvent{Status: events.StatusStarted},
+				events.BlockStart{Index: 0, BlockType: events.BlockText},
+				events.TextDelta(0, "x"),
+			}
+			fakeIngest(t, e.NC, func(events.CompletionRequest, micro.Request) []scripted {
+				return []scripted{{tc.seqs[0], evs[0]}, {tc.seqs[1], evs[1]}, {tc.seqs[2], evs[2]}}
+			})
+			c := ingest.NewClient(e.NC, ingest.ClientOptions{})
+			s, err := c.Stream(natstest.Context(t), completionRequest())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := collect(t, s)
+			// started, block start, then the synthesized end: the open
+			// block aborted, the error naming the gap, failed.
+			if len(got) != 5 {
+				t.Fatalf("got %v", got)
+			}
+			ab, ok := got[2].(events.BlockAbort)
+			if !ok || ab.Index != 0 || ab.BlockType != events.BlockText {
+				t.Errorf("event 2 = %#v, want abort of block 0", got[2])
+			}
+			ee, ok := got[3].(events.ErrorEvent)
+			if !ok || ee.Code != ingest.CodeStreamGap || !strings.Contains(ee.Message, tc.name) || !strings.Contains(ee.Message, "want 3") {
+				t.Errorf("event 3 = %#v, want stream_gap error naming the %s", got[3], tc.name)
+			}
+			if st, ok := got[4].(events.StatusEvent); !ok || st.Status != events.StatusFailed {
+				t.Errorf("last event = %#v, want status failed", got[4])
+			}
+		})
+	}
+}
+
+func TestClientIdleTimeout(t *testing.T) {
+	e := natstest.Start(t, natstest.Options{})
+	fakeIngest(t, e.NC, func(events.CompletionRequest, micro.Request) []scripted {
+		return []scripted{{1, events.StatusEvent{Status: events.StatusStarted}}}
+	})
+	cancels, err := e.NC.SubscribeSync("llmw.llm.cancel.*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ingest.NewClient(e.NC, ingest.ClientOptions{IdleTimeout: 200 * time.Millisecond})
+	req := completionRequest()
+	s, err := c.Stream(natstest.Context(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := collect(t, s)
+	if len(got) != 3 {
+		t.Fatalf("got %v", got)
+	}
+	if ee, ok := got[1].(events.ErrorEvent); !ok || ee.Code != ingest.CodeIdleTimeout {
+		t.Errorf("event 1 = %#v, want idle_timeout", got[1])
+	}
+	if st, ok := got[2].(events.StatusEvent); !ok || st.Status != events.StatusFailed {
+		t.Errorf("last = %#v, want failed", got[2])
+	}
+	// Ingest is told to stop the provider call.
+	m, err := cancels.NextMsg(5 * time.Second)
+	if err != nil || m.Subject != "llmw.llm.cancel."+req.RequestID {
+		t.Fatalf("cancel message %v, %v", m, err)
+	}
+}
+
+func TestClientCancel(t *testing.T) {
+	e := natstest.Start(t, natstest.Options{})
+	fakeIngest(t, e.NC, func(events.CompletionRequest, micro.Request) []scripted {
+		return []scripted{
+			{1, events.StatusEvent{Status: events.StatusStarted}},
+			{2, events.BlockStart{Index: 0, BlockType: events.BlockThinking}},
+		}
+	})
+	cancels, err := e.NC.SubscribeSync("llmw.llm.cancel.*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ingest.NewClient(e.NC, ingest.ClientOptions{})
+	cctx, cancel := context.WithCancel(natstest.Context(t))
+	defer cancel()
+	req := completionRequest()
+	s, err := c.Stream(cctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for range 2 {
+		if !s.Next() {
+			t.Fatal("stream ended early")
+		}
+	}
+	cancel()
+	var rest []events.Event
+	for s.Next() {
+		rest = append(rest, s.Current())
+	}
+	if len(rest) != 2 {
+		t.Fatalf("after cancel: %v", rest)
+	}
+	if ab, ok := rest[0].(events.BlockAbort); !ok || ab.BlockType != events.BlockThinking {
+		t.Errorf("got %#v, want abort of the thinking block", rest[0])
+	}
+	if st, ok := rest[1].(events.StatusEvent); !ok || st.Status != events.StatusCancelled {
+		t.Errorf("got %#v, want status cancelled", rest[1])
+	}
+	m, err := cancels.NextMsg(5 * time.Second)
+	if err != nil || m.Subject != "llmw.llm.cancel."+req.RequestID {
+		t.Fatalf("cancel message %v, %v", m, err)
+	}
+	if env, err := events.DecodeEnvelope(m.Header, m.Data); err != nil || env.Type != events.TypeLLMCancel {
+		t.Errorf("cancel is not a CloudEvent: %v %v", env, err)
+	}
+}

@@ -1,0 +1,105 @@
+// Package natstest is the test kit of llmworker's NATS packages, as
+// net/http/httptest is net/http's: an embedded nats-server with JetStream on
+// a random loopback port per test, a connection to it, and a polling helper
+// for conditions that become true asynchronously. Every test in the module
+// that needs a broker uses it, so that the server's options (payload limit,
+// store, JetStream) are the ones production's embedded server runs with.
+package natstest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/llmworker/llmworker/internal/natsutil"
+	"github.com/llmworker/llmworker/pkg/provision"
+)
+
+// Options configures Start. The zero value starts a server with JetStream
+// in a temporary directory and provisions nothing.
+type Options struct {
+	// Provision creates llmworker's streams and buckets with these options
+	// before Start returns (in memory unless FileStorage is set).
+	Provision bool
+	// FileStorage provisions file-backed streams (as production does)
+	// instead of memory ones.
+	FileStorage bool
+	// Prefix is the subject prefix Provision uses ("" = llmw).
+	Prefix string
+	// ConnOptions are added to the connection's options.
+	ConnOptions []nats.Option
+}
+
+// Server is an embedded nats-server and one client connection to it; both
+// are closed by t.Cleanup.
+type Server struct {
+	Embedded *natsutil.Embedded
+	NC       *nats.Conn
+	JS       jetstream.JetStream
+}
+
+// URL is the server's client URL, for a second connection or a subprocess.
+func (s *Server) URL() string { return s.Embedded.URL() }
+
+// Connect opens another connection to the server, closed by t.Cleanup.
+func (s *Server) Connect(t testing.TB, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(s.URL(), opts...)
+	if err != nil {
+		t.Fatalf("natstest: connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// Start starts a server for t. It fails t when the server cannot start.
+func Start(t testing.TB, o Options) *Server {
+	t.Helper()
+	e, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{})
+	if err != nil {
+		t.Fatalf("natstest: start nats-server: %v", err)
+	}
+	t.Cleanup(e.Shutdown)
+	s := &Server{Embedded: e}
+	s.NC = s.Connect(t, o.ConnOptions...)
+	if s.JS, err = jetstream.New(s.NC); err != nil {
+		t.Fatalf("natstest: jetstream: %v", err)
+	}
+	if o.Provision {
+		if err := provision.Provision(Context(t), s.JS, provision.Options{Prefix: o.Prefix, Memory: !o.FileStorage}); err != nil {
+			t.Fatalf("natstest: provision: %v", err)
+		}
+	}
+	return s
+}
+
+// Context returns a context that ends after 30 s or when t ends, so that a
+// hung call fails the test instead of the run.
+func Context(t testing.TB) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// Eventually polls cond every few milliseconds until it holds, and fails t
+// with "timed out waiting for <what>" when it does not within 10 s. It is
+// the way tests wait for asynchronous effects: never a bare sleep.
+func Eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	EventuallyWithin(t, 10*time.Second, what, cond)
+}
+
+// EventuallyWithin is Eventually with another limit.
+func EventuallyWithin(t testing.TB, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", limit, what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}

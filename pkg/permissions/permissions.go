@@ -1,0 +1,214 @@
+// Package permissions gives each llmworker role on the bus — a service,
+// a client that submits turns, a UI that reads them, the operator who
+// provisions — the NATS publish and subscribe rights it needs and no
+// others, built from the subject and stream names of package events, so
+// that they follow the code. Config renders them as a nats-server
+// authorization block (`llmworker permissions` prints it); docs/security.md
+// says what each role may do and why.
+package permissions
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/llmworker/llmworker/pkg/events"
+)
+
+// Role is one identity on the bus.
+type Role string
+
+const (
+	// Ingest serves model calls: answers P.llm.complete, streams
+	// P.llm.stream.<id>, listens to P.llm.cancel.*.
+	Ingest Role = "ingest"
+	// Turn runs turns from LLMW_TURNS: worker events (P.emit.>), model
+	// calls, tool calls and results, hook requests, its state buckets.
+	Turn Role = "turn"
+	// Toolexec runs tool calls from LLMW_TOOLCALLS and publishes their
+	// results; registers its tools in LLMW_TOOLS.
+	Toolexec Role = "toolexec"
+	// Hookbridge answers hook requests and registers hooks in LLMW_HOOKS.
+	Hookbridge Role = "hookbridge"
+	// Submitter publishes turn requests, resumes and cancels, and hears
+	// rejections; it reads no state.
+	Submitter Role = "submitter"
+	// Reader follows worker events: P.events.> live and LLMW_EVENTS
+	// through the JetStream API; it publishes nothing else.
+	Reader Role = "reader"
+	// Provisioner creates and updates the streams and buckets
+	// (`llmworker provision`): the JetStream API of the account, nothing
+	// on llmworker's own subjects.
+	Provisioner Role = "provision"
+)
+
+// Roles lists every role, services first.
+var Roles = []Role{Ingest, Turn, Toolexec, Hookbridge, Submitter, Reader, Provisioner}
+
+// Permissions are a role's allow lists. Everything not listed is denied.
+type Permissions struct {
+	Publish, Subscribe []string
+	// Responses lets the role answer requests on the reply subjects it
+	// is sent (a request/reply responder), without the right to publish
+	// to inboxes at large.
+	Responses bool
+}
+
+// inbox is the replies of the role's own requests (JetStream API calls,
+// publishes to streams, model calls) and the deliveries of its
+// consumers.
+const inbox = "_INBOX.>"
+
+// streams of the account, with the KV buckets' own streams.
+func kv(bucket string) string { return "KV_" + bucket }
+
+var allStreams = []string{
+	events.StreamTurns, events.StreamEvents, events.StreamToolCalls, events.StreamToolResults,
+	kv(events.BucketSessions), kv(events.BucketTools), kv(events.BucketHooks), kv(events.BucketTurnState),
+}
+
+// info is what a service's start needs of every stream and bucket when it
+// only verifies them (provision.Options.VerifyOnly).
+func info() []string {
+	out := []string{"$JS.API.INFO"}
+	for _, s := range allStreams {
+		out = append(out, "$JS.API.STREAM.INFO."+s)
+	}
+	return out
+}
+
+// read is the JetStream API a consumer of stream s uses: consumers made,
+// looked up, fetched from and deleted, single messages read, and the
+// acknowledgements and flow-control replies of its deliveries.
+func read(s string) []string {
+	return []string{
+		"$JS.API.STREAM.INFO." + s,
+		"$JS.API.CONSUMER.CREATE." + s, "$JS.API.CONSUMER.CREATE." + s + ".>",
+		"$JS.API.CONSUMER.DURABLE.CREATE." + s + ".>",
+		"$JS.API.CONSUMER.INFO." + s + ".>",
+		"$JS.API.CONSUMER.DELETE." + s + ".>",
+		"$JS.API.CONSUMER.MSG.NEXT." + s + ".>",
+		"$JS.API.STREAM.MSG.GET." + s,
+		"$JS.API.DIRECT.GET." + s, "$JS.API.DIRECT.GET." + s + ".>",
+		"$JS.ACK." + s + ".>", "$JS.FC." + s + ".>",
+	}
+}
+
+// bucket is reading, watching and writing KV bucket b.
+func bucket(b string) []string { return append(read(kv(b)), "$KV."+b+".>") }
+
+// discovery is the micro service protocol every service answers
+// ($SRV.PING, $SRV.INFO, $SRV.STATS, by service and by instance).
+const discovery = "$SRV.>"
+
+// For returns the permissions of role for the installation of prefix
+// ("" = events.DefaultPrefix). It panics on an unknown role (Roles lists
+// them).
+func For(role Role, prefix string) Permissions {
+	s := events.NewSubjects(prefix)
+	p := s.P()
+	var pub, sub []string
+	responses := false
+	switch role {
+	case Ingest:
+		pub = []string{p + ".llm.stream.>"}
+		sub = []string{s.LLMComplete(), s.LLMCancelAll(), discovery, inbox}
+		responses = true
+	case Turn:
+		pub = []string{
+			s.EmitAll(), s.LLMComplete(), p + ".llm.cancel.*", s.ToolCallAll(), s.ToolCancelAll(),
+			p + ".hook.>", s.TurnRejectedAll(),
+		}
+		pub = append(pub, read(events.StreamTurns)...)
+		pub = append(pub, read(events.StreamToolResults)...)
+		pub = append(pub, read(events.StreamEvents)...)
+		for _, b := range []string{events.BucketTurnState, events.BucketSessions, events.BucketTools, events.BucketHooks} {
+			pub = append(pub, bucket(b)...)
+		}
+		sub = []string{s.TurnCancelAll(), p + ".llm.stream.>", s.ToolResultAll(), discovery, inbox}
+		responses = true
+	case Toolexec:
+		pub = []string{s.ToolResultAll()}
+		pub = append(pub, read(events.StreamToolCalls)...)
+		pub = append(pub, read(events.StreamToolResults)...)
+		pub = append(pub, bucket(events.BucketTools)...)
+		sub = []string{s.ToolCancelAll(), p + ".tool.invoke.>", discovery, inbox}
+		responses = true
+	case Hookbridge:
+		pub = bucket(events.BucketHooks)
+		sub = []string{p + ".hook.>", discovery, inbox}
+		responses = true
+	case Submitter:
+		pub = []string{s.TurnSubmit(), s.TurnResume(), s.TurnCancelAll()}
+		sub = []string{s.TurnRejectedAll(), inbox}
+	case Reader:
+		pub = read(events.StreamEvents)
+		sub = []string{s.EventsAll(), inbox}
+	case Provisioner:
+		pub = []string{"$JS.API.>"}
+		sub = []string{inbox}
+	default:
+		panic(fmt.Sprintf("permissions: unknown role %q", role))
+	}
+	if role != Provisioner && role != Submitter && role != Reader {
+		pub = append(pub, info()...)
+	}
+	return Permissions{Publish: dedupe(pub), Subscribe: dedupe(sub), Responses: responses}
+}
+
+func dedupe(s []string) []string {
+	slices.Sort(s)
+	return slices.Compact(s)
+}
+
+// User is one NATS user of Config: a role under a name, authenticated by
+// the password in environment variable PasswordEnv when the server reads
+// its configuration (nats-server resolves $NAME from the environment).
+type User struct {
+	Role        Role
+	Name        string
+	PasswordEnv string
+}
+
+// DefaultUsers are one user per role: llmw-<role>, password in
+// $LLMW_<ROLE>_PASSWORD.
+func DefaultUsers() []User {
+	out := make([]User, len(Roles))
+	for i, r := range Roles {
+		out[i] = User{Role: r, Name: "llmw-" + string(r), PasswordEnv: "LLMW_" + strings.ToUpper(string(r)) + "_PASSWORD"}
+	}
+	return out
+}
+
+// Config renders users as the authorization block of a nats-server
+// configuration file, for the installation of prefix.
+func Config(prefix string, users []User) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# llmworker roles on the bus (prefix %q): generated by `llmworker permissions`;\n", events.NewSubjects(prefix).P())
+	b.WriteString("# docs/security.md says what each may do. Passwords come from the environment\n")
+	b.WriteString("# of nats-server when it reads this file.\n")
+	b.WriteString("authorization {\n  users = [\n")
+	for _, u := range users {
+		p := For(u.Role, prefix)
+		fmt.Fprintf(&b, "    # %s\n    {\n      user: %q\n      password: $%s\n      permissions: {\n", u.Role, u.Name, u.PasswordEnv)
+		fmt.Fprintf(&b, "        publish: { allow: %s }\n", list(p.Publish))
+		fmt.Fprintf(&b, "        subscribe: { allow: %s }\n", list(p.Subscribe))
+		if p.Responses {
+			b.WriteString("        allow_responses: true\n")
+		}
+		b.WriteString("      }\n    }\n")
+	}
+	b.WriteString("  ]\n}\n")
+	return b.String()
+}
+
+// list writes one subject per line, for a reader of the file.
+func list(subjects []string) string {
+	var b strings.Builder
+	b.WriteString("[\n")
+	for _, s := range subjects {
+		fmt.Fprintf(&b, "          %q,\n", s)
+	}
+	b.WriteString("        ]")
+	return b.String()
+}

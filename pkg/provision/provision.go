@@ -1,0 +1,268 @@
+package provision
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/llmworker/llmworker/pkg/events"
+)
+
+// Defaults of Options.
+const (
+	DefaultEventsMaxAge      = 24 * time.Hour
+	DefaultToolResultsMaxAge = 24 * time.Hour
+	DefaultToolCallsMaxAge   = 24 * time.Hour
+	// DefaultDuplicateWindow covers a tool call redelivered after AckWait a
+	// few times and a turn replica that re-publishes a call on resume.
+	DefaultDuplicateWindow = 10 * time.Minute
+)
+
+// Options configures Provision. The zero value gives file storage,
+// one replica and the defaults above.
+type Options struct {
+	// Prefix is the subject prefix P ("" = events.DefaultPrefix).
+	Prefix string
+	// Replicas of every stream and bucket (0 = 1; 3 in a cluster).
+	Replicas int
+	// Memory selects memory storage instead of file storage (tests,
+	// throw-away deployments).
+	Memory bool
+	// EventsMaxAge limits LLMW_EVENTS by age (0 = DefaultEventsMaxAge).
+	EventsMaxAge time.Duration
+	// ToolResultsMaxAge limits LLMW_TOOLRESULTS (0 = DefaultToolResultsMaxAge).
+	ToolResultsMaxAge time.Duration
+	// ToolCallsMaxAge drops calls nobody consumed, e.g. for a tool no
+	// replica hosts any more (0 = DefaultToolCallsMaxAge).
+	ToolCallsMaxAge time.Duration
+	// DuplicateWindow of the streams whose messages carry client ids as
+	// Nats-Msg-Id (0 = DefaultDuplicateWindow).
+	DuplicateWindow time.Duration
+	// VerifyOnly checks that every stream and bucket exists, with this
+	// prefix's subjects, and changes nothing: for a service whose NATS
+	// identity may only read stream information (the roles of
+	// pkg/permissions), once `llmworker provision` has made them with an
+	// identity that may create and update them. A missing one is
+	// ErrNotProvisioned.
+	VerifyOnly bool
+}
+
+func (o Options) withDefaults() Options {
+	if o.Replicas <= 0 {
+		o.Replicas = 1
+	}
+	if o.EventsMaxAge <= 0 {
+		o.EventsMaxAge = DefaultEventsMaxAge
+	}
+	if o.ToolResultsMaxAge <= 0 {
+		o.ToolResultsMaxAge = DefaultToolResultsMaxAge
+	}
+	if o.ToolCallsMaxAge <= 0 {
+		o.ToolCallsMaxAge = DefaultToolCallsMaxAge
+	}
+	if o.DuplicateWindow <= 0 {
+		o.DuplicateWindow = DefaultDuplicateWindow
+	}
+	// The server rejects a duplicate window longer than the max age.
+	o.DuplicateWindow = min(o.DuplicateWindow, o.ToolResultsMaxAge, o.ToolCallsMaxAge)
+	return o
+}
+
+func (o Options) storage() jetstream.StorageType {
+	if o.Memory {
+		return jetstream.MemoryStorage
+	}
+	return jetstream.FileStorage
+}
+
+// StreamConfigs returns the configurations Provision applies, in order
+// (LLMW_TURNS, LLMW_EVENTS, LLMW_TOOLCALLS, LLMW_TOOLRESULTS).
+func StreamConfigs(o Options) []jetstream.StreamConfig {
+	o = o.withDefaults()
+	s := events.NewSubjects(o.Prefix)
+	st := o.storage()
+	return []jetstream.StreamConfig{
+		{
+			Name:        events.StreamTurns,
+			Description: "llmworker turn requests (submit, resume)",
+			Subjects:    []string{s.TurnSubmit(), s.TurnResume()},
+			Retention:   jetstream.WorkQueuePolicy,
+			Storage:     st,
+			Replicas:    o.Replicas,
+			// The turn service de-duplicates turn requests itself (an
+			// identical submit of an existing turn is ignored, a resume
+			// applies to a paused turn only); a long window here would
+			// drop a resume whose Nats-Msg-Id repeats its submit's, the
+			// natural guess (docs/protocol.md §5).
+			Duplicates: TurnsDuplicateWindow,
+		},
+		{
+			Name:        events.StreamEvents,
+			Description: "llmworker worker events for UIs",
+			// The turn service publishes on P.emit.…, fenced
+			// (docs/architecture.md#fencing); the stream stores each event
+			// it accepts as P.events.… and only then republishes it there,
+			// so a subscriber never sees an event the stream refused.
+			Subjects:         []string{s.EmitAll()},
+			SubjectTransform: &jetstream.SubjectTransformConfig{Source: s.EmitAll(), Destination: s.EventsAll()},
+			RePublish:        &jetstream.RePublish{Source: s.EventsAll(), Destination: s.EventsAll()},
+			Retention:        jetstream.LimitsPolicy,
+			MaxAge:           o.EventsMaxAge,
+			Storage:          st,
+			Replicas:         o.Replicas,
+			AllowDirect:      true,
+		},
+		{
+			Name:        events.StreamToolCalls,
+			Description: "llmworker tool calls (one durable consumer per tool)",
+			Subjects:    []string{s.ToolCallAll()},
+			Retention:   jetstream.WorkQueuePolicy,
+			MaxAge:      o.ToolCallsMaxAge,
+			Storage:     st,
+			Replicas:    o.Replicas,
+			Duplicates:  o.DuplicateWindow,
+		},
+		{
+			Name:        events.StreamToolResults,
+			Description: "llmworker tool results",
+			Subjects:    []string{s.ToolResultAll()},
+			Retention:   jetstream.LimitsPolicy,
+			MaxAge:      o.ToolResultsMaxAge,
+			Storage:     st,
+			Replicas:    o.Replicas,
+			Duplicates:  o.DuplicateWindow,
+			AllowDirect: true,
+		},
+	}
+}
+
+// TurnsDuplicateWindow is LLMW_TURNS' de-duplication window: the
+// shortest JetStream allows (a publish retried at once).
+const TurnsDuplicateWindow = 100 * time.Millisecond
+
+// LimitMarkerTTL is how long a bucket with per-key TTLs keeps the marker
+// of a key that expired.
+const LimitMarkerTTL = time.Minute
+
+// withKeyTTL allows per-key TTLs in a bucket: the ended turns' states
+// expire (turn.Config.FinishedTTL), and so do the catalog entries and host
+// claims of tool hosts that stopped renewing them (toolexec.Catalog.Claim).
+// An existing bucket gains them on update; the server cannot take them
+// away again.
+func withKeyTTL(c jetstream.KeyValueConfig) jetstream.KeyValueConfig {
+	c.LimitMarkerTTL = LimitMarkerTTL
+	return c
+}
+
+// BucketConfigs returns the KV configurations Provision applies.
+func BucketConfigs(o Options) []jetstream.KeyValueConfig {
+	o = o.withDefaults()
+	kv := func(name, desc string) jetstream.KeyValueConfig {
+		return jetstream.KeyValueConfig{Bucket: name, Description: desc, History: 1, Storage: o.storage(), Replicas: o.Replicas}
+	}
+	return []jetstream.KeyValueConfig{
+		kv(events.BucketSessions, "llmworker session transcripts"),
+		withKeyTTL(kv(events.BucketTools, "llmworker tool catalog")),
+		kv(events.BucketHooks, "llmworker hook registry"),
+		withKeyTTL(kv(events.BucketTurnState, "llmworker turn checkpoints")),
+	}
+}
+
+// Provision creates or updates the streams and KV buckets of
+// docs/protocol.md ("Streams and buckets"). Every replica of every service calls it on start: it is
+// idempotent and safe to run concurrently (CreateOrUpdate with identical
+// configurations; a lost creation race is retried once as an update).
+func Provision(ctx context.Context, js jetstream.JetStream, o Options) error {
+	if err := checkPrefix(ctx, js, o); err != nil {
+		return err
+	}
+	if o.VerifyOnly {
+		return verify(ctx, js, o)
+	}
+	for _, cfg := range StreamConfigs(o) {
+		if err := retryRace(ctx, func() error {
+			_, err := js.CreateOrUpdateStream(ctx, cfg)
+			return err
+		}); err != nil {
+			return fmt.Errorf("%w: stream %s: %w", ErrFailed, cfg.Name, err)
+		}
+	}
+	for _, cfg := range BucketConfigs(o) {
+		if err := retryRace(ctx, func() error {
+			_, err := js.CreateOrUpdateKeyValue(ctx, cfg)
+			return err
+		}); err != nil {
+			return fmt.Errorf("%w: bucket %s: %w", ErrFailed, cfg.Bucket, err)
+		}
+	}
+	return nil
+}
+
+// verify reports the first stream or bucket that does not exist.
+func verify(ctx context.Context, js jetstream.JetStream, o Options) error {
+	for _, cfg := range StreamConfigs(o) {
+		if _, err := js.Stream(ctx, cfg.Name); errors.Is(err, jetstream.ErrStreamNotFound) {
+			return fmt.Errorf("%w: stream %s", ErrNotProvisioned, cfg.Name)
+		} else if err != nil {
+			return fmt.Errorf("%w: stream %s: %w", ErrFailed, cfg.Name, err)
+		}
+	}
+	for _, cfg := range BucketConfigs(o) {
+		if _, err := js.KeyValue(ctx, cfg.Bucket); errors.Is(err, jetstream.ErrBucketNotFound) {
+			return fmt.Errorf("%w: bucket %s", ErrNotProvisioned, cfg.Bucket)
+		} else if err != nil {
+			return fmt.Errorf("%w: bucket %s: %w", ErrFailed, cfg.Bucket, err)
+		}
+	}
+	return nil
+}
+
+// checkPrefix refuses to take over streams that another prefix's
+// installation made: CreateOrUpdateStream would silently rewrite their
+// subjects to this prefix and cut the other installation off.
+func checkPrefix(ctx context.Context, js jetstream.JetStream, o Options) error {
+	for _, cfg := range StreamConfigs(o) {
+		// The prefix token of this configuration's own subjects.
+		want, _, _ := strings.Cut(cfg.Subjects[0], ".")
+		want += "."
+		st, err := js.Stream(ctx, cfg.Name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("%w: stream %s: %w", ErrFailed, cfg.Name, err)
+		}
+		for _, subj := range st.CachedInfo().Config.Subjects {
+			if !strings.HasPrefix(subj, want) {
+				return fmt.Errorf("%w: stream %s on this NATS account carries %q, not the subjects of prefix %q; another llmworker installation uses it. Use that prefix, or run this one in another NATS account",
+					ErrPrefixConflict, cfg.Name, st.CachedInfo().Config.Subjects, strings.TrimSuffix(want, "."))
+			}
+		}
+	}
+	return nil
+}
+
+// retryRace retries f a few times: two replicas that both see "not found"
+// and both create can make one of them fail with "already in use" or a
+// transient API error although the end state is right.
+func retryRace(ctx context.Context, f func() error) error {
+	var err error
+	for attempt := range 4 {
+		if err = f(); err == nil {
+			return nil
+		}
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(attempt+1) * 20 * time.Millisecond):
+		}
+	}
+	return err
+}

@@ -1,0 +1,187 @@
+package toolexec_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/natstest"
+	"github.com/llmworker/llmworker/pkg/tool"
+	"github.com/llmworker/llmworker/pkg/toolexec"
+)
+
+func TestCatalogPutGetListWatch(t *testing.T) {
+	e := natstest.Start(t, natstest.Options{Provision: true, FileStorage: true})
+	c := natstest.Context(t)
+	cat, err := toolexec.OpenCatalog(c, e.JS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := events.ToolCatalogEntry{Name: "a", Description: "tool a", InputSchema: json.RawMessage(`{"type":"object"}`), TimeoutMS: 1500, Version: "2"}
+	if err := cat.Put(c, a); err != nil {
+		t.Fatal(err)
+	}
+	if err := cat.Put(c, events.ToolCatalogEntry{Name: "bad name"}); !errors.Is(err, events.ErrInvalid) {
+		t.Errorf("invalid entry: %v", err)
+	}
+	got, err := cat.Get(c, "a")
+	if err != nil || got.TimeoutMS != 1500 || got.Version != "2" || got.Description != "tool a" {
+		t.Fatalf("Get = %+v, %v", got, err)
+	}
+	if _, err := cat.Get(c, "missing"); !errors.Is(err, toolexec.ErrNotFound) {
+		t.Errorf("Get(missing) = %v, want ErrNotFound", err)
+	}
+	w, err := cat.Watch(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if es := w.Entries(); len(es) != 1 || es[0].Name != "a" {
+		t.Fatalf("watch initial %v", es)
+	}
+	b := a
+	b.Name = "b"
+	if err := cat.Put(c, b); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, "watch sees b", func() bool { _, ok := w.Get("b"); return ok })
+	if err := cat.Delete(c, "a"); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, "watch drops a", func() bool { _, ok := w.Get("a"); return !ok })
+	list, err := cat.List(c)
+	if err != nil || len(list) != 1 || list[0].Name != "b" {
+		t.Errorf("List = %v, %v", list, err)
+	}
+	if err := cat.Claim(c, a, "host.1", time.Minute); !errors.Is(err, toolexec.ErrInvalidClaim) || !strings.Contains(err.Error(), "host.1") {
+		t.Errorf("Claim with a host id of two tokens = %v, want ErrInvalidClaim naming it", err)
+	}
+	if err := cat.Claim(c, a, "h1", 10*time.Millisecond); !errors.Is(err, toolexec.ErrInvalidClaim) || !strings.Contains(err.Error(), "TTL") {
+		t.Errorf("Claim with a TTL under a second = %v, want ErrInvalidClaim naming the TTL", err)
+	}
+}
+
+func TestRemoteToolNeedsCallInfo(t *testing.T) {
+	e := natstest.Start(t, natstest.Options{Provision: true, FileStorage: true})
+	rt := toolexec.NewClient(e.NC, e.JS, toolexec.ClientOptions{}).Tool(events.ToolCatalogEntry{Name: "x", InputSchema: json.RawMessage(`{}`)})
+	if _, err := rt.Execute(context.Background(), nil); !errors.Is(err, toolexec.ErrNoCallInfo) {
+		t.Fatalf("err = %v, want ErrNoCallInfo", err)
+	}
+}
+
+func TestRemoteToolTakesCallInfo(t *testing.T) {
+	e := natstest.Start(t, natstest.Options{Provision: true, FileStorage: true})
+	rt := toolexec.NewClient(e.NC, e.JS, toolexec.ClientOptions{}).Tool(events.ToolCatalogEntry{Name: "x", InputSchema: json.RawMessage(`{}`)})
+	// With the call info the call is sent (and, nobody hosting
+	// x, times out) instead of failing for lack of ids.
+	c, cancel := context.WithTimeout(tool.WithCall(context.Background(), tool.CallInfo{TurnID: "t", CallID: "c"}), 100*time.Millisecond)
+	defer cancel()
+	if _, err := rt.Execute(c, nil); errors.Is(err, toolexec.ErrNoCallInfo) || err == nil {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// watchCatalog follows LLMW_TOOLS as the turn service does.
+func watchCatalog(t *testing.T, js jetstream.JetStream) *toolexec.CatalogWatcher {
+	t.Helper()
+	cat, err := toolexec.OpenCatalog(ctx(t), js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := cat.Watch(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Stop() })
+	return w
+}
+
+// A host that disappears without Stop (its connection closed, as when the
+// process is killed) stops holding its tool in the catalog: the tool stays
+// listed while another host of it lives, and vanishes within CatalogTTL of
+// the last host's disappearance.
+func TestCatalogForgetsDeadHosts(t *testing.T) {
+	e := start(t)
+	const ttl = time.Second
+	_, ncA := replica(t, e.url, toolexec.Config{Instance: "a", CatalogTTL: ttl}, echo(nil))
+	_, ncB := replica(t, e.url, toolexec.Config{Instance: "b", CatalogTTL: ttl}, echo(nil))
+	w := watchCatalog(t, e.js)
+	if _, ok := w.Get("echo"); !ok {
+		t.Fatal("echo not in the catalog while its hosts run")
+	}
+
+	ncA.Close()
+	// b lives: echo stays listed for several TTLs after a is gone.
+	for end := time.Now().Add(3 * ttl); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if _, ok := w.Get("echo"); !ok {
+			t.Fatal("echo left the catalog although host b still runs")
+		}
+	}
+
+	ncB.Close()
+	gone := time.Now()
+	// The entry was refreshed at most TTL before b died; the server
+	// expires TTLs with a granularity of about a second.
+	natstest.EventuallyWithin(t, ttl+2*time.Second, "echo to leave the catalog", func() bool {
+		_, ok := w.Get("echo")
+		return !ok
+	})
+	t.Logf("echo left the catalog %v after its last host", time.Since(gone).Round(time.Millisecond))
+}
+
+// claims lists the host claims of a tool in LLMW_TOOLS (keys <tool>.<host>).
+func claims(t *testing.T, js jetstream.JetStream, toolName string) []string {
+	t.Helper()
+	kv, err := js.KeyValue(ctx(t), events.BucketTools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kl, err := kv.ListKeysFiltered(ctx(t), toolName+".*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for k := range kl.Keys() {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// A host that stops cleanly withdraws its claim at once (well before the
+// TTL) without taking the tool from a host that still runs it; the last
+// host's Stop takes the tool out of the catalog at once.
+func TestCatalogStopWithdrawsClaim(t *testing.T) {
+	e := start(t)
+	const ttl = time.Minute // expiry cannot be what removes anything here
+	a, _ := replica(t, e.url, toolexec.Config{Instance: "a", CatalogTTL: ttl}, echo(nil))
+	b, _ := replica(t, e.url, toolexec.Config{Instance: "b", CatalogTTL: ttl}, echo(nil))
+	w := watchCatalog(t, e.js)
+	if n := len(claims(t, e.js, "echo")); n != 2 {
+		t.Fatalf("%d claims of echo, want one per host", n)
+	}
+	if err := a.Stop(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(claims(t, e.js, "echo")); n != 1 {
+		t.Fatalf("%d claims of echo after a stopped, want b's only", n)
+	}
+	if _, ok := w.Get("echo"); !ok {
+		t.Fatal("echo left the catalog although host b still runs")
+	}
+	if err := b.Stop(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	natstest.EventuallyWithin(t, 2*time.Second, "echo to leave the catalog", func() bool {
+		_, ok := w.Get("echo")
+		return !ok
+	})
+	if n := len(claims(t, e.js, "echo")); n != 0 {
+		t.Fatalf("%d claims of echo after both stopped", n)
+	}
+}

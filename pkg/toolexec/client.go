@@ -1,0 +1,368 @@
+package toolexec
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/llmworker/llmworker/pkg/cenats"
+	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/fence"
+	"github.com/llmworker/llmworker/pkg/telemetry"
+	"github.com/llmworker/llmworker/pkg/tool"
+)
+
+// Defaults of ClientOptions.
+const (
+	// DefaultToolTimeout is the deadline of a call whose context has none
+	// and whose tool declares no timeout.
+	DefaultToolTimeout = 5 * time.Minute
+	// DefaultResultGrace is how long after the call's deadline the client
+	// still waits for the result (the executor reports a timeout itself at
+	// the deadline; this covers transport).
+	DefaultResultGrace = 5 * time.Second
+)
+
+// ClientOptions configures a Client. The zero value works.
+type ClientOptions struct {
+	// Prefix is the subject prefix P.
+	Prefix string
+	// Source is the CloudEvents source of calls ("" = /llmw/turn/<random>).
+	Source string
+	// DefaultTimeout is used when neither ctx nor the tool has a deadline.
+	DefaultTimeout time.Duration
+	// ResultGrace is added to the deadline while waiting for a result.
+	ResultGrace time.Duration
+}
+
+// Client sends tool calls to toolexec over JetStream (docs/protocol.md, "Tools")
+// and waits for their results. It is safe for concurrent use.
+type Client struct {
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	subjects events.Subjects
+	o        ClientOptions
+
+	mu      sync.Mutex
+	results jetstream.Stream
+}
+
+// NewClient returns a Client on nc.
+func NewClient(nc *nats.Conn, js jetstream.JetStream, o ClientOptions) *Client {
+	if o.Source == "" {
+		o.Source = events.Source("turn", nuid.Next())
+	}
+	if o.DefaultTimeout <= 0 {
+		o.DefaultTimeout = DefaultToolTimeout
+	}
+	if o.ResultGrace <= 0 {
+		o.ResultGrace = DefaultResultGrace
+	}
+	return &Client{nc: nc, js: js, subjects: events.NewSubjects(o.Prefix), o: o}
+}
+
+func (c *Client) resultsStream(ctx context.Context) (jetstream.Stream, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.results != nil {
+		return c.results, nil
+	}
+	st, err := c.js.Stream(ctx, events.StreamToolResults)
+	if err != nil {
+		return nil, fmt.Errorf("toolexec: stream %s: %w", events.StreamToolResults, err)
+	}
+	c.results = st
+	return st, nil
+}
+
+// StoredResult returns the result of a call already stored in
+// LLMW_TOOLRESULTS; ok is false when there is none yet.
+func (c *Client) StoredResult(ctx context.Context, turnID, callID string) (events.ToolCallResult, bool, error) {
+	st, err := c.resultsStream(ctx)
+	if err != nil {
+		return events.ToolCallResult{}, false, err
+	}
+	m, err := st.GetLastMsgForSubject(ctx, c.subjects.ToolResult(turnID, callID))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return events.ToolCallResult{}, false, nil
+	}
+	if err != nil {
+		return events.ToolCallResult{}, false, fmt.Errorf("toolexec: stored result of call %s: %w", callID, err)
+	}
+	r, err := DecodeResult(m.Header, m.Data)
+	if err != nil {
+		return events.ToolCallResult{}, false, err
+	}
+	return r, true, nil
+}
+
+// storedWait bounds how long Call waits for a result it received to
+// appear in LLMW_TOOLRESULTS.
+const storedWait = 5 * time.Second
+
+// awaitStored polls the stored result of req's call until it appears,
+// storedWait passes or ctx ends.
+func (c *Client) awaitStored(ctx context.Context, req events.ToolCallRequest) (events.ToolCallResult, bool) {
+	deadline := time.Now().Add(storedWait)
+	backoff := 2 * time.Millisecond
+	for {
+		actx, cancel := context.WithTimeout(ctx, time.Second)
+		r, ok, err := c.StoredResult(actx, req.TurnID, req.CallID)
+		cancel()
+		if err == nil && ok {
+			return r, true
+		}
+		if ctx.Err() != nil || time.Now().Add(backoff).After(deadline) {
+			return events.ToolCallResult{}, false
+		}
+		time.Sleep(backoff)
+		backoff = min(2*backoff, 100*time.Millisecond)
+	}
+}
+
+// DecodeResult decodes a llmw.tool.result message (binary or
+// structured CloudEvent).
+func DecodeResult(h nats.Header, data []byte) (events.ToolCallResult, error) {
+	env, err := events.DecodeEnvelope(h, data)
+	if err != nil {
+		return events.ToolCallResult{}, fmt.Errorf("toolexec: tool result: %w", err)
+	}
+	if env.Type != events.TypeToolResult {
+		return events.ToolCallResult{}, fmt.Errorf("toolexec: tool result: %w: type %q, want %q", events.ErrInvalid, env.Type, events.TypeToolResult)
+	}
+	r, err := events.DecodeData[events.ToolCallResult](env)
+	if err != nil {
+		return events.ToolCallResult{}, fmt.Errorf("toolexec: tool result: %w", err)
+	}
+	return r, nil
+}
+
+// Call runs a tool call through toolexec and returns its result (which may
+// be an error result: IsError). In order, so that no result is missed and
+// no finished call runs again (docs/architecture.md, "Durability"): subscribe to the result
+// subject, return the stored result if LLMW_TOOLRESULTS has one, pass ctx's
+// fence (pkg/fence: its error is returned and nothing published), publish the
+// call with Nats-Msg-Id = <turn id>.<call id>, wait for the result and
+// return it as LLMW_TOOLRESULTS stored it. An empty req.Deadline is set from
+// ctx, then timeout, then the default. Cancelling ctx publishes
+// P.tool.cancel.<turn_id>.<call_id> and returns ctx's error; no result by
+// the deadline (plus grace) is ErrToolDeadline (and cancels the call too).
+func (c *Client) Call(ctx context.Context, req events.ToolCallRequest, timeout time.Duration) (events.ToolCallResult, error) {
+	if len(req.Input) == 0 {
+		req.Input = json.RawMessage(`{}`)
+	}
+	if err := req.Validate(); err != nil {
+		return events.ToolCallResult{}, fmt.Errorf("%w: %w", ErrInvalidCall, err)
+	}
+	if !events.ValidToolName(req.Name) {
+		return events.ToolCallResult{}, fmt.Errorf("%w: tool name %q", ErrInvalidCall, req.Name)
+	}
+	if req.Deadline.IsZero() {
+		if d, ok := ctx.Deadline(); ok {
+			req.Deadline = d
+		} else {
+			if timeout <= 0 {
+				timeout = c.o.DefaultTimeout
+			}
+			req.Deadline = time.Now().Add(timeout)
+		}
+	}
+	resSubj := c.subjects.ToolResult(req.TurnID, req.CallID)
+	ch := make(chan *nats.Msg, 4)
+	sub, err := c.nc.ChanSubscribe(resSubj, ch)
+	if err != nil {
+		return events.ToolCallResult{}, fmt.Errorf("toolexec: subscribe %s: %w", resSubj, err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+
+	// JetStream errors here are usually transient (a stream electing a new
+	// leader after a node loss): retry until the call's deadline rather
+	// than hand the model an error about our plumbing.
+	var stored events.ToolCallResult
+	var ok bool
+	if err := retryUntil(ctx, req.Deadline, func(actx context.Context) error {
+		var err error
+		stored, ok, err = c.StoredResult(actx, req.TurnID, req.CallID)
+		return err
+	}); err != nil {
+		return events.ToolCallResult{}, err
+	} else if ok {
+		return stored, nil
+	}
+
+	// A replica that lost the turn must not publish the call
+	// (docs/architecture.md#fencing).
+	if err := fence.Check(ctx); err != nil {
+		return events.ToolCallResult{}, fmt.Errorf("toolexec: call %s of tool %s not published: %w", req.CallID, req.Name, err)
+	}
+	env, err := events.NewEnvelope(c.o.Source, events.TypeToolCall, req)
+	if err != nil {
+		return events.ToolCallResult{}, err
+	}
+	env.Subject, env.TurnID, env.SessionID = req.TurnID, req.TurnID, req.SessionID
+	telemetry.Inject(ctx, env)
+	msg := cenats.NewMsg(c.subjects.ToolCall(req.Name), env)
+	// A re-published call (a resumed turn) is dropped by the stream's
+	// duplicate window; the result of the first one still arrives.
+	// Publishing again is safe: the stream drops a duplicate msg id.
+	if err := retryUntil(ctx, req.Deadline, func(actx context.Context) error {
+		_, err := c.js.PublishMsg(actx, msg, jetstream.WithMsgID(events.ToolMsgID(req.TurnID, req.CallID)))
+		return err
+	}); err != nil {
+		if ctx.Err() != nil {
+			// The call may be stored (and running) although its ack did
+			// not arrive before the cancel: cancel it too.
+			c.Cancel(req.TurnID, req.CallID)
+			return events.ToolCallResult{}, ctx.Err()
+		}
+		return events.ToolCallResult{}, fmt.Errorf("toolexec: publish call %s of tool %s: %w", req.CallID, req.Name, err)
+	}
+
+	wait := time.NewTimer(time.Until(req.Deadline) + c.o.ResultGrace)
+	defer wait.Stop()
+	for {
+		select {
+		case m := <-ch:
+			r, err := DecodeResult(m.Header, m.Data)
+			if err != nil || r.CallID != req.CallID {
+				continue // not ours or garbage: keep waiting for the real one
+			}
+			// The message comes as the server routes it, which may be
+			// before the stream stored it, or without it storing it (a
+			// duplicate of a stored result, a failed store): the stored
+			// result is the one of record, the one a resumed turn finds.
+			if stored, ok := c.awaitStored(ctx, req); ok {
+				return stored, nil
+			}
+			// Not stored: the executor gives the call back and runs it
+			// again; its next result comes on the same subject.
+		case <-ctx.Done():
+			c.Cancel(req.TurnID, req.CallID)
+			return events.ToolCallResult{}, ctx.Err()
+		case <-wait.C:
+			c.Cancel(req.TurnID, req.CallID)
+			return events.ToolCallResult{}, fmt.Errorf("%w: call %s of tool %q got no result by %s; is a toolexec hosting %q running?",
+				ErrToolDeadline, req.CallID, req.Name, req.Deadline.Format(time.RFC3339), req.Name)
+		}
+	}
+}
+
+// Cancel publishes P.tool.cancel.<turn_id>.<call_id> (best effort, core
+// NATS): the host running that turn's call stops it. The turn id is part
+// of the subject because call ids repeat across turns (events.ToolMsgID).
+func (c *Client) Cancel(turnID, callID string) {
+	env, err := events.NewEnvelope(c.o.Source, TypeToolCancel, map[string]string{"turn_id": turnID, "call_id": callID})
+	if err != nil {
+		return
+	}
+	env.Subject, env.TurnID = turnID, turnID
+	_ = c.nc.PublishMsg(cenats.NewMsg(c.subjects.ToolCancel(turnID, callID), env))
+}
+
+// TypeToolCancel is the CloudEvent type published on
+// P.tool.cancel.<turn_id>.<call_id>; hosts read the ids from the subject.
+const TypeToolCancel = "llmw.tool.cancel"
+
+// Tool returns a tool.Tool for a tool hosted by toolexec.
+func (c *Client) Tool(e events.ToolCatalogEntry) *RemoteTool {
+	return &RemoteTool{c: c, entry: e}
+}
+
+// RemoteTool is a tool.Tool whose Execute runs the call on a toolexec
+// replica (Client.Call). The context must carry the call (WithCall).
+type RemoteTool struct {
+	c     *Client
+	entry events.ToolCatalogEntry
+}
+
+var (
+	_ tool.Tool      = (*RemoteTool)(nil)
+	_ tool.Timeouter = (*RemoteTool)(nil)
+	_ tool.Versioner = (*RemoteTool)(nil)
+)
+
+func (t *RemoteTool) Name() string                 { return t.entry.Name }
+func (t *RemoteTool) Description() string          { return t.entry.Description }
+func (t *RemoteTool) InputSchema() json.RawMessage { return t.entry.InputSchema }
+
+// Timeout is the catalog's timeout_ms.
+func (t *RemoteTool) Timeout() time.Duration {
+	return time.Duration(t.entry.TimeoutMS) * time.Millisecond
+}
+
+// Version is the catalog's version.
+func (t *RemoteTool) Version() string { return t.entry.Version }
+
+// Entry is the catalog entry the tool was built from.
+func (t *RemoteTool) Entry() events.ToolCatalogEntry { return t.entry }
+
+// Execute runs the call identified by tool.CallFrom(ctx). An error result comes
+// back as a *ResultError (matching ErrToolFailed) whose text is the
+// result's content.
+func (t *RemoteTool) Execute(ctx context.Context, input json.RawMessage) (string, error) {
+	ci, ok := tool.CallFrom(ctx)
+	if !ok {
+		return "", ErrNoCallInfo
+	}
+	if len(input) > 0 && !json.Valid(input) {
+		// The model's streamed input did not parse: tell it, like a local
+		// typed tool would, instead of failing the call.
+		return "", &tool.InvalidArgumentError{Tool: t.entry.Name, Problems: []tool.Problem{{Message: "is not valid JSON; send a JSON object"}}}
+	}
+	r, err := t.c.Call(ctx, events.ToolCallRequest{
+		CallID: ci.CallID, TurnID: ci.TurnID, SessionID: ci.SessionID, Name: t.entry.Name, Input: input,
+	}, t.Timeout())
+	if err != nil {
+		return "", err
+	}
+	if r.IsError {
+		return "", &ResultError{Result: r}
+	}
+	return r.Content, nil
+}
+
+// Bounds of retryUntil.
+const (
+	retryAttemptTimeout = 5 * time.Second
+	retryMaxBackoff     = 2 * time.Second
+)
+
+// retryUntil runs op until it succeeds, ctx ends or the next attempt would
+// start after deadline; each attempt gets at most retryAttemptTimeout. It
+// returns op's last error (or ctx's).
+func retryUntil(ctx context.Context, deadline time.Time, op func(context.Context) error) error {
+	backoff := 50 * time.Millisecond
+	for {
+		actx, cancel := context.WithTimeout(ctx, retryAttemptTimeout)
+		if d, ok := actx.Deadline(); ok && d.After(deadline) && deadline.After(time.Now()) {
+			cancel()
+			actx, cancel = context.WithDeadline(ctx, deadline)
+		}
+		err := op(actx)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			if err != nil {
+				return ctx.Err()
+			}
+			return nil
+		}
+		if time.Now().Add(backoff).After(deadline) {
+			return err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+		backoff = min(backoff*2, retryMaxBackoff)
+	}
+}

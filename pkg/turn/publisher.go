@@ -1,0 +1,455 @@
+package turn
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/llmworker/llmworker/pkg/cenats"
+	"github.com/llmworker/llmworker/pkg/events"
+)
+
+// PublisherOptions configures a Publisher. The zero value publishes under
+// events.DefaultPrefix with source /llmw/turn/<random instance>.
+type PublisherOptions struct {
+	// Prefix is the subject prefix P.
+	Prefix string
+	// Service and Instance make the source /llmw/<service>/<instance>
+	// ("" = "turn" and a random id).
+	Service, Instance string
+	// RetryTimeout bounds how long the worker events of a turn are
+	// retried when LLMW_EVENTS does not acknowledge them (no leader during
+	// an election, a lost connection) before the publisher gives up with
+	// ErrEventsUnavailable; 0 = DefaultRetryTimeout.
+	RetryTimeout time.Duration
+}
+
+// DefaultRetryTimeout is PublisherOptions.RetryTimeout's default: longer
+// than a JetStream leader election.
+const DefaultRetryTimeout = 30 * time.Second
+
+// Publisher publishes CloudEvents in binary content mode: Publish with a
+// core NATS publish that a stream of docs/protocol.md captures, and the
+// worker events of a turn through Turn's fenced EventPublisher. It is safe
+// for concurrent use.
+type Publisher struct {
+	nc         *nats.Conn
+	subjects   events.Subjects
+	source     string
+	retry      time.Duration
+	ackTimeout time.Duration
+	apiPrefix  string
+}
+
+// NewPublisher returns a Publisher on nc.
+func NewPublisher(nc *nats.Conn, o PublisherOptions) *Publisher {
+	if o.Service == "" {
+		o.Service = "turn"
+	}
+	if o.Instance == "" {
+		o.Instance = nuid.Next()
+	}
+	if o.RetryTimeout <= 0 {
+		o.RetryTimeout = DefaultRetryTimeout
+	}
+	return &Publisher{nc: nc, subjects: events.NewSubjects(o.Prefix), source: events.Source(o.Service, o.Instance),
+		retry: o.RetryTimeout, ackTimeout: min(o.RetryTimeout, 5*time.Second), apiPrefix: jetstream.DefaultAPIPrefix}
+}
+
+// Source is the source attribute this publisher stamps.
+func (p *Publisher) Source() string { return p.source }
+
+// Subjects is the subject builder of the publisher's prefix.
+func (p *Publisher) Subjects() events.Subjects { return p.subjects }
+
+// Publish sends e to subject in binary content mode. An empty e.Source is
+// filled with the publisher's source, an empty id and time likewise.
+func (p *Publisher) Publish(subject string, e *events.Envelope) error {
+	if e.Source == "" {
+		e.Source = p.source
+	}
+	if err := p.nc.PublishMsg(cenats.NewMsg(subject, e)); err != nil {
+		return fmt.Errorf("turn: publish %s: %w", subject, err)
+	}
+	return nil
+}
+
+// Position is where a turn's event stream stands: Seq is the seq of its
+// last worker event and StreamSeq that event's sequence in LLMW_EVENTS. The
+// zero Position is a turn without events.
+type Position struct {
+	Seq, StreamSeq uint64
+}
+
+// Turn returns the EventPublisher of one turn whose event stream stands at
+// last (the zero Position for a new turn; LastEvent reads it for a turn
+// that has events), so that seq goes on without a gap or a repeat and the
+// first publish is fenced on the last stored event.
+func (p *Publisher) Turn(turnID, sessionID string, last Position) *EventPublisher {
+	ep := &EventPublisher{p: p, turnID: turnID, sessionID: sessionID, seq: last.Seq, fence: last.StreamSeq,
+		filter: p.subjects.Events(sessionID, turnID, "*"),
+		w:      cenats.NewWriter(events.Envelope{Source: p.source, Subject: turnID, TurnID: turnID, SessionID: sessionID}, cenats.Options{})}
+	ep.filterHdr[0] = ep.filter
+	for i, ch := range channels {
+		ep.subjects[i] = p.subjects.Emit(sessionID, turnID, ch)
+	}
+	return ep
+}
+
+var channels = [...]events.Channel{
+	events.ChannelTurn, events.ChannelText, events.ChannelThinking,
+	events.ChannelTool, events.ChannelHook, events.ChannelUsage,
+}
+
+// EventPublisher publishes the worker events of one turn on
+// P.events.<session>.<turn>.<channel>, stamping source, turnid, sessionid,
+// subject (= the turn id) and a seq that counts per turn across channels.
+// It is safe for concurrent use; seq order equals publish order.
+//
+// Events are JetStream publishes on P.emit.<session>.<turn>.<channel>,
+// which LLMW_EVENTS stores as P.events.… and then republishes there.
+// They are fenced: Publish queues an event and returns, and a sender
+// goroutine publishes what is queued in order, each event expecting the
+// turn's last stored event (Nats-Expected-Last-Subject-Sequence on the
+// filter P.events.<session>.<turn>.*) to be the one this publisher stored
+// before it. If anyone else stored an event of the turn meanwhile — a
+// replica that took the turn over — the server refuses it, nobody sees it,
+// and every later Publish and Flush returns ErrFenced. Transient failures
+// (no stream leader during an election, a timeout) are retried for
+// PublisherOptions.RetryTimeout.
+type EventPublisher struct {
+	p                 *Publisher
+	turnID, sessionID string
+	subjects          [len(channels)]string
+	filter            string
+
+	mu      sync.Mutex
+	seq     uint64    // last seq given out
+	fence   uint64    // stream sequence of the turn's last stored event
+	queue   []queued  // events waiting for the sender
+	arena   []byte    // their data
+	sending bool      // a sender goroutine runs
+	idle    chan bool // closed when the sender stops
+	err     error     // sticky: ErrFenced or ErrEventsUnavailable
+
+	// The sender's own: what it sends, the writer and the fence headers.
+	batch      []queued
+	batchArena []byte
+	w          *cenats.Writer
+	fenceHdr   [1]string
+	filterHdr  [1]string
+}
+
+// queued is one event waiting to be sent: its channel, type, seq and data
+// (arena[off:end]).
+type queued struct {
+	ch       uint8
+	typ      string
+	seq      uint64
+	off, end int
+}
+
+// TurnID is the turn the publisher belongs to.
+func (ep *EventPublisher) TurnID() string { return ep.turnID }
+
+// Seq returns the seq of the last event published (queued or stored).
+func (ep *EventPublisher) Seq() uint64 {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	return ep.seq
+}
+
+func (ep *EventPublisher) channel(ch events.Channel) uint8 {
+	for i, c := range channels {
+		if c == ch {
+			return uint8(i)
+		}
+	}
+	return 0
+}
+
+// headerRoom is what the CloudEvents and JetStream headers of one event
+// take at most, for the max payload check.
+const headerRoom = 1024
+
+// Publish queues ev for its channel with its CloudEvent type and returns
+// its seq. Deltas, one per streamed token, are encoded without
+// reflection. An event larger than the NATS max payload is refused at once
+// (nats.ErrMaxPayload) without using a seq; after a refused or failed
+// batch Publish returns that error (ErrFenced, ErrEventsUnavailable).
+func (ep *EventPublisher) Publish(ev events.WorkerEvent) (uint64, error) {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	if ep.err != nil {
+		return 0, ep.err
+	}
+	off := len(ep.arena)
+	if d, ok := ev.(events.WorkerBlockDelta); ok {
+		ep.arena = d.AppendJSON(ep.arena)
+	} else {
+		b, err := events.MarshalWorkerEvent(ev)
+		if err != nil {
+			return 0, fmt.Errorf("turn: marshal %s: %w", ev.WorkerType(), err)
+		}
+		ep.arena = append(ep.arena, b...)
+	}
+	if limit := ep.p.nc.MaxPayload(); limit > 0 && int64(len(ep.arena)-off+headerRoom) > limit {
+		n := len(ep.arena) - off
+		ep.arena = ep.arena[:off]
+		return 0, fmt.Errorf("turn: %s of %d bytes: %w", ev.WorkerType(), n, nats.ErrMaxPayload)
+	}
+	ep.seq++
+	ep.queue = append(ep.queue, queued{ch: ep.channel(ev.Channel()), typ: ev.WorkerType(), seq: ep.seq, off: off, end: len(ep.arena)})
+	if !ep.sending {
+		ep.sending, ep.idle = true, make(chan bool)
+		go ep.send()
+	}
+	return ep.seq, nil
+}
+
+// Flush waits until every event published so far is stored in LLMW_EVENTS
+// and returns nil, or the error that stopped them (ErrFenced,
+// ErrEventsUnavailable). A nil Flush proves that no other replica stored
+// an event of the turn before the last one of this publisher: the turn
+// service calls it before every side effect outside the events stream.
+// Cancelling ctx stops the wait, not the sending.
+func (ep *EventPublisher) Flush(ctx context.Context) error {
+	ep.mu.Lock()
+	idle, err := ep.idle, ep.err
+	ep.mu.Unlock()
+	if idle == nil || err != nil {
+		return err
+	}
+	select {
+	case <-idle:
+	case <-ctx.Done():
+		return fmt.Errorf("turn: flush events of turn %s: %w", ep.turnID, context.Cause(ctx))
+	}
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	return ep.err
+}
+
+// send is the sender goroutine: it sends what is queued, batch after
+// batch, until the queue is empty or a batch failed.
+func (ep *EventPublisher) send() {
+	for {
+		ep.mu.Lock()
+		if len(ep.queue) == 0 || ep.err != nil {
+			ep.queue, ep.arena = ep.queue[:0], ep.arena[:0]
+			ep.sending = false
+			close(ep.idle)
+			ep.idle = nil
+			ep.mu.Unlock()
+			return
+		}
+		ep.batch, ep.queue = ep.queue, ep.batch[:0]
+		ep.batchArena, ep.arena = ep.arena, ep.batchArena[:0]
+		fence := ep.fence
+		ep.mu.Unlock()
+
+		fence, err := ep.store(fence)
+
+		ep.mu.Lock()
+		ep.fence, ep.err = fence, err
+		ep.mu.Unlock()
+	}
+}
+
+// store sends ep.batch, one fenced publish after the other (each expects
+// the one before it as the turn's last event), and returns the stream
+// sequence of the last event stored.
+//
+// Why not JetStream's atomic batches: the server stages a batch in a
+// store of its own before it commits it, which on file storage costs more
+// than the round trips it saves (docs/benchmarks.md#fencing).
+func (ep *EventPublisher) store(fence uint64) (uint64, error) {
+	for _, q := range ep.batch {
+		var err error
+		if fence, err = ep.storeRetrying(q, fence); err != nil {
+			return fence, err
+		}
+	}
+	return fence, nil
+}
+
+// storeRetrying stores one event, retrying transient failures for the
+// publisher's RetryTimeout with backoff.
+func (ep *EventPublisher) storeRetrying(q queued, fence uint64) (uint64, error) {
+	deadline := time.Now().Add(ep.p.retry)
+	backoff := 10 * time.Millisecond
+	for {
+		seq, err := ep.storeOne(q, fence)
+		if err == nil {
+			return seq, nil
+		}
+		var wrong *wrongLastError
+		if errors.As(err, &wrong) {
+			// Refused, or stored and the acknowledgement lost: the turn's
+			// last event says which.
+			pos, id, lerr := lastEvent(ep.p.nc, ep.p.apiPrefix, ep.filter, ep.p.retry)
+			if lerr == nil && id == ep.w.ID(q.seq) {
+				return pos.StreamSeq, nil
+			}
+			switch {
+			case lerr != nil:
+				err = lerr
+			case pos.StreamSeq != fence:
+				return fence, fmt.Errorf("%w (turn %s: seq %d expected the turn's last event at stream sequence %d; the stream has seq %d at %d)",
+					ErrFenced, ep.turnID, q.seq, fence, pos.Seq, pos.StreamSeq)
+			}
+			// Otherwise nobody published after us, yet the publish was
+			// refused: a leader that had not applied the turn's last event
+			// yet (seen right after a node restart). The fence still
+			// holds, and the retry still carries it.
+		} else if !transient(err) {
+			return fence, fmt.Errorf("%w: turn %s: %w", ErrEventsUnavailable, ep.turnID, err)
+		}
+		if time.Now().Add(backoff).After(deadline) {
+			return fence, fmt.Errorf("%w: turn %s, seq %d not acknowledged within %s: %w",
+				ErrEventsUnavailable, ep.turnID, q.seq, ep.p.retry, err)
+		}
+		time.Sleep(backoff)
+		backoff = min(2*backoff, 500*time.Millisecond)
+	}
+}
+
+// storeOne publishes one event, expecting the turn's last stored event at
+// stream sequence fence, and returns its stream sequence.
+func (ep *EventPublisher) storeOne(q queued, fence uint64) (uint64, error) {
+	m := ep.w.Msg(ep.subjects[q.ch], q.typ, q.seq, ep.batchArena[q.off:q.end])
+	ep.fenceHdr[0] = strconv.FormatUint(fence, 10)
+	m.Header[jetstream.ExpectedLastSubjSeqHeader] = ep.fenceHdr[:]
+	m.Header[jetstream.ExpectedLastSubjSeqSubjHeader] = ep.filterHdr[:]
+	reply, err := ep.p.nc.RequestMsg(m, ep.p.ackTimeout)
+	if err != nil {
+		return 0, err
+	}
+	return parsePubAck(reply)
+}
+
+// pubAck is the JetStream answer to a publish or a batch commit.
+type pubAck struct {
+	Stream string    `json:"stream"`
+	Seq    uint64    `json:"seq"`
+	Error  *apiError `json:"error"`
+}
+
+type apiError struct {
+	Code        int    `json:"code"`
+	ErrCode     int    `json:"err_code"`
+	Description string `json:"description"`
+}
+
+func (e *apiError) Error() string {
+	return fmt.Sprintf("JetStream error %d (%d): %s", e.Code, e.ErrCode, e.Description)
+}
+
+// wrongLastError is the server's refusal of an expected last sequence.
+type wrongLastError struct{ *apiError }
+
+// JetStream error codes the publisher acts on.
+const (
+	errCodeWrongLast         = 10071
+	errCodeWrongLastConstant = 10164
+)
+
+func parsePubAck(m *nats.Msg) (uint64, error) {
+	if len(m.Data) == 0 {
+		if st := m.Header.Get("Status"); st != "" {
+			return 0, fmt.Errorf("status %s %s: %w", st, m.Header.Get("Description"), errStatus)
+		}
+		return 0, errors.New("empty acknowledgement")
+	}
+	var a pubAck
+	if err := json.Unmarshal(m.Data, &a); err != nil {
+		return 0, fmt.Errorf("acknowledgement %q: %w", m.Data, err)
+	}
+	if a.Error != nil {
+		switch a.Error.ErrCode {
+		case errCodeWrongLast:
+			return 0, &wrongLastError{a.Error}
+		case errCodeWrongLastConstant:
+			return 0, fmt.Errorf("%w: %w", a.Error, errStatus)
+		}
+		if a.Error.Code == 503 {
+			return 0, fmt.Errorf("%w: %w", a.Error, errStatus)
+		}
+		return 0, a.Error
+	}
+	return a.Seq, nil
+}
+
+// errStatus marks a server answer that is worth retrying.
+var errStatus = errors.New("retryable")
+
+func transient(err error) bool {
+	return errors.Is(err, errStatus) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// LastEvent returns where the event stream of a turn stands in
+// LLMW_EVENTS (the zero Position when the turn has no events), read from
+// the stream's leader, so that a replica continuing the turn goes on with
+// the next seq and fences its first publish on that event.
+func LastEvent(ctx context.Context, nc *nats.Conn, prefix, sessionID, turnID string) (Position, error) {
+	timeout := kvTimeout
+	if d, ok := ctx.Deadline(); ok {
+		timeout = time.Until(d)
+	}
+	pos, _, err := lastEvent(nc, jetstream.DefaultAPIPrefix, events.NewSubjects(prefix).Events(sessionID, turnID, "*"), timeout)
+	if err != nil {
+		return Position{}, fmt.Errorf("turn: last event of turn %s: %w", turnID, err)
+	}
+	return pos, nil
+}
+
+// lastEvent reads the last message of filter in LLMW_EVENTS with the
+// stream's message get API (answered by the leader: a direct get may
+// answer from a replica that is behind) and returns its position and
+// CloudEvents id.
+func lastEvent(nc *nats.Conn, apiPrefix, filter string, timeout time.Duration) (Position, string, error) {
+	req, _ := json.Marshal(map[string]string{"last_by_subj": filter})
+	m, err := nc.Request(apiPrefix+"STREAM.MSG.GET."+events.StreamEvents, req, timeout)
+	if err != nil {
+		return Position{}, "", err
+	}
+	var r struct {
+		Message *struct {
+			Seq  uint64 `json:"seq"`
+			Hdrs []byte `json:"hdrs"`
+		} `json:"message"`
+		Error *apiError `json:"error"`
+	}
+	if err := json.Unmarshal(m.Data, &r); err != nil {
+		return Position{}, "", fmt.Errorf("message get answer %q: %w", m.Data, err)
+	}
+	if r.Error != nil {
+		if r.Error.Code == 404 {
+			return Position{}, "", nil
+		}
+		return Position{}, "", r.Error
+	}
+	if r.Message == nil {
+		return Position{}, "", errors.New("message get: empty answer")
+	}
+	h, err := nats.DecodeHeadersMsg(r.Message.Hdrs)
+	if err != nil {
+		return Position{}, "", fmt.Errorf("headers of stream message %d: %w", r.Message.Seq, err)
+	}
+	pos := Position{StreamSeq: r.Message.Seq}
+	if v := h.Get(events.HeaderSeq); v != "" {
+		if pos.Seq, err = strconv.ParseUint(v, 10, 64); err != nil {
+			return Position{}, "", fmt.Errorf("stream message %d: bad seq %q: %w", r.Message.Seq, v, err)
+		}
+	}
+	return pos, h.Get(events.HeaderID), nil
+}

@@ -1,0 +1,376 @@
+package turn_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/natstest"
+	"github.com/llmworker/llmworker/pkg/provision"
+	"github.com/llmworker/llmworker/pkg/turn"
+	"github.com/llmworker/llmworker/pkg/worker"
+)
+
+func TestEventPublisherSeqSubjectsAndCloudEvents(t *testing.T) {
+	e := natstest.Start(t, natstest.Options{Provision: true, FileStorage: true})
+	sub, err := e.NC.SubscribeSync("llmw.events.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := turn.NewPublisher(e.NC, turn.PublisherOptions{Service: "turn", Instance: "i1"})
+	ep := pub.Turn("t1", "s1", turn.Position{})
+	if _, err := ep.Publish(events.TurnStarted{TurnID: "t1", SessionID: "s1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ep.Publish(events.WorkerBlockDelta{BlockDelta: events.TextDelta(0, "he\"llo"), Step: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ep.Publish(events.WorkerBlockDelta{BlockDelta: events.ThinkingDelta(1, "hm"), Step: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ep.Publish(events.ToolCallResult{CallID: "c1", Name: "x", Content: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		subject, typ, data string
+	}{
+		{"llmw.events.s1.t1.turn", "llmw.turn.started", `{"turn_id":"t1","session_id":"s1"}`},
+		{"llmw.events.s1.t1.text", "llmw.block.delta", `{"index":0,"text":"he\"llo","step":1}`},
+		{"llmw.events.s1.t1.thinking", "llmw.block.delta", `{"index":1,"thinking":"hm","step":1}`},
+		{"llmw.events.s1.t1.tool", "llmw.tool.result", `{"call_id":"c1","name":"x","content":"ok","is_error":false,"duration_ms":0}`},
+	}
+	for i, w := range want {
+		m, err := sub.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Subject != w.subject {
+			t.Errorf("event %d: subject %q, want %q", i, m.Subject, w.subject)
+		}
+		if m.Header.Get("ce-specversion") != "1.0" || m.Header.Get("content-type") != "application/json" {
+			t.Errorf("event %d: not binary mode: %v", i, m.Header)
+		}
+		env, err := events.DecodeEnvelope(m.Header, m.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if env.Type != w.typ || env.Seq != uint64(i+1) || env.TurnID != "t1" || env.SessionID != "s1" ||
+			env.Subject != "t1" || env.Source != "/llmw/turn/i1" || env.ID == "" || env.Time.IsZero() {
+			t.Errorf("event %d: envelope %+v", i, env)
+		}
+		if !jsonEqual(t, env.Data, []byte(w.data)) {
+			t.Errorf("event %d: data %s, want %s", i, env.Data, w.data)
+		}
+	}
+	if ep.Seq() != 4 {
+		t.Errorf("Seq() = %d, want 4", ep.Seq())
+	}
+
+	// A replica taking the turn over reads the last seq from LLMW_EVENTS
+	// and goes on from there.
+	if err := ep.Flush(natstest.Context(t)); err != nil {
+		t.Fatal(err)
+	}
+	last, err := turn.LastEvent(natstest.Context(t), e.NC, "", "s1", "t1")
+	if err != nil || last.Seq != 4 || last.StreamSeq != 4 {
+		t.Fatalf("LastEvent = %+v, %v; want seq 4 at stream sequence 4", last, err)
+	}
+	ep2 := pub.Turn("t1", "s1", last)
+	if seq, err := ep2.Publish(events.TurnResumed{}); err != nil || seq != 5 {
+		t.Fatalf("resumed publisher: seq %d, %v; want 5", seq, err)
+	}
+	if err := ep2.Flush(natstest.Context(t)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := turn.LastEvent(natstest.Context(t), e.NC, "", "s1", "other"); err != nil || n != (turn.Position{}) {
+		t.Errorf("LastEvent of an unknown turn = %+v, %v; want the zero Position, nil", n, err)
+	}
+}
+
+func TestEventPublisherNoSessionAndStructuredDecode(t *testing.T) {
+	e := natstest.Start(t, natstest.Options{Provision: true, FileStorage: true})
+	pub := turn.NewPublisher(e.NC, turn.PublisherOptions{})
+	ep := pub.Turn("t2", "", turn.Position{Seq: 41})
+	if _, err := ep.Publish(events.UsageReport{Step: 1}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.JS.Stream(natstest.Context(t), events.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m *jetstream.RawStreamMsg
+	natstest.Eventually(t, "stored", func() bool {
+		m, err = st.GetLastMsgForSubject(natstest.Context(t), "llmw.events._.t2.usage")
+		return err == nil
+	})
+	env, err := events.DecodeEnvelope(m.Header, m.Data)
+	if err != nil || env.Seq != 42 || env.SessionID != "" {
+		t.Fatalf("envelope %+v, %v", env, err)
+	}
+	// The same event through the cloudevents SDK's view.
+	ce := env.CloudEvent()
+	if ce.Type() != events.TypeUsage || ce.Extensions()["turnid"] != "t2" {
+		t.Errorf("cloudevent %v", ce)
+	}
+}
+
+func jsonEqual(t testing.TB, a, b []byte) bool {
+	t.Helper()
+	var x, y any
+	if err := json.Unmarshal(a, &x); err != nil {
+		t.Fatalf("%s: %v", a, err)
+	}
+	if err := json.Unmarshal(b, &y); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	return fmt.Sprint(x) == fmt.Sprint(y)
+}
+
+// BenchmarkEventPublisherDelta publishes text deltas of one turn; with
+// the stream, the embedded server stores each one in LLMW_EVENTS (file
+// storage) on the same machine.
+//
+//	go test -run '^$' -bench EventPublisherDelta -benchmem ./pkg/turn/
+func BenchmarkEventPublisherDelta(b *testing.B) {
+	e := natstest.Start(b, natstest.Options{Provision: true, FileStorage: true})
+	ep := turn.NewPublisher(e.NC, turn.PublisherOptions{}).Turn("t1", "s1", turn.Position{})
+	d := events.WorkerBlockDelta{BlockDelta: events.TextDelta(0, "a token "), Step: 1}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ep.Publish(d); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := ep.Flush(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+}
+
+var _ = nats.Header{}
+
+// storedEvents reads every stored event of a turn in stream order.
+func storedEvents(t *testing.T, e *natstest.Server, filter string) []*events.Envelope {
+	t.Helper()
+	ctx := natstest.Context(t)
+	oc, err := e.JS.OrderedConsumer(ctx, events.StreamEvents, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := oc.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, err := oc.Messages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Stop()
+	var out []*events.Envelope
+	for range info.NumPending {
+		m, err := it.Next(jetstream.NextMaxWait(5 * time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		env, err := events.DecodeEnvelope(m.Headers(), m.Data())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, env)
+	}
+	return out
+}
+
+// A replica that took a turn over publishes from where the stream stands;
+// the replica that lost the turn still believes the turn is where it left
+// it, and the server refuses everything it publishes from then on.
+func TestEventPublisherFencesStaleOwner(t *testing.T) {
+	e := natstest.Start(t, natstest.Options{Provision: true, FileStorage: true})
+	ctx := natstest.Context(t)
+	ui, err := e.NC.SubscribeSync("llmw.events.>") // a live UI
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := turn.NewPublisher(e.NC, turn.PublisherOptions{Instance: "old"}).Turn("t1", "s1", turn.Position{})
+	for range 3 {
+		if _, err := stale.Publish(events.WorkerBlockDelta{BlockDelta: events.TextDelta(0, "x"), Step: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := stale.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The stale owner freezes; the new owner reads the stream and goes on.
+	pos, err := turn.LastEvent(ctx, e.NC, "", "s1", "t1")
+	if err != nil || pos.Seq != 3 {
+		t.Fatalf("LastEvent = %+v, %v", pos, err)
+	}
+	owner := turn.NewPublisher(e.NC, turn.PublisherOptions{Instance: "new"}).Turn("t1", "s1", pos)
+	if seq, err := owner.Publish(events.TurnStep{Step: 1, Attempt: 2}); err != nil || seq != 4 {
+		t.Fatalf("new owner: seq %d, %v", seq, err)
+	}
+	if err := owner.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The stale owner wakes up: its next event would be seq 4 again.
+	if seq, err := stale.Publish(events.WorkerBlockDelta{BlockDelta: events.TextDelta(0, "late"), Step: 1}); err != nil || seq != 4 {
+		t.Fatalf("stale owner's publish is queued: seq %d, %v", seq, err)
+	}
+	if err := stale.Flush(ctx); !errors.Is(err, turn.ErrFenced) || !errors.Is(err, worker.ErrDetached) {
+		t.Fatalf("stale Flush = %v; want ErrFenced (a worker.ErrDetached)", err)
+	}
+	if _, err := stale.Publish(events.TurnCompleted{}); !errors.Is(err, turn.ErrFenced) {
+		t.Fatalf("stale Publish after the refusal = %v; want ErrFenced", err)
+	}
+	// The owner is not disturbed.
+	if seq, err := owner.Publish(events.TurnCompleted{}); err != nil || seq != 5 {
+		t.Fatalf("owner: seq %d, %v", seq, err)
+	}
+	if err := owner.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := storedEvents(t, e, "llmw.events.s1.t1.*")
+	if len(got) != 5 {
+		t.Fatalf("%d events stored, want 5", len(got))
+	}
+	// A live subscriber saw exactly what was stored: the refused event
+	// never reached it.
+	for i := range 5 {
+		m, err := ui.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatalf("live event %d: %v", i+1, err)
+		}
+		env, err := events.DecodeEnvelope(m.Header, m.Data)
+		if err != nil || env.Seq != uint64(i+1) {
+			t.Fatalf("live event %d: %+v, %v", i+1, env, err)
+		}
+	}
+	if m, err := ui.NextMsg(200 * time.Millisecond); err == nil {
+		t.Fatalf("a live subscriber saw an event the stream refused: %s %q", m.Subject, m.Data)
+	}
+	for i, env := range got {
+		wantSrc := "/llmw/turn/old"
+		if i >= 3 {
+			wantSrc = "/llmw/turn/new"
+		}
+		if env.Seq != uint64(i+1) || env.Source != wantSrc {
+			t.Errorf("event %d: seq %d from %s; want seq %d from %s", i, env.Seq, env.Source, i+1, wantSrc)
+		}
+	}
+}
+
+// Events published faster than the server acknowledges them go in atomic
+// batches; every one is stored, in publish order, seq without a gap.
+func TestEventPublisherBatchesKeepOrder(t *testing.T) {
+	e := natstest.Start(t, natstest.Options{Provision: true, FileStorage: true})
+	ep := turn.NewPublisher(e.NC, turn.PublisherOptions{}).Turn("t1", "", turn.Position{})
+	const n = 3000 // more than one batch can hold
+	for i := range n {
+		if _, err := ep.Publish(events.WorkerBlockDelta{BlockDelta: events.TextDelta(0, fmt.Sprint(i)), Step: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ep.Flush(natstest.Context(t)); err != nil {
+		t.Fatal(err)
+	}
+	got := storedEvents(t, e, "llmw.events._.t1.*")
+	if len(got) != n {
+		t.Fatalf("%d events stored, want %d", len(got), n)
+	}
+	for i, env := range got {
+		var d struct {
+			Text string `json:"text"`
+		}
+		if err := json.Unmarshal(env.Data, &d); err != nil {
+			t.Fatal(err)
+		}
+		if env.Seq != uint64(i+1) || d.Text != fmt.Sprint(i) {
+			t.Fatalf("stored event %d: seq %d text %q", i, env.Seq, d.Text)
+		}
+	}
+}
+
+// Without a stream to store them (a leader election, a stream not yet
+// created) events are retried, and stored once the stream answers.
+func TestEventPublisherRetriesUntilStored(t *testing.T) {
+	e := natstest.Start(t, natstest.Options{FileStorage: true})
+	ep := turn.NewPublisher(e.NC, turn.PublisherOptions{RetryTimeout: 20 * time.Second}).Turn("t1", "", turn.Position{})
+	if _, err := ep.Publish(events.TurnStarted{TurnID: "t1"}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // a few refused attempts
+	if err := provision.Provision(natstest.Context(t), e.JS, provision.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ep.Flush(natstest.Context(t)); err != nil {
+		t.Fatal(err)
+	}
+	if got := storedEvents(t, e, "llmw.events._.t1.*"); len(got) != 1 || got[0].Type != events.TypeTurnStarted {
+		t.Fatalf("stored %v", got)
+	}
+
+	// Nothing answers for longer than RetryTimeout: the publisher gives up
+	// and says why.
+	e2 := natstest.Start(t, natstest.Options{FileStorage: true})
+	ep2 := turn.NewPublisher(e2.NC, turn.PublisherOptions{RetryTimeout: 300 * time.Millisecond}).Turn("t1", "", turn.Position{})
+	if _, err := ep2.Publish(events.TurnStarted{TurnID: "t1"}); err != nil {
+		t.Fatal(err)
+	}
+	err := ep2.Flush(natstest.Context(t))
+	if !errors.Is(err, turn.ErrEventsUnavailable) || !errors.Is(err, worker.ErrDetached) {
+		t.Fatalf("Flush = %v; want ErrEventsUnavailable", err)
+	}
+	if _, err := ep2.Publish(events.TurnStarted{TurnID: "t1"}); !errors.Is(err, turn.ErrEventsUnavailable) {
+		t.Fatalf("Publish after giving up = %v", err)
+	}
+}
+
+// A refusal while the stream's last event of the turn is still the one
+// expected (a leader that had not applied it yet, seen right after a NATS
+// node restart) is retried with the same fence instead of ending the run
+// as fenced. A real server cannot be made to lag in-process, so the
+// publishes go to a subject no stream captures, answered by a stand-in
+// for that leader: first "wrong last sequence", then stored. LLMW_EVENTS
+// (prefix llmw) has no event of the turn: the expectation, stream
+// sequence 0, still holds.
+func TestEventPublisherRetriesAStaleRefusal(t *testing.T) {
+	e := natstest.Start(t, natstest.Options{Provision: true})
+	var (
+		mu     sync.Mutex
+		fences []string
+	)
+	sub, err := e.NC.Subscribe("q.emit.>", func(m *nats.Msg) {
+		mu.Lock()
+		fences = append(fences, m.Header.Get(jetstream.ExpectedLastSubjSeqHeader))
+		n := len(fences)
+		mu.Unlock()
+		if n == 1 {
+			_ = m.Respond([]byte(`{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 0"}}`))
+			return
+		}
+		_ = m.Respond([]byte(`{"stream":"LLMW_EVENTS","seq":7}`))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	ep := turn.NewPublisher(e.NC, turn.PublisherOptions{Prefix: "q", RetryTimeout: 5 * time.Second}).Turn("t1", "", turn.Position{})
+	if _, err := ep.Publish(events.TurnStarted{TurnID: "t1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ep.Flush(natstest.Context(t)); err != nil {
+		t.Fatalf("Flush = %v; want the retry stored", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(fences) != 2 || fences[0] != "0" || fences[1] != "0" {
+		t.Fatalf("expected-last headers %q, want the same fence twice", fences)
+	}
+}

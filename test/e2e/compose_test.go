@@ -1,0 +1,269 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/llmworker/llmworker/internal/replay"
+	"github.com/llmworker/llmworker/pkg/events"
+)
+
+// composeStack is deploy/compose.yaml brought up with docker-compose (v1,
+// the tool this machine has; the file is also valid for the v2 plugin)
+// from the images deploy/build-images.sh builds: the shipped artefacts,
+// not the e2e test binaries.
+type composeStack struct {
+	*cluster
+	project string
+	env     []string
+	tag     string
+}
+
+// compose runs docker-compose for the stack's project.
+func (s *composeStack) compose(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "docker-compose", append([]string{"-p", s.project, "-f", filepath.Join("..", "..", "deploy", "compose.yaml")}, args...)...)
+	cmd.Env = append(os.Environ(), s.env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// freePort returns a TCP port nothing listens on right now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// startCompose builds the shipped images and brings the compose stack up
+// with toolexec scaled to three replicas whose demo tools take toolDelay.
+func startCompose(t *testing.T, toolDelay time.Duration) *composeStack {
+	t.Helper()
+	requireDocker(t)
+	if _, err := exec.LookPath("docker-compose"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("docker-compose is not installed: .ci/run installs Debian's docker-compose")
+		}
+		t.Skip("docker-compose is not installed")
+	}
+	tag := fmt.Sprintf("compose%d", time.Now().UnixNano())
+	port, monitor := freePort(t), freePort(t)
+	s := &composeStack{tag: tag, project: "llmwc" + strconv.FormatInt(time.Now().UnixNano()%1e9, 10), env: []string{
+		"TAG=" + tag, "REGISTRY=llmw-e2e", "LLMW_NATS_PORT=" + strconv.Itoa(port), "LLMW_NATS_MONITOR_PORT=" + strconv.Itoa(monitor),
+		"LLMW_REPLAY_DELAY=" + toolDelay.String(), "LLMW_TOOL_ACK_WAIT=3s", "LLMW_TOOLEXEC_LOG_LEVEL=debug",
+	}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	build := exec.CommandContext(ctx, "sh", filepath.Join("..", "..", "deploy", "build-images.sh"))
+	build.Env = append(os.Environ(), s.env...)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("deploy/build-images.sh: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if out, err := s.compose(ctx, "down", "-v", "--remove-orphans"); err != nil {
+			t.Logf("compose down: %v\n%s", err, out)
+		}
+		for _, b := range []string{"llmworker", "ingest", "turn", "toolexec", "hookbridge", "nats-server"} {
+			_ = exec.Command("docker", "rmi", "-f", "llmw-e2e/"+b+":"+tag).Run()
+		}
+	})
+	if out, err := s.compose(ctx, "up", "-d", "--scale", "toolexec=3"); err != nil {
+		t.Fatalf("compose up: %v\n%s", err, out)
+	}
+	nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", port), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.cluster = &cluster{t: t, nc: nc, js: js, subj: events.NewSubjects(""), start: time.Now()}
+	s.eventually(2*time.Minute, "three toolexec replicas and ingest serving", func() (bool, string) {
+		n, err := s.pingCount("llmw-toolexec")
+		if err != nil || n < 3 {
+			return false, fmt.Sprintf("%d toolexec replicas answer (%v)", n, err)
+		}
+		if n, err := s.pingCount("llmw-ingest"); err != nil || n < 1 {
+			return false, fmt.Sprintf("ingest: %d (%v)", n, err)
+		}
+		if n, err := s.pingCount("llmw-turn"); err != nil || n < 1 {
+			return false, fmt.Sprintf("turn: %d (%v)", n, err)
+		}
+		return true, ""
+	})
+	return s
+}
+
+// pingCount counts the instances of a micro service that answer
+// $SRV.PING.<name>.
+func (s *composeStack) pingCount(name string) (int, error) {
+	inbox := s.nc.NewRespInbox()
+	sub, err := s.nc.SubscribeSync(inbox)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := s.nc.PublishRequest("$SRV.PING."+name, inbox, nil); err != nil {
+		return 0, err
+	}
+	n := 0
+	for {
+		if _, err := sub.NextMsg(300 * time.Millisecond); err != nil {
+			return n, nil
+		}
+		n++
+	}
+}
+
+// toolexecs returns the container ids of the toolexec replicas.
+func (s *composeStack) toolexecs() []string {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := s.compose(ctx, "ps", "-q", "toolexec")
+	if err != nil {
+		s.t.Fatalf("compose ps: %v\n%s", err, out)
+	}
+	return strings.Fields(out)
+}
+
+// runner returns the toolexec container that logged the start of the
+// call of turnID ("tool call started", debug level), or "".
+func (s *composeStack) runner(turnID string) string {
+	for _, id := range s.toolexecs() {
+		out, _ := exec.Command("docker", "logs", id).CombinedOutput()
+		sc := bufio.NewScanner(strings.NewReader(string(out)))
+		for sc.Scan() {
+			var rec map[string]any
+			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec["msg"] == "tool call started" && rec["turn_id"] == turnID {
+				return id
+			}
+		}
+	}
+	return ""
+}
+
+// TestComposeTurns: the shipped compose file with toolexec scaled to 3
+// runs 20 turns with tool calls through the containers: every turn
+// completes with exactly one result per call, and the calls are spread
+// over more than one toolexec replica. Then the replica running a call is
+// killed: the call is redelivered to another replica and answered once.
+func TestComposeTurns(t *testing.T) {
+	s := startCompose(t, 1500*time.Millisecond)
+	// The images report the version build-images.sh stamped (TAG, as a
+	// SemVer pre-release since it is not a version).
+	for _, svc := range []string{"llmw-ingest", "llmw-turn", "llmw-toolexec"} {
+		m, err := s.nc.Request("$SRV.INFO."+svc, nil, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var info struct {
+			Version string `json:"version"`
+		}
+		if err := json.Unmarshal(m.Data, &info); err != nil || info.Version != "0.0.0-"+s.tag {
+			t.Errorf("%s reports version %q (%v), want 0.0.0-%s", svc, info.Version, err, s.tag)
+		}
+	}
+	names := replay.Names()
+	var ids []string
+	var fs []*follower
+	for i := range 20 {
+		ids = append(ids, fmt.Sprintf("compose-%d", i))
+		fs = append(fs, s.follow(ids[i]))
+	}
+	for i, id := range ids {
+		s.submit(id, names[i%len(names)])
+	}
+	calls := 0
+	for i, f := range fs {
+		done := f.completed(3 * time.Minute)
+		for _, call := range s.checkTranscript(ids[i], names[i%len(names)], done) {
+			calls++
+			if n := s.toolResults(ids[i])[call]; n != 1 {
+				t.Errorf("turn %s call %s: %d results in LLMW_TOOLRESULTS, want 1", ids[i], call, n)
+			}
+		}
+	}
+	if calls < 20 {
+		t.Fatalf("%d tool calls in 20 turns", calls)
+	}
+	spread := map[string]int{}
+	for _, id := range s.toolexecs() {
+		out, _ := exec.Command("docker", "logs", id).CombinedOutput()
+		spread[id] = strings.Count(string(out), `"msg":"tool call started"`)
+	}
+	busy := 0
+	for _, n := range spread {
+		if n > 0 {
+			busy++
+		}
+	}
+	if busy < 2 {
+		t.Errorf("calls per toolexec replica %v: want them spread over more than one", spread)
+	}
+	t.Logf("%d turns, %d calls, calls per toolexec replica %v", len(ids), calls, spread)
+	if bad := s.checkHistory(ids); len(bad) > 0 {
+		t.Errorf("history:\n%s", strings.Join(bad, "\n"))
+	}
+
+	// Kill the replica running a call (SIGKILL, no drain).
+	const id = "compose-kill"
+	f := s.follow(id)
+	s.submit(id, "anthropic")
+	var victim string
+	s.eventually(time.Minute, "a toolexec replica runs the call", func() (bool, string) {
+		victim = s.runner(id)
+		return victim != "", "no replica logged the call yet"
+	})
+	if out, err := exec.Command("docker", "kill", victim).CombinedOutput(); err != nil {
+		t.Fatalf("docker kill %s: %v\n%s", victim, err, out)
+	}
+	killed := time.Now()
+	done := f.completed(3 * time.Minute)
+	callIDs := s.checkTranscript(id, "anthropic", done)
+	if len(callIDs) != 1 {
+		t.Fatalf("calls %v, want one", callIDs)
+	}
+	if n := s.toolResults(id)[callIDs[0]]; n != 1 {
+		t.Errorf("%d results for the call, want 1", n)
+	}
+	var by string
+	for _, other := range s.toolexecs() {
+		if other == victim {
+			continue
+		}
+		out, _ := exec.Command("docker", "logs", other).CombinedOutput()
+		if strings.Contains(string(out), `"turn_id":"`+id+`"`) {
+			by = other
+		}
+	}
+	if by == "" {
+		t.Errorf("no other replica ran the call after %s was killed", victim)
+	}
+	t.Logf("call redelivered from %.12s to %.12s; turn completed %s after the kill", victim, by, time.Since(killed).Round(time.Millisecond))
+	if bad := s.checkHistory([]string{id}); len(bad) > 0 {
+		t.Errorf("history:\n%s", strings.Join(bad, "\n"))
+	}
+}

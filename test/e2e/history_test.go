@@ -1,0 +1,227 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/turn"
+)
+
+// checkHistory reads the whole history of each turn after a run — its
+// events in LLMW_EVENTS, its results in LLMW_TOOLRESULTS, its state in
+// LLMW_TURN_STATE — and checks what users rely on, whatever faults the run
+// had:
+//
+//   - seq runs 1, 2, 3, … in stream order: no gap, no repeat;
+//   - exactly one terminal event, the last one, and it is
+//     llmw.turn.completed; the state says completed;
+//   - every tool call of the transcript has exactly one result in the
+//     transcript, in LLMW_TOOLRESULTS and among the llmw.tool.result
+//     events, and no other call has one;
+//   - the assistant messages of the transcript are what a UI rebuilds from
+//     the events: per step, from the last attempt, the text deltas of the
+//     blocks that stopped and the tool calls that completed.
+//
+// It returns a description of every violation (empty: the history holds).
+func (c *cluster) checkHistory(turnIDs []string) []string {
+	c.t.Helper()
+	var bad []string
+	for _, id := range turnIDs {
+		for _, p := range c.checkTurnHistory(id) {
+			bad = append(bad, "turn "+id+": "+p)
+		}
+	}
+	return bad
+}
+
+func (c *cluster) checkTurnHistory(id string) (bad []string) {
+	evs := c.readAll(id)
+	if len(evs) == 0 {
+		return []string{"no events"}
+	}
+	for i, e := range evs {
+		if e.Seq != uint64(i+1) {
+			bad = append(bad, fmt.Sprintf("event %d in the stream (%s from %s) has seq %d", i+1, e.Type, e.Source, e.Seq))
+			break
+		}
+	}
+	var ends []int
+	for i, e := range evs {
+		switch e.Type {
+		case events.TypeTurnCompleted, events.TypeTurnFailed, events.TypeTurnAborted:
+			ends = append(ends, i)
+		}
+	}
+	switch {
+	case len(ends) != 1:
+		bad = append(bad, fmt.Sprintf("%d terminal events (at %v), want 1", len(ends), ends))
+	case ends[0] != len(evs)-1:
+		bad = append(bad, fmt.Sprintf("terminal event at %d of %d: events after the end", ends[0]+1, len(evs)))
+	}
+	if len(ends) == 0 {
+		return bad
+	}
+	end := evs[ends[0]]
+	if end.Type != events.TypeTurnCompleted {
+		ended, _ := events.DecodeData[events.TurnEnded](end)
+		return append(bad, fmt.Sprintf("ended %s: %s (%s)", end.Type, ended.Reason, ended.Code))
+	}
+	if st := c.state(id); st.Status != turn.StatusCompleted {
+		bad = append(bad, fmt.Sprintf("state %q, want completed", st.Status))
+	}
+	done, err := events.DecodeData[events.TurnCompleted](end)
+	if err != nil {
+		return append(bad, "completed data: "+err.Error())
+	}
+
+	// Tool calls and their results.
+	var calls []string
+	inTranscript := map[string]int{}
+	for _, m := range done.Messages {
+		for _, p := range m.Content {
+			switch p.Type {
+			case events.PartToolUse:
+				calls = append(calls, p.ID)
+			case events.PartToolResult:
+				inTranscript[p.ToolUseID]++
+			}
+		}
+	}
+	resultEvents := map[string]int{}
+	for _, e := range evs {
+		if e.Type == events.TypeToolResult {
+			r, err := events.DecodeData[events.ToolCallResult](e)
+			if err != nil {
+				bad = append(bad, "tool result event: "+err.Error())
+				continue
+			}
+			resultEvents[r.CallID]++
+		}
+	}
+	stored := c.toolResults(id)
+	for _, call := range calls {
+		if inTranscript[call] != 1 || stored[call] != 1 || resultEvents[call] != 1 {
+			bad = append(bad, fmt.Sprintf("call %s: %d results in the transcript, %d in LLMW_TOOLRESULTS, %d llmw.tool.result events; want 1 each",
+				call, inTranscript[call], stored[call], resultEvents[call]))
+		}
+	}
+	for call, n := range stored {
+		if !slices.Contains(calls, call) {
+			bad = append(bad, fmt.Sprintf("LLMW_TOOLRESULTS has %d results for %s, a call the transcript does not have", n, call))
+		}
+	}
+
+	// The transcript's assistant messages against what the events rebuild.
+	var want []string
+	for _, m := range done.Messages {
+		if m.Role == events.RoleAssistant {
+			want = append(want, describeParts(m.Content))
+		}
+	}
+	if got := rebuild(evs); !slices.Equal(got, want) {
+		bad = append(bad, fmt.Sprintf("assistant messages rebuilt from the events\n\t%q\nbut the transcript has\n\t%q", got, want))
+	}
+	return bad
+}
+
+// describeParts renders the text and tool_use parts of a message, the
+// parts a UI shows; thinking and other parts are left out.
+func describeParts(parts []events.Part) string {
+	var b strings.Builder
+	for _, p := range parts {
+		switch p.Type {
+		case events.PartText:
+			if p.Text != "" {
+				fmt.Fprintf(&b, "[text %q]", p.Text)
+			}
+		case events.PartToolUse:
+			fmt.Fprintf(&b, "[tool_use %s %s]", p.ID, p.Name)
+		}
+	}
+	return b.String()
+}
+
+// rebuild is a UI: it rebuilds the assistant message of every step from
+// the events — blocks started after the step's last llmw.turn.step, text
+// from their deltas, kept when they stopped, dropped when they were
+// aborted; tool calls from llmw.toolcall.complete of that attempt.
+func rebuild(evs []*events.Envelope) []string {
+	type block struct {
+		typ     events.BlockType
+		id      string
+		name    string
+		text    strings.Builder
+		stopped bool
+	}
+	type attempt struct {
+		blocks map[int]*block
+		order  []int
+	}
+	steps := map[int]*attempt{}
+	var stepOrder []int
+	for _, e := range evs {
+		var d struct {
+			Step      int              `json:"step"`
+			Index     int              `json:"index"`
+			BlockType events.BlockType `json:"block_type"`
+			ID        string           `json:"id"`
+			Name      string           `json:"name"`
+			Text      string           `json:"text"`
+		}
+		_ = json.Unmarshal(e.Data, &d)
+		switch e.Type {
+		case events.TypeTurnStep:
+			// A new attempt of the step: what the earlier one showed is
+			// replaced.
+			if _, seen := steps[d.Step]; !seen {
+				stepOrder = append(stepOrder, d.Step)
+			}
+			steps[d.Step] = &attempt{blocks: map[int]*block{}}
+		case events.TypeBlockStart:
+			if a := steps[d.Step]; a != nil {
+				if _, again := a.blocks[d.Index]; !again {
+					a.order = append(a.order, d.Index)
+				}
+				a.blocks[d.Index] = &block{typ: d.BlockType, id: d.ID, name: d.Name}
+			}
+		case events.TypeBlockDelta:
+			if a := steps[d.Step]; a != nil && a.blocks[d.Index] != nil {
+				a.blocks[d.Index].text.WriteString(d.Text)
+			}
+		case events.TypeBlockStop:
+			if a := steps[d.Step]; a != nil && a.blocks[d.Index] != nil {
+				a.blocks[d.Index].stopped = true
+			}
+		case events.TypeBlockAbort:
+			if a := steps[d.Step]; a != nil && a.blocks[d.Index] != nil {
+				a.blocks[d.Index].stopped = false
+			}
+		}
+	}
+	var out []string
+	for _, s := range stepOrder {
+		a := steps[s]
+		var parts []events.Part
+		for _, i := range a.order {
+			b := a.blocks[i]
+			if b == nil || !b.stopped {
+				continue
+			}
+			switch b.typ {
+			case events.BlockText:
+				parts = append(parts, events.Part{Type: events.PartText, Text: b.text.String()})
+			case events.BlockToolUse:
+				parts = append(parts, events.Part{Type: events.PartToolUse, ID: b.id, Name: b.name})
+			}
+		}
+		if len(parts) > 0 {
+			out = append(out, describeParts(parts))
+		}
+	}
+	return out
+}
