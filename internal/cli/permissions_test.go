@@ -188,6 +188,28 @@ func TestRolesOnTheBus(t *testing.T) {
 			strings.Contains(logs["toolexec"].String(), "toolexec started")
 	})
 
+	// A client role may read _INBOX.>, and so what arrives there: before
+	// the services had inboxes of their own, that was the turn requests
+	// the turn service fetched, the states and sessions it read and the
+	// calls toolexec fetched. A sniffer sees none of them.
+	sniffer, _ := connect(permissions.Submitter)
+	var leaks []string
+	var leaksMu sync.Mutex
+	if _, err := sniffer.Subscribe("_INBOX.>", func(m *nats.Msg) {
+		stream := m.Header.Get("Nats-Stream")
+		if (strings.HasPrefix(m.Reply, "$JS.ACK.") && !strings.HasPrefix(m.Reply, "$JS.ACK."+events.StreamEvents+".")) ||
+			(stream != "" && stream != events.StreamEvents) {
+			leaksMu.Lock()
+			leaks = append(leaks, fmt.Sprintf("%s (reply %s, stream %q)", m.Subject, m.Reply, stream))
+			leaksMu.Unlock()
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sniffer.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
 	// A turn that pauses at the approval hook, resumed by the submitter.
 	id := nuid.Next()
 	if err := sc.Submit(ctx, &events.TurnRequest{TurnID: id, Model: "replay:gemini", Messages: []events.Message{events.UserText("capital?")}}); err != nil {
@@ -216,6 +238,12 @@ func TestRolesOnTheBus(t *testing.T) {
 	if got := v.take(); len(got) > 0 {
 		t.Fatalf("the server refused what a role needs:\n%s", strings.Join(got, "\n"))
 	}
+
+	leaksMu.Lock()
+	if len(leaks) > 0 {
+		t.Errorf("a client role's _INBOX.> received %d of the services' replies, e.g. %s", len(leaks), leaks[0])
+	}
+	leaksMu.Unlock()
 
 	// The forbidden acts.
 	s := events.NewSubjects("")
@@ -255,9 +283,27 @@ func TestRolesOnTheBus(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = submitter.Flush()
-	natstest.EventuallyWithin(t, 5*time.Second, "submitter refused a hook subscription", func() bool {
+	subscriptionRefused(t, v, "submitter", s.Hook("approve-capital"))
+	// No role reads another's replies: the turn service's inboxes carry
+	// the states its KV gets return and the events it reads back, and
+	// the reader, allowed _INBOX.> for its own, may not subscribe to them.
+	turnInbox := permissions.InboxPrefix(permissions.Turn, "") + ".>"
+	for who, nc := range map[string]*nats.Conn{"reader": reader, "toolexec": toolexec} {
+		if _, err := nc.Subscribe(turnInbox, func(*nats.Msg) {}); err != nil {
+			t.Fatal(err)
+		}
+		_ = nc.Flush()
+		subscriptionRefused(t, v, who, turnInbox)
+	}
+}
+
+// subscriptionRefused waits until the server logs its refusal of a
+// subscription to subject.
+func subscriptionRefused(t *testing.T, v *violations, who, subject string) {
+	t.Helper()
+	natstest.EventuallyWithin(t, 5*time.Second, who+" refused a subscription to "+subject, func() bool {
 		for _, l := range v.take() {
-			if strings.Contains(l, "Subscription Violation") && strings.Contains(l, s.Hook("approve-capital")) {
+			if strings.Contains(l, "Subscription Violation") && strings.Contains(l, subject) {
 				return true
 			}
 		}

@@ -29,6 +29,8 @@ func runProvision(ctx context.Context, env *Env, args []string) error {
 	fs.IntVar(&replicas, "replicas", 1, "JetStream replicas of every stream and bucket (3 on a 3-node cluster)")
 	fs.BoolVar(&o.Memory, "memory", false, "memory storage instead of file storage (throw-away installations)")
 	fs.DurationVar(&o.EventsMaxAge, "events-max-age", 0, "how long LLMW_EVENTS keeps a turn's events (0 = 24h)")
+	fs.DurationVar(&o.TurnsMaxAge, "turns-max-age", 0, "how long LLMW_TURNS keeps a request no turn replica took (0 = 24h, negative = no limit)")
+	fs.DurationVar(&o.SessionsTTL, "sessions-ttl", 0, "how long LLMW_SESSIONS keeps a transcript after the session's last turn (0 = 720h, negative = for ever)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -38,7 +40,7 @@ func runProvision(ctx context.Context, env *Env, args []string) error {
 	if replicas < 1 || replicas > 5 {
 		return fmt.Errorf("%w: --replicas %d: JetStream allows 1 to 5", ErrUsage, replicas)
 	}
-	o.Prefix, o.Replicas = conn.prefix, replicas
+	o.Prefix, o.Replicas, o.ApplyLimits = conn.prefix, replicas, true
 	cl, err := conn.connect("provision")
 	if err != nil {
 		return err

@@ -24,6 +24,7 @@ import (
 	"github.com/llmworker/llmworker/internal/service/toolexecsvc"
 	"github.com/llmworker/llmworker/internal/service/turnsvc"
 	"github.com/llmworker/llmworker/pkg/hook/hooknats"
+	"github.com/llmworker/llmworker/pkg/permissions"
 	"github.com/llmworker/llmworker/pkg/provision"
 	"github.com/llmworker/llmworker/pkg/telemetry"
 )
@@ -186,6 +187,12 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 	}
 	s.URL = url
 	opts := append([]nats.Option{nats.Name("llmworker"), nats.MaxReconnects(-1)}, natsutil.LogEvents(log)...)
+	if one := slices.DeleteFunc(slices.Clone(want), func(n string) bool { return n == "" }); len(one) == 1 {
+		// One service, as a pod of deploy/k8s runs it: the inboxes of its
+		// role, which its identity may read (pkg/permissions). Several
+		// share the connection, and nats.go's _INBOX.
+		opts = append(opts, nats.CustomInboxPrefix(permissions.InboxPrefix(permissions.Role(one[0]), cfg.Prefix)))
+	}
 	if s.Embedded == nil {
 		auth, err := cfg.Auth.Options()
 		if err != nil {

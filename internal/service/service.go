@@ -20,6 +20,7 @@ import (
 
 	"github.com/llmworker/llmworker/internal/natsutil"
 	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/permissions"
 	"github.com/llmworker/llmworker/pkg/provision"
 	"github.com/llmworker/llmworker/pkg/telemetry"
 )
@@ -280,7 +281,7 @@ func Main(ctx context.Context, svc Service, args []string, o IO) int {
 	conn, err := natsutil.Connect(ctx, natsutil.Config{URL: c.NATSURL, Auth: c.Auth, Name: "llmw-" + name + " " + c.Instance, StoreDir: c.StoreDir,
 		OnRetry: func(err error, next time.Duration) {
 			log.Warn("cannot reach NATS yet; retrying", "err", err, "in", next)
-		}}, natsutil.LogEvents(log)...)
+		}}, append(natsutil.LogEvents(log), nats.CustomInboxPrefix(permissions.InboxPrefix(permissions.Role(name), c.Prefix)))...)
 	if err != nil {
 		log.Error("connect to NATS", "err", err)
 		return 1

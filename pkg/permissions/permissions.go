@@ -54,10 +54,28 @@ type Permissions struct {
 	Responses bool
 }
 
-// inbox is the replies of the role's own requests (JetStream API calls,
-// publishes to streams, model calls) and the deliveries of its
-// consumers.
-const inbox = "_INBOX.>"
+// DefaultInboxPrefix is nats.go's inbox prefix, which the client roles
+// (submitter, reader, provisioner) keep: their clients are the nats CLI
+// and programs of the users' own.
+const DefaultInboxPrefix = "_INBOX"
+
+// InboxPrefix is the prefix of the inboxes of role in the installation of
+// prefix ("" = events.DefaultPrefix): the replies of its own requests
+// (JetStream API calls, publishes to streams, model calls) and the
+// deliveries of its consumers. Each service role has its own,
+// _INBOX_<role>.<P>, outside the _INBOX.> that the client roles
+// subscribe to, so that no role can read another service's replies —
+// the turn state a KV get returns, the tool calls a fetch delivers —
+// by subscribing to its inboxes. A service connects with
+// nats.CustomInboxPrefix(InboxPrefix(role, prefix)); a client role gets
+// DefaultInboxPrefix.
+func InboxPrefix(role Role, prefix string) string {
+	switch role {
+	case Ingest, Turn, Toolexec, Hookbridge:
+		return "_INBOX_" + string(role) + "." + events.NewSubjects(prefix).P()
+	}
+	return DefaultInboxPrefix
+}
 
 // streams of the account, with the KV buckets' own streams.
 func kv(bucket string) string { return "KV_" + bucket }
@@ -107,6 +125,7 @@ const discovery = "$SRV.>"
 func For(role Role, prefix string) Permissions {
 	s := events.NewSubjects(prefix)
 	p := s.P()
+	inbox := InboxPrefix(role, prefix) + ".>"
 	var pub, sub []string
 	responses := false
 	switch role {

@@ -17,6 +17,14 @@ const (
 	DefaultEventsMaxAge      = 24 * time.Hour
 	DefaultToolResultsMaxAge = 24 * time.Hour
 	DefaultToolCallsMaxAge   = 24 * time.Hour
+	// DefaultTurnsMaxAge drops turn requests (submits, resumes) that no
+	// turn replica took within a day, so that requests published while
+	// no replica runs cannot pile up without bound.
+	DefaultTurnsMaxAge = 24 * time.Hour
+	// DefaultSessionsTTL forgets a session's transcript 30 days after its
+	// last turn: a client that submits turns with ever new session ids
+	// does not grow LLMW_SESSIONS without bound.
+	DefaultSessionsTTL = 30 * 24 * time.Hour
 	// DefaultDuplicateWindow covers a tool call redelivered after AckWait a
 	// few times and a turn replica that re-publishes a call on resume.
 	DefaultDuplicateWindow = 10 * time.Minute
@@ -39,9 +47,22 @@ type Options struct {
 	// ToolCallsMaxAge drops calls nobody consumed, e.g. for a tool no
 	// replica hosts any more (0 = DefaultToolCallsMaxAge).
 	ToolCallsMaxAge time.Duration
+	// TurnsMaxAge limits LLMW_TURNS by age: a request no replica took
+	// by then is dropped (0 = DefaultTurnsMaxAge; negative = none).
+	TurnsMaxAge time.Duration
+	// SessionsTTL is how long LLMW_SESSIONS keeps a transcript after the
+	// session's last turn wrote it (0 = DefaultSessionsTTL; negative =
+	// for ever).
+	SessionsTTL time.Duration
 	// DuplicateWindow of the streams whose messages carry client ids as
 	// Nats-Msg-Id (0 = DefaultDuplicateWindow).
 	DuplicateWindow time.Duration
+	// ApplyLimits makes the age limits and TTLs above replace those of
+	// streams and buckets that exist already (`llmworker provision`).
+	// Without it an existing stream or bucket keeps its own, and only a
+	// missing one gets these: a service that provisions at start does
+	// not undo the limits the operator chose.
+	ApplyLimits bool
 	// VerifyOnly checks that every stream and bucket exists, with this
 	// prefix's subjects, and changes nothing: for a service whose NATS
 	// identity may only read stream information (the roles of
@@ -67,9 +88,23 @@ func (o Options) withDefaults() Options {
 	if o.DuplicateWindow <= 0 {
 		o.DuplicateWindow = DefaultDuplicateWindow
 	}
+	o.TurnsMaxAge = orNone(o.TurnsMaxAge, DefaultTurnsMaxAge)
+	o.SessionsTTL = orNone(o.SessionsTTL, DefaultSessionsTTL)
 	// The server rejects a duplicate window longer than the max age.
 	o.DuplicateWindow = min(o.DuplicateWindow, o.ToolResultsMaxAge, o.ToolCallsMaxAge)
 	return o
+}
+
+// orNone resolves a limit: 0 is def, negative is none (0 in the server's
+// configuration).
+func orNone(d, def time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return def
+	case d < 0:
+		return 0
+	}
+	return d
 }
 
 func (o Options) storage() jetstream.StorageType {
@@ -91,6 +126,7 @@ func StreamConfigs(o Options) []jetstream.StreamConfig {
 			Description: "llmworker turn requests (submit, resume)",
 			Subjects:    []string{s.TurnSubmit(), s.TurnResume()},
 			Retention:   jetstream.WorkQueuePolicy,
+			MaxAge:      o.TurnsMaxAge,
 			Storage:     st,
 			Replicas:    o.Replicas,
 			// The turn service de-duplicates turn requests itself (an
@@ -158,6 +194,13 @@ func withKeyTTL(c jetstream.KeyValueConfig) jetstream.KeyValueConfig {
 	return c
 }
 
+// withTTL expires every key of a bucket ttl after its last write (0 =
+// never).
+func withTTL(c jetstream.KeyValueConfig, ttl time.Duration) jetstream.KeyValueConfig {
+	c.TTL = ttl
+	return c
+}
+
 // BucketConfigs returns the KV configurations Provision applies.
 func BucketConfigs(o Options) []jetstream.KeyValueConfig {
 	o = o.withDefaults()
@@ -165,7 +208,7 @@ func BucketConfigs(o Options) []jetstream.KeyValueConfig {
 		return jetstream.KeyValueConfig{Bucket: name, Description: desc, History: 1, Storage: o.storage(), Replicas: o.Replicas}
 	}
 	return []jetstream.KeyValueConfig{
-		kv(events.BucketSessions, "llmworker session transcripts"),
+		withTTL(kv(events.BucketSessions, "llmworker session transcripts"), o.SessionsTTL),
 		withKeyTTL(kv(events.BucketTools, "llmworker tool catalog")),
 		kv(events.BucketHooks, "llmworker hook registry"),
 		withKeyTTL(kv(events.BucketTurnState, "llmworker turn checkpoints")),
@@ -185,6 +228,11 @@ func Provision(ctx context.Context, js jetstream.JetStream, o Options) error {
 	}
 	for _, cfg := range StreamConfigs(o) {
 		if err := retryRace(ctx, func() error {
+			if !o.ApplyLimits {
+				if err := keepStreamLimits(ctx, js, &cfg); err != nil {
+					return err
+				}
+			}
 			_, err := js.CreateOrUpdateStream(ctx, cfg)
 			return err
 		}); err != nil {
@@ -193,12 +241,53 @@ func Provision(ctx context.Context, js jetstream.JetStream, o Options) error {
 	}
 	for _, cfg := range BucketConfigs(o) {
 		if err := retryRace(ctx, func() error {
+			if !o.ApplyLimits {
+				if err := keepBucketTTL(ctx, js, &cfg); err != nil {
+					return err
+				}
+			}
 			_, err := js.CreateOrUpdateKeyValue(ctx, cfg)
 			return err
 		}); err != nil {
 			return fmt.Errorf("%w: bucket %s: %w", ErrFailed, cfg.Bucket, err)
 		}
 	}
+	return nil
+}
+
+// keepStreamLimits gives cfg the age limit of the stream of its name when
+// that exists, so that a service's start does not undo what the operator
+// provisioned.
+func keepStreamLimits(ctx context.Context, js jetstream.JetStream, cfg *jetstream.StreamConfig) error {
+	st, err := js.Stream(ctx, cfg.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	cfg.MaxAge = st.CachedInfo().Config.MaxAge
+	if cfg.MaxAge > 0 && cfg.Duplicates > cfg.MaxAge {
+		cfg.Duplicates = cfg.MaxAge // the server refuses a longer window
+	}
+	return nil
+}
+
+// keepBucketTTL gives cfg the TTL of the bucket of its name when that
+// exists, as keepStreamLimits does for streams.
+func keepBucketTTL(ctx context.Context, js jetstream.JetStream, cfg *jetstream.KeyValueConfig) error {
+	kv, err := js.KeyValue(ctx, cfg.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return err
+	}
+	cfg.TTL = st.TTL()
 	return nil
 }
 

@@ -46,7 +46,7 @@ func TestProvisionTwiceAndConcurrently(t *testing.T) {
 		subjects []string
 		maxAge   time.Duration
 	}{
-		"LLMW_TURNS":       {jetstream.WorkQueuePolicy, []string{"llmw.turn.submit", "llmw.turn.resume"}, 0},
+		"LLMW_TURNS":       {jetstream.WorkQueuePolicy, []string{"llmw.turn.submit", "llmw.turn.resume"}, 24 * time.Hour},
 		"LLMW_EVENTS":      {jetstream.LimitsPolicy, []string{"llmw.emit.>"}, 24 * time.Hour},
 		"LLMW_TOOLCALLS":   {jetstream.WorkQueuePolicy, []string{"llmw.tool.call.>"}, 24 * time.Hour},
 		"LLMW_TOOLRESULTS": {jetstream.LimitsPolicy, []string{"llmw.tool.result.>"}, 24 * time.Hour},
@@ -72,15 +72,65 @@ func TestProvisionTwiceAndConcurrently(t *testing.T) {
 	if st, _ := e.JS.Stream(c, "LLMW_TOOLRESULTS"); st.CachedInfo().Config.Duplicates < 2*time.Minute {
 		t.Errorf("LLMW_TOOLRESULTS duplicate window %v is shorter than a few redeliveries", st.CachedInfo().Config.Duplicates)
 	}
-	for _, b := range []string{"LLMW_SESSIONS", "LLMW_TOOLS", "LLMW_HOOKS", "LLMW_TURN_STATE"} {
+	// Sessions expire 30 days after their last turn; the other buckets'
+	// keys expire one by one (per-key TTLs) or live as long as their
+	// writer wants them.
+	ttls := map[string]time.Duration{"LLMW_SESSIONS": 30 * 24 * time.Hour, "LLMW_TOOLS": 0, "LLMW_HOOKS": 0, "LLMW_TURN_STATE": 0}
+	for b, ttl := range ttls {
 		kv, err := e.JS.KeyValue(c, b)
 		if err != nil {
 			t.Fatalf("bucket %s: %v", b, err)
 		}
 		st, err := kv.Status(c)
-		if err != nil || st.History() < 1 {
-			t.Errorf("bucket %s: history %d, %v", b, st.History(), err)
+		if err != nil || st.History() != 1 || st.TTL() != ttl {
+			t.Errorf("bucket %s: history %d, TTL %v (want 1, %v), %v", b, st.History(), st.TTL(), ttl, err)
 		}
+	}
+}
+
+// The operator's limits (`llmworker provision`, ApplyLimits) hold: a
+// service that provisions at start with the defaults keeps them, and a
+// later ApplyLimits replaces them; a negative limit is none.
+func TestProvisionKeepsTheOperatorsLimits(t *testing.T) {
+	e := natstest.Start(t, natstest.Options{})
+	c := natstest.Context(t)
+	limits := func() (events, turns, sessions time.Duration) {
+		t.Helper()
+		for name, d := range map[string]*time.Duration{"LLMW_EVENTS": &events, "LLMW_TURNS": &turns} {
+			st, err := e.JS.Stream(c, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			*d = st.CachedInfo().Config.MaxAge
+		}
+		kv, err := e.JS.KeyValue(c, "LLMW_SESSIONS")
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := kv.Status(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return events, turns, st.TTL()
+	}
+	op := provision.Options{ApplyLimits: true, EventsMaxAge: 72 * time.Hour, TurnsMaxAge: -1, SessionsTTL: time.Hour}
+	if err := provision.Provision(c, e.JS, op); err != nil {
+		t.Fatal(err)
+	}
+	if ev, tu, se := limits(); ev != 72*time.Hour || tu != 0 || se != time.Hour {
+		t.Fatalf("after provision: events %v turns %v sessions %v, want 72h 0 1h", ev, tu, se)
+	}
+	if err := provision.Provision(c, e.JS, provision.Options{}); err != nil { // a service's start
+		t.Fatal(err)
+	}
+	if ev, tu, se := limits(); ev != 72*time.Hour || tu != 0 || se != time.Hour {
+		t.Errorf("a service's start changed the limits: events %v turns %v sessions %v", ev, tu, se)
+	}
+	if err := provision.Provision(c, e.JS, provision.Options{ApplyLimits: true}); err != nil {
+		t.Fatal(err)
+	}
+	if ev, tu, se := limits(); ev != 24*time.Hour || tu != 24*time.Hour || se != 30*24*time.Hour {
+		t.Errorf("provision with the defaults: events %v turns %v sessions %v, want the defaults", ev, tu, se)
 	}
 }
 

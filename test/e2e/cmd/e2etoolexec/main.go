@@ -26,8 +26,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/llmworker/llmworker/internal/natsutil"
 	"github.com/llmworker/llmworker/internal/replay/demotools"
+	"github.com/llmworker/llmworker/pkg/permissions"
 	"github.com/llmworker/llmworker/pkg/provision"
 	"github.com/llmworker/llmworker/pkg/telemetry"
 	"github.com/llmworker/llmworker/pkg/tool"
@@ -119,7 +122,7 @@ func run(ctx context.Context, args []string) error {
 	if len(delays) > 0 {
 		return fmt.Errorf("--slow: unknown tools in %q", *slow)
 	}
-	conn, err := natsutil.Connect(ctx, natsutil.Config{URL: *url, Name: "llmw-toolexec " + *instance})
+	conn, err := natsutil.Connect(ctx, natsutil.Config{URL: *url, Name: "llmw-toolexec " + *instance}, nats.CustomInboxPrefix(permissions.InboxPrefix(permissions.Toolexec, *prefix)))
 	if err != nil {
 		return err
 	}

@@ -20,11 +20,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/llmworker/llmworker/internal/natsutil"
 	"github.com/llmworker/llmworker/pkg/hook"
 	"github.com/llmworker/llmworker/pkg/hook/hooknats"
+	"github.com/llmworker/llmworker/pkg/permissions"
 	"github.com/llmworker/llmworker/pkg/provision"
 	"github.com/llmworker/llmworker/pkg/telemetry"
 	"github.com/llmworker/llmworker/pkg/turn"
@@ -67,7 +69,7 @@ func run(ctx context.Context, args []string) error {
 		defer cancel()
 		_ = shutdown(fctx)
 	}()
-	conn, err := natsutil.Connect(ctx, natsutil.Config{URL: *url, Name: "llmw-turn " + *instance})
+	conn, err := natsutil.Connect(ctx, natsutil.Config{URL: *url, Name: "llmw-turn " + *instance}, nats.CustomInboxPrefix(permissions.InboxPrefix(permissions.Turn, *prefix)))
 	if err != nil {
 		return err
 	}
