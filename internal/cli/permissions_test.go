@@ -124,9 +124,14 @@ func TestRolesOnTheBus(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	logs := map[string]*syncBuffer{}
-	run := func(svc service.Service, r permissions.Role, args ...string) {
+	var logsMu sync.Mutex
+	run := func(svc service.Service, r permissions.Role, args ...string) *syncBuffer {
 		out := &syncBuffer{}
-		logs[svc.Name()] = out
+		logsMu.Lock()
+		if logs[svc.Name()] == nil {
+			logs[svc.Name()] = out
+		}
+		logsMu.Unlock()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -136,6 +141,7 @@ func TestRolesOnTheBus(t *testing.T) {
 				t.Errorf("%s exited %d:\n%s", svc.Name(), code, out.String())
 			}
 		}()
+		return out
 	}
 	t.Cleanup(func() {
 		stop()
@@ -284,6 +290,38 @@ func TestRolesOnTheBus(t *testing.T) {
 	}
 	_ = submitter.Flush()
 	subscriptionRefused(t, v, "submitter", s.Hook("approve-capital"))
+
+	// A refusal a service meets at run time is logged as a permissions
+	// error, and the service goes on: a hook registered on a subject
+	// outside P.hook.> (which the roles do not cover, docs/security.md)
+	// is refused to hookbridge's subscription and to the turn service's
+	// requests; its failure policy (fail_open) lets the turn complete.
+	audit := filepath.Join(t.TempDir(), "audit.yaml")
+	if err := os.WriteFile(audit, []byte("hooks:\n  - name: audit\n    subject: audit.hooks.inject\n    timeout: 500ms\n    failure: fail_open\n"+
+		"    builtin:\n      type: inject_message\n      text: audited\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hb2 := run(&hookbridgesvc.Service{}, permissions.Hookbridge, "--config", audit, "--instance", "hookbridge-audit")
+	natstest.EventuallyWithin(t, 30*time.Second, "the audit hook registered, its subscription refused", func() bool {
+		l := hb2.String()
+		return strings.Contains(l, "serving hook") && strings.Contains(l, "NATS error") && strings.Contains(l, "Permissions Violation")
+	})
+	id3 := nuid.Next()
+	if err := sc.Submit(ctx, &events.TurnRequest{TurnID: id3, Model: "replay:gemini", Messages: []events.Message{events.UserText("capital?")}}); err != nil {
+		t.Fatal(err)
+	}
+	paused3, err := events.DecodeData[events.TurnPaused](follow(id3, events.TypeTurnPaused))
+	if err != nil || len(paused3.Pending) != 1 {
+		t.Fatalf("paused %+v %v", paused3, err)
+	}
+	if err := sc.Resume(ctx, &events.ResumeRequest{TurnID: id3, Decisions: map[string]events.Decision{paused3.Pending[0].ID: {Kind: events.DecisionApprove}}}); err != nil {
+		t.Fatal(err)
+	}
+	follow(id3, events.TypeTurnCompleted)
+	natstest.EventuallyWithin(t, 10*time.Second, "the turn service logs its refused hook request", func() bool {
+		l := logs["turn"].String()
+		return strings.Contains(l, "NATS error") && strings.Contains(l, "Permissions Violation") && strings.Contains(l, "audit.hooks.inject")
+	})
 	// No role reads another's replies: the turn service's inboxes carry
 	// the states its KV gets return and the events it reads back, and
 	// the reader, allowed _INBOX.> for its own, may not subscribe to them.
@@ -309,4 +347,21 @@ func subscriptionRefused(t *testing.T, v *violations, who, subject string) {
 		}
 		return false
 	})
+}
+
+// The server configuration shipped in deploy/ (which compose's secure
+// profile runs) is what `llmworker permissions` prints for the default
+// prefix: it cannot drift from the subjects the code uses.
+func TestShippedAuthConfIsGenerated(t *testing.T) {
+	gen := runCLI(t, Env{}, "permissions")
+	if gen.code != 0 {
+		t.Fatalf("permissions: exit %d: %s", gen.code, gen.stderr)
+	}
+	shipped, err := os.ReadFile(filepath.Join("..", "..", "deploy", "auth.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(shipped) != gen.stdout {
+		t.Fatal("deploy/auth.conf differs from `llmworker permissions`: regenerate it with\n\tgo run ./cmd/llmworker permissions > deploy/auth.conf")
+	}
 }

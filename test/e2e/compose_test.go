@@ -18,9 +18,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/llmworker/llmworker/internal/replay"
 	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/permissions"
 )
 
 // composeStack is deploy/compose.yaml brought up with docker-compose (v1,
@@ -32,11 +34,17 @@ type composeStack struct {
 	project string
 	env     []string
 	tag     string
+	files   []string // compose files of deploy/, compose.yaml first
+	url     string   // of the stack's NATS server, from the host
 }
 
 // compose runs docker-compose for the stack's project.
 func (s *composeStack) compose(ctx context.Context, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "docker-compose", append([]string{"-p", s.project, "-f", filepath.Join("..", "..", "deploy", "compose.yaml")}, args...)...)
+	var files []string
+	for _, f := range s.files {
+		files = append(files, "-f", filepath.Join("..", "..", "deploy", f))
+	}
+	cmd := exec.CommandContext(ctx, "docker-compose", append(append([]string{"-p", s.project}, files...), args...)...)
 	cmd.Env = append(os.Environ(), s.env...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
@@ -53,10 +61,31 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
+// composeOpts are the variations of a compose stack.
+type composeOpts struct {
+	// toolDelay is how long the demo tools take.
+	toolDelay time.Duration
+	// overlay is a compose file of deploy/ applied over compose.yaml.
+	overlay string
+	// env is more environment for docker-compose (the overlay's
+	// variables).
+	env []string
+	// connect are the options of the test's connection; with them the
+	// stack is not waited for through $SRV.PING, which needs the rights
+	// of a service.
+	connect []nats.Option
+}
+
 // startCompose builds the shipped images and brings the compose stack up
 // with toolexec scaled to three replicas whose demo tools take toolDelay.
 func startCompose(t *testing.T, toolDelay time.Duration) *composeStack {
 	t.Helper()
+	return startComposeWith(t, composeOpts{toolDelay: toolDelay})
+}
+
+func startComposeWith(t *testing.T, o composeOpts) *composeStack {
+	t.Helper()
+	toolDelay := o.toolDelay
 	requireDocker(t)
 	if _, err := exec.LookPath("docker-compose"); err != nil {
 		if os.Getenv("CI") != "" {
@@ -69,7 +98,11 @@ func startCompose(t *testing.T, toolDelay time.Duration) *composeStack {
 	s := &composeStack{tag: tag, project: "llmwc" + strconv.FormatInt(time.Now().UnixNano()%1e9, 10), env: []string{
 		"TAG=" + tag, "REGISTRY=llmw-e2e", "LLMW_NATS_PORT=" + strconv.Itoa(port), "LLMW_NATS_MONITOR_PORT=" + strconv.Itoa(monitor),
 		"LLMW_REPLAY_DELAY=" + toolDelay.String(), "LLMW_TOOL_ACK_WAIT=3s", "LLMW_TOOLEXEC_LOG_LEVEL=debug",
-	}}
+	}, files: []string{"compose.yaml"}}
+	s.env = append(s.env, o.env...)
+	if o.overlay != "" {
+		s.files = append(s.files, o.overlay)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	build := exec.CommandContext(ctx, "sh", filepath.Join("..", "..", "deploy", "build-images.sh"))
@@ -90,7 +123,8 @@ func startCompose(t *testing.T, toolDelay time.Duration) *composeStack {
 	if out, err := s.compose(ctx, "up", "-d", "--scale", "toolexec=3"); err != nil {
 		t.Fatalf("compose up: %v\n%s", err, out)
 	}
-	nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", port), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))
+	s.url = fmt.Sprintf("nats://127.0.0.1:%d", port)
+	nc, err := nats.Connect(s.url, append([]nats.Option{nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true)}, o.connect...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,6 +134,9 @@ func startCompose(t *testing.T, toolDelay time.Duration) *composeStack {
 		t.Fatal(err)
 	}
 	s.cluster = &cluster{t: t, nc: nc, js: js, subj: events.NewSubjects(""), start: time.Now()}
+	if o.connect != nil {
+		return s
+	}
 	s.eventually(2*time.Minute, "three toolexec replicas and ingest serving", func() (bool, string) {
 		n, err := s.pingCount("llmw-toolexec")
 		if err != nil || n < 3 {
@@ -265,5 +302,69 @@ func TestComposeTurns(t *testing.T) {
 	t.Logf("call redelivered from %.12s to %.12s; turn completed %s after the kill", victim, by, time.Since(killed).Round(time.Millisecond))
 	if bad := s.checkHistory([]string{id}); len(bad) > 0 {
 		t.Errorf("history:\n%s", strings.Join(bad, "\n"))
+	}
+}
+
+// TestComposeWithIdentities: deploy/compose.secure.yaml over the shipped
+// compose file. nats-server enforces deploy/auth.conf, the provision
+// service makes the streams and buckets as llmw-provision, and every
+// service runs as its own role with --provision-verify. Turns with tool
+// calls complete for a client that submits as llmw-submitter and follows
+// as llmw-reader; the server refuses nothing the services do, and refuses
+// the reader's submit.
+func TestComposeWithIdentities(t *testing.T) {
+	var env []string
+	pw := map[permissions.Role]string{}
+	for _, u := range permissions.DefaultUsers() {
+		pw[u.Role] = nuid.Next()
+		env = append(env, u.PasswordEnv+"="+pw[u.Role])
+	}
+	s := startComposeWith(t, composeOpts{overlay: "compose.secure.yaml", env: env,
+		connect: []nats.Option{nats.UserInfo(user(permissions.Submitter), pw[permissions.Submitter])}})
+	rnc, err := nats.Connect(s.url, nats.UserInfo(user(permissions.Reader), pw[permissions.Reader]), nats.MaxReconnects(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rnc.Close)
+	rjs, err := jetstream.New(rnc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := &cluster{t: t, nc: rnc, js: rjs, subj: s.subj, start: s.start}
+
+	names := replay.Names()
+	var fs []*follower
+	for i, sc := range names {
+		id := fmt.Sprintf("secure-%d", i)
+		// Submitted first: the reader's consumer needs LLMW_EVENTS, which
+		// exists once the provision service ran, and the submit retries
+		// until then. The follower reads the turn from its start.
+		s.submit(id, sc)
+		fs = append(fs, reader.follow(id))
+	}
+	for _, f := range fs {
+		done := f.completed(3 * time.Minute)
+		if len(f.of(events.TypeToolStarted)) == 0 {
+			t.Errorf("turn %s ran no tool call", f.turnID)
+		}
+		if len(done.Messages) == 0 {
+			t.Errorf("turn %s completed without a transcript", f.turnID)
+		}
+	}
+	if err := rnc.Publish(s.subj.TurnSubmit(), []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	_ = rnc.Flush()
+	var logs string
+	s.eventually(time.Minute, "nats-server refuses the reader's submit", func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		logs, err = s.compose(ctx, "logs", "--no-color", "nats")
+		return err == nil && strings.Contains(logs, `Publish Violation`) && strings.Contains(logs, s.subj.TurnSubmit()), fmt.Sprint(err)
+	})
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Contains(line, "Violation") && !strings.Contains(line, user(permissions.Reader)) {
+			t.Errorf("nats-server refused a service: %s", line)
+		}
 	}
 }
