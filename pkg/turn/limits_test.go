@@ -1,9 +1,12 @@
 package turn_test
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,9 +15,13 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/hook"
+	"github.com/llmworker/llmworker/pkg/hook/hooknats"
 	"github.com/llmworker/llmworker/pkg/llm/llmtest"
 	"github.com/llmworker/llmworker/pkg/natstest"
 	"github.com/llmworker/llmworker/pkg/provision"
+	"github.com/llmworker/llmworker/pkg/tool"
+	"github.com/llmworker/llmworker/pkg/toolexec"
 	"github.com/llmworker/llmworker/pkg/turn"
 )
 
@@ -185,4 +192,71 @@ func TestTurnRequestsNobodyTookExpire(t *testing.T) {
 		info, err := st.Info(ctx)
 		return err == nil && info.State.Msgs == 0
 	})
+}
+
+// A hook responder that never answers and a tool that never returns do
+// not hold a turn replica's slot beyond their timeouts: with room for one
+// turn at a time, the hook's timeout (fail_open) and the tool's deadline
+// end the first turn's wait, its model reads the tool's timeout as an
+// error result, and the second turn runs after it.
+func TestSilentHookAndStuckToolFreeTheSlot(t *testing.T) {
+	e := newEnv(t)
+	call := llmtest.ToolStep(llmtest.ToolCallSpec{ID: "call_1", Name: "stuck", Input: `{}`})
+	e.scripted(llmtest.NewScripted(call, llmtest.TextStep("gave up"), call, llmtest.TextStep("gave up")))
+
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	stuck, err := tool.NewFunc("stuck", "Never returns in time.", json.RawMessage(`{"type":"object"}`),
+		func(ctx context.Context, _ json.RawMessage) (string, error) {
+			<-release // ignores its context, as a hung tool does
+			return "late", nil
+		}, tool.WithTimeout(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.startToolexec(toolexec.Config{}, stuck)
+
+	// The hook's responder takes each request and answers nothing.
+	silent := e.connect()
+	var asked atomic.Int64
+	if _, err := silent.Subscribe("silent.hook", func(*nats.Msg) { asked.Add(1) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := silent.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	chain := &hook.Chain{}
+	r, err := hooknats.New(e.connect(), events.HookRegistration{Name: "silent", Event: events.HookBeforeToolCall,
+		Subject: "silent.hook", TimeoutMS: 300, Failure: events.FailOpen}, hooknats.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.AddTo(chain, 1); err != nil {
+		t.Fatal(err)
+	}
+	e.startTurn(turn.Config{MaxConcurrent: 1, Hooks: chain})
+
+	first, second := newID("first"), newID("second")
+	w1, w2 := e.watch(first), e.watch(second)
+	for _, id := range []string{first, second} {
+		e.submit(events.TurnRequest{TurnID: id, Model: "test:m", Messages: []events.Message{events.UserText("go")}, Tools: []string{"stuck"}})
+	}
+	for _, w := range []*watcher{w1, w2} {
+		evs := w.waitType(events.TypeTurnCompleted)
+		i := find(evs, events.TypeToolResult)
+		if i < 0 {
+			t.Fatalf("no tool result:%s", describe(evs))
+		}
+		res := decode[events.ToolCallResult](t, evs[i])
+		if !res.IsError {
+			t.Errorf("the stuck tool's result %+v is not an error", res)
+		}
+		j := find(evs, events.TypeHookDecision)
+		if j < 0 || !decode[events.HookDecision](t, evs[j]).Failed {
+			t.Errorf("no failed decision of the silent hook:%s", describe(evs))
+		}
+	}
+	if asked.Load() != 2 {
+		t.Errorf("the silent hook was asked %d times, want 2", asked.Load())
+	}
 }
