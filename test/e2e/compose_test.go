@@ -321,7 +321,10 @@ func TestComposeWithIdentities(t *testing.T) {
 	}
 	s := startComposeWith(t, composeOpts{overlay: "compose.secure.yaml", env: env,
 		connect: []nats.Option{nats.UserInfo(user(permissions.Submitter), pw[permissions.Submitter])}})
-	rnc, err := nats.Connect(s.url, nats.UserInfo(user(permissions.Reader), pw[permissions.Reader]), nats.MaxReconnects(-1))
+	// The reader's forbidden submit below comes back as an asynchronous
+	// error; the server's log is what the test reads.
+	quiet := nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {})
+	rnc, err := nats.Connect(s.url, nats.UserInfo(user(permissions.Reader), pw[permissions.Reader]), nats.MaxReconnects(-1), quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,6 +334,21 @@ func TestComposeWithIdentities(t *testing.T) {
 		t.Fatal(err)
 	}
 	reader := &cluster{t: t, nc: rnc, js: rjs, subj: s.subj, start: s.start}
+	// Neither client role may ping the services ($SRV.>) or read the
+	// catalog: their logs say when they run (after the provision service,
+	// since --provision-verify makes them restart until then), toolexec's
+	// once its tools are in the catalog.
+	s.eventually(2*time.Minute, "the services started under their identities", func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for svc, line := range map[string]string{"ingest": "ingest started", "toolexec": "toolexec started", "turn": "turn service started"} {
+			out, err := s.compose(ctx, "logs", "--no-color", svc)
+			if err != nil || !strings.Contains(out, line) {
+				return false, fmt.Sprintf("%s: %v\n%s", svc, err, tail(out, 2000))
+			}
+		}
+		return true, ""
+	})
 
 	names := replay.Names()
 	var fs []*follower
@@ -342,10 +360,14 @@ func TestComposeWithIdentities(t *testing.T) {
 		s.submit(id, sc)
 		fs = append(fs, reader.follow(id))
 	}
-	for _, f := range fs {
+	for i, f := range fs {
 		done := f.completed(3 * time.Minute)
-		if len(f.of(events.TypeToolStarted)) == 0 {
-			t.Errorf("turn %s ran no tool call", f.turnID)
+		sc, err := replay.Lookup(names[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(f.of(events.TypeToolStarted)); got != len(sc.Tools) {
+			t.Errorf("turn %s (%s) started %d tool calls, want %d (%v)", f.turnID, names[i], got, len(sc.Tools), sc.Tools)
 		}
 		if len(done.Messages) == 0 {
 			t.Errorf("turn %s completed without a transcript", f.turnID)
