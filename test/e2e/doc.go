@@ -47,6 +47,15 @@
 //     three, 20 turns with tool calls (one result per call, calls spread
 //     over the replicas), then the replica running a call is killed and the
 //     call is redelivered and answered once.
+//   - TestComposeWithIdentities: deploy/compose.secure.yaml over the same
+//     file: nats-server enforces deploy/auth.conf, every service runs as
+//     its role; turns complete for a submitter and a reader, and the
+//     server refuses the reader's submit and nothing of the services'.
+//   - TestSecureCluster: the three-node cluster with TLS from a CA made in
+//     the test and the identities of `llmworker permissions`.
+//   - TestOneTraceAcrossServices: the services export OTLP to a receiver
+//     in the test; one trace id across all of them, also after a turn
+//     replica is killed mid-turn.
 //
 // Every scenario ends with checkHistory, which reads each turn's whole
 // history from LLMW_EVENTS, LLMW_TOOLRESULTS and LLMW_TURN_STATE: seq
