@@ -186,7 +186,7 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 		url = emb.URL()
 	}
 	s.URL = url
-	opts := append([]nats.Option{nats.Name("llmworker"), nats.MaxReconnects(-1)}, natsutil.LogEvents(log)...)
+	opts := append(append([]nats.Option{nats.Name("llmworker"), nats.MaxReconnects(-1)}, natsutil.Liveness()...), natsutil.LogEvents(log)...)
 	if one := slices.DeleteFunc(slices.Clone(want), func(n string) bool { return n == "" }); len(one) == 1 {
 		// One service, as a pod of deploy/k8s runs it: the inboxes of its
 		// role, which its identity may read (pkg/permissions). Several

@@ -213,6 +213,22 @@ type Config struct {
 	OnRetry func(err error, next time.Duration)
 }
 
+// PingInterval is how often a service's connection pings its server:
+// with MaxPingsOut unanswered pings the connection counts as dead and
+// reconnects to another node. nats.go's default (2 minutes) leaves a
+// service talking to a partitioned node, whose packets vanish without a
+// reset, for several minutes.
+const (
+	PingInterval = 10 * time.Second
+	MaxPingsOut  = 3
+)
+
+// Liveness returns the ping options of every service connection
+// (PingInterval, MaxPingsOut).
+func Liveness() []nats.Option {
+	return []nats.Option{nats.PingInterval(PingInterval), nats.MaxPingsOutstanding(MaxPingsOut)}
+}
+
 // DefaultConnectWait is Config.ConnectWait's default.
 const DefaultConnectWait = 30 * time.Second
 
@@ -248,7 +264,7 @@ func Connect(ctx context.Context, c Config, opts ...nats.Option) (*Conn, error) 
 		out.Embedded = emb
 		url = emb.URL()
 	}
-	o := []nats.Option{nats.MaxReconnects(-1)}
+	o := append([]nats.Option{nats.MaxReconnects(-1)}, Liveness()...)
 	if c.Name != "" {
 		o = append(o, nats.Name(c.Name))
 	}

@@ -70,6 +70,41 @@ func (f *Flags) Duration(p *time.Duration, name, env string, def time.Duration, 
 	f.define(name, env, usage, &value[time.Duration]{p: p, parse: time.ParseDuration, str: time.Duration.String}, parsedFrom(f, env, def, time.ParseDuration))
 }
 
+// Strings registers a repeatable flag: every use adds a value. Without
+// any, the values are the lines of $env.
+func (f *Flags) Strings(p *[]string, name, env, usage string) {
+	var def []string
+	for l := range strings.SplitSeq(f.lookup(env), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			def = append(def, l)
+		}
+	}
+	f.define(name, env, usage+" (repeatable; the variable: one per line)", &list{p: p}, def)
+}
+
+// list is a repeatable flag.Value: the first Set replaces the default.
+type list struct {
+	p   *[]string
+	set bool
+}
+
+func (l *list) String() string {
+	if l == nil || l.p == nil {
+		return ""
+	}
+	return strings.Join(*l.p, ", ")
+}
+
+func (l *list) Set(s string) error {
+	if !l.set {
+		*l.p, l.set = nil, true
+	}
+	*l.p = append(*l.p, s)
+	return nil
+}
+
+func (l *list) setDefault(d any) { *l.p = d.([]string) }
+
 // Bool registers a bool flag defaulting to $env (true, 1, ...), then def.
 func (f *Flags) Bool(p *bool, name, env string, def bool, usage string) {
 	f.define(name, env, usage, &value[bool]{p: p, parse: strconv.ParseBool, str: strconv.FormatBool, isBool: true}, parsedFrom(f, env, def, strconv.ParseBool))

@@ -28,6 +28,8 @@ const (
 	// still waits for the result (the executor reports a timeout itself at
 	// the deadline; this covers transport).
 	DefaultResultGrace = 5 * time.Second
+	// DefaultRecheck is ClientOptions.Recheck's default.
+	DefaultRecheck = 3 * time.Second
 )
 
 // ClientOptions configures a Client. The zero value works.
@@ -40,6 +42,11 @@ type ClientOptions struct {
 	DefaultTimeout time.Duration
 	// ResultGrace is added to the deadline while waiting for a result.
 	ResultGrace time.Duration
+	// Recheck is how often a call waiting for its result also looks for
+	// it in LLMW_TOOLRESULTS (0 = DefaultRecheck; negative = never): the
+	// result also comes as a core NATS message, which a connection cut
+	// off from its server (a partitioned node) does not get.
+	Recheck time.Duration
 }
 
 // Client sends tool calls to toolexec over JetStream (docs/protocol.md, "Tools")
@@ -64,6 +71,9 @@ func NewClient(nc *nats.Conn, js jetstream.JetStream, o ClientOptions) *Client {
 	}
 	if o.ResultGrace <= 0 {
 		o.ResultGrace = DefaultResultGrace
+	}
+	if o.Recheck == 0 {
+		o.Recheck = DefaultRecheck
 	}
 	return &Client{nc: nc, js: js, subjects: events.NewSubjects(o.Prefix), o: o}
 }
@@ -227,8 +237,24 @@ func (c *Client) Call(ctx context.Context, req events.ToolCallRequest, timeout t
 
 	wait := time.NewTimer(time.Until(req.Deadline) + c.o.ResultGrace)
 	defer wait.Stop()
+	var recheck <-chan time.Time
+	if c.o.Recheck > 0 {
+		t := time.NewTicker(c.o.Recheck)
+		defer t.Stop()
+		recheck = t.C
+	}
 	for {
 		select {
+		case <-recheck:
+			// The stored result is the one of record; its message may
+			// have been lost to this connection (a partition, a
+			// reconnect while it was routed).
+			actx, cancel := context.WithTimeout(ctx, time.Second)
+			stored, ok, err := c.StoredResult(actx, req.TurnID, req.CallID)
+			cancel()
+			if err == nil && ok {
+				return stored, nil
+			}
 		case m := <-ch:
 			r, err := DecodeResult(m.Header, m.Data)
 			if err != nil || r.CallID != req.CallID {

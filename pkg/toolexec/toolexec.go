@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -111,6 +112,12 @@ type Server struct {
 	cring     [cancelRing]string
 	cringPos  int
 	runStop   context.CancelFunc // stops the pull loops
+	runCtx    context.Context    // the pull loops' parent, from Start
+	// dyn serializes Add, Remove and Stop, which change the hosted tools.
+	dyn sync.Mutex
+	// endpoints are the tools with a micro endpoint: micro cannot remove
+	// one, so a tool removed and added again keeps its first.
+	endpoints map[string]bool
 	callStop  context.CancelCauseFunc
 	callCtx   context.Context
 	loops     sync.WaitGroup
@@ -129,6 +136,9 @@ type hosted struct {
 	// The calls run from the queue: micro counts only the direct invokes
 	// of the endpoint, so $SRV.STATS reports these in the endpoint's data.
 	queueCalls, queueErrors, queueNanos atomic.Int64
+	// stop ends the tool's pull loops (Remove, Stop); loops counts them.
+	stop  context.CancelFunc
+	loops sync.WaitGroup
 }
 
 // QueueStats is the data of a tool endpoint in $SRV.STATS: the calls this
@@ -193,12 +203,14 @@ func New(nc *nats.Conn, cfg Config) (*Server, error) {
 		host:  nuid.Next(),
 		tools: map[string]*hosted{}, running: map[string]context.CancelCauseFunc{},
 		handling: map[string]uint64{}, answered: map[string]bool{}, cancelled: map[string]bool{},
+		endpoints: map[string]bool{},
 	}
 	s.rc = NewClient(nc, js, ClientOptions{Prefix: cfg.Prefix, Source: s.source})
 	return s, nil
 }
 
-// Register adds tools; call it before Start.
+// Register adds tools; call it before Start (Add hosts more once
+// started).
 func (s *Server) Register(tools ...tool.Tool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -206,40 +218,49 @@ func (s *Server) Register(tools ...tool.Tool) error {
 		return ErrStarted
 	}
 	for _, t := range tools {
-		if t == nil {
-			return fmt.Errorf("%w: nil tool", ErrInvalidTool)
+		h, err := s.prepare(t)
+		if err != nil {
+			return err
 		}
-		e := tool.CatalogEntry(t)
-		if err := e.Validate(); err != nil {
-			return fmt.Errorf("%w: %q: %w", ErrInvalidTool, t.Name(), err)
-		}
-		if _, dup := s.tools[e.Name]; dup {
-			return fmt.Errorf("%w: %q registered twice", ErrInvalidTool, e.Name)
-		}
-		h := &hosted{t: t, entry: e}
-		if iv, ok := t.(tool.InputValidator); ok {
-			h.validate = iv.ValidateInput
-		} else {
-			v, err := tool.NewValidator(e.InputSchema)
-			if err != nil {
-				return fmt.Errorf("%w: %q: %w", ErrInvalidTool, e.Name, err)
-			}
-			name := e.Name
-			h.validate = func(in json.RawMessage) error {
-				err := v.Validate(in)
-				var ia *tool.InvalidArgumentError
-				if errors.As(err, &ia) && ia.Tool == "" {
-					c := *ia
-					c.Tool = name
-					return &c
-				}
-				return err
-			}
-		}
-		s.tools[e.Name] = h
-		s.order = append(s.order, e.Name)
+		s.tools[h.entry.Name] = h
+		s.order = append(s.order, h.entry.Name)
 	}
 	return nil
+}
+
+// prepare checks t and builds its hosted value; s.mu is held.
+func (s *Server) prepare(t tool.Tool) (*hosted, error) {
+	if t == nil {
+		return nil, fmt.Errorf("%w: nil tool", ErrInvalidTool)
+	}
+	e := tool.CatalogEntry(t)
+	if err := e.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %q: %w", ErrInvalidTool, t.Name(), err)
+	}
+	if _, dup := s.tools[e.Name]; dup {
+		return nil, fmt.Errorf("%w: %q registered twice", ErrInvalidTool, e.Name)
+	}
+	h := &hosted{t: t, entry: e}
+	if iv, ok := t.(tool.InputValidator); ok {
+		h.validate = iv.ValidateInput
+		return h, nil
+	}
+	v, err := tool.NewValidator(e.InputSchema)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %q: %w", ErrInvalidTool, e.Name, err)
+	}
+	name := e.Name
+	h.validate = func(in json.RawMessage) error {
+		err := v.Validate(in)
+		var ia *tool.InvalidArgumentError
+		if errors.As(err, &ia) && ia.Tool == "" {
+			c := *ia
+			c.Tool = name
+			return &c
+		}
+		return err
+	}
+	return h, nil
 }
 
 // Tools returns the catalog entries of the registered tools.
@@ -291,23 +312,9 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	s.cat = cat
 	for _, n := range s.order {
-		h := s.tools[n]
-		if err := cat.Claim(ctx, h.entry, s.host, s.cfg.CatalogTTL); err != nil {
-			s.release()
+		if err := s.setup(ctx, s.tools[n]); err != nil {
+			s.releaseClaims(s.hostedLocked())
 			return err
-		}
-		h.cons, err = s.js.CreateOrUpdateConsumer(ctx, events.StreamToolCalls, jetstream.ConsumerConfig{
-			Durable:       ConsumerName(n),
-			Description:   "llmworker calls of tool " + n,
-			FilterSubject: s.subjects.ToolCall(n),
-			AckPolicy:     jetstream.AckExplicitPolicy,
-			AckWait:       s.cfg.AckWait,
-			MaxDeliver:    s.cfg.MaxDeliver,
-			MaxAckPending: -1,
-		})
-		if err != nil {
-			s.release()
-			return fmt.Errorf("toolexec: consumer %s: %w", ConsumerName(n), err)
 		}
 	}
 	s.cancelSb, err = s.nc.Subscribe(s.subjects.ToolCancelAll(), func(m *nats.Msg) {
@@ -316,25 +323,21 @@ func (s *Server) Start(ctx context.Context) error {
 		}
 	})
 	if err != nil {
-		s.release()
+		s.releaseClaims(s.hostedLocked())
 		return fmt.Errorf("toolexec: subscribe cancel: %w", err)
 	}
 	if err := s.addService(); err != nil {
 		_ = s.cancelSb.Unsubscribe()
-		s.release()
+		s.releaseClaims(s.hostedLocked())
 		return err
 	}
 	// Calls run under Start's context without its cancellation: its values
 	// reach every tool, and Stop (not ctx) ends them.
 	root := context.WithoutCancel(ctx)
-	runCtx, runStop := context.WithCancel(root)
+	s.runCtx, s.runStop = context.WithCancel(root)
 	s.callCtx, s.callStop = context.WithCancelCause(root)
-	s.runStop = runStop
 	for _, n := range s.order {
-		for range s.cfg.Concurrency {
-			s.loops.Add(1)
-			go s.pull(runCtx, s.tools[n])
-		}
+		s.runLoops(s.tools[n])
 	}
 	s.gauge = s.registerGauge()
 	beatCtx, beatStop := context.WithCancel(root)
@@ -344,6 +347,162 @@ func (s *Server) Start(ctx context.Context) error {
 	s.started = true
 	s.log.Info("toolexec started", "instance", s.cfg.Instance, "host", s.host, "tools", s.order)
 	return nil
+}
+
+// setup claims h's tool in the catalog and creates or updates its
+// durable consumer.
+func (s *Server) setup(ctx context.Context, h *hosted) error {
+	n := h.entry.Name
+	if err := s.cat.Claim(ctx, h.entry, s.host, s.cfg.CatalogTTL); err != nil {
+		return err
+	}
+	var err error
+	h.cons, err = s.js.CreateOrUpdateConsumer(ctx, events.StreamToolCalls, jetstream.ConsumerConfig{
+		Durable:       ConsumerName(n),
+		Description:   "llmworker calls of tool " + n,
+		FilterSubject: s.subjects.ToolCall(n),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       s.cfg.AckWait,
+		MaxDeliver:    s.cfg.MaxDeliver,
+		MaxAckPending: -1,
+	})
+	if err != nil {
+		return fmt.Errorf("toolexec: consumer %s: %w", ConsumerName(n), err)
+	}
+	return nil
+}
+
+// runLoops starts h's concurrency slots under s.runCtx.
+func (s *Server) runLoops(h *hosted) {
+	ctx, stop := context.WithCancel(s.runCtx)
+	h.stop = stop
+	for range s.cfg.Concurrency {
+		s.loops.Add(1)
+		h.loops.Add(1)
+		go func() {
+			defer h.loops.Done()
+			s.pull(ctx, h)
+		}()
+	}
+}
+
+// hostedNow returns the tools hosted now, in registration order.
+func (s *Server) hostedNow() []*hosted {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hostedLocked()
+}
+
+// hostedLocked is hostedNow with s.mu held.
+func (s *Server) hostedLocked() []*hosted {
+	out := make([]*hosted, 0, len(s.order))
+	for _, n := range s.order {
+		out = append(out, s.tools[n])
+	}
+	return out
+}
+
+// lookup returns the hosted tool of name, nil when it is not hosted.
+func (s *Server) lookup(name string) *hosted {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tools[name]
+}
+
+// Add hosts more tools on a started server: it claims them in the
+// catalog, creates their consumers and endpoints and starts pulling their
+// calls. It returns ErrNotStarted before Start or after Stop, and
+// ErrInvalidTool (naming it) for a tool Register would refuse or one
+// hosted already; then nothing is added. Cancelling ctx stops the setup.
+func (s *Server) Add(ctx context.Context, tools ...tool.Tool) error {
+	s.dyn.Lock()
+	defer s.dyn.Unlock()
+	s.mu.Lock()
+	if !s.started || s.stopped {
+		s.mu.Unlock()
+		return ErrNotStarted
+	}
+	var hs []*hosted
+	seen := map[string]bool{}
+	for _, t := range tools {
+		h, err := s.prepare(t)
+		if err == nil && seen[h.entry.Name] {
+			err = fmt.Errorf("%w: %q given twice", ErrInvalidTool, h.entry.Name)
+		}
+		if err != nil {
+			s.mu.Unlock()
+			return err
+		}
+		seen[h.entry.Name] = true
+		hs = append(hs, h)
+	}
+	s.mu.Unlock()
+	for i, h := range hs {
+		if err := s.setup(ctx, h); err != nil {
+			s.releaseClaims(hs[:i+1])
+			return err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var names []string
+	for _, h := range hs {
+		if err := s.addEndpoint(h.entry); err != nil {
+			s.log.Warn("toolexec: endpoint of an added tool", "tool", h.entry.Name, "err", err)
+		}
+		s.tools[h.entry.Name] = h
+		s.order = append(s.order, h.entry.Name)
+		s.runLoops(h)
+		names = append(names, h.entry.Name)
+	}
+	s.log.Info("toolexec: tools added", "tools", names)
+	return nil
+}
+
+// Remove stops hosting tools (names not hosted are ignored): it withdraws
+// their catalog claims, stops pulling their calls and waits for their
+// running calls to finish and be answered (until ctx ends: they finish
+// all the same). Their durable consumers stay for the other replicas; a
+// direct invoke of a removed tool on this replica is answered 503. It
+// returns ErrNotStarted before Start or after Stop.
+func (s *Server) Remove(ctx context.Context, names ...string) error {
+	s.dyn.Lock()
+	defer s.dyn.Unlock()
+	s.mu.Lock()
+	if !s.started || s.stopped {
+		s.mu.Unlock()
+		return ErrNotStarted
+	}
+	var hs []*hosted
+	for _, n := range names {
+		if h := s.tools[n]; h != nil {
+			hs = append(hs, h)
+			delete(s.tools, n)
+			s.order = slices.DeleteFunc(s.order, func(o string) bool { return o == n })
+		}
+	}
+	s.mu.Unlock()
+	if len(hs) == 0 {
+		return nil
+	}
+	for _, h := range hs {
+		h.stop()
+	}
+	s.releaseClaims(hs)
+	done := make(chan struct{})
+	go func() {
+		for _, h := range hs {
+			h.loops.Wait()
+		}
+		close(done)
+	}()
+	s.log.Info("toolexec: tools removed", "tools", names)
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // heartbeat renews this replica's catalog claims every CatalogTTL/3 (so
@@ -361,12 +520,12 @@ func (s *Server) heartbeat(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		for _, n := range s.order {
+		for _, h := range s.hostedNow() {
 			cctx, cancel := context.WithTimeout(ctx, every)
-			err := s.cat.Claim(cctx, s.tools[n].entry, s.host, s.cfg.CatalogTTL)
+			err := s.cat.Claim(cctx, h.entry, s.host, s.cfg.CatalogTTL)
 			cancel()
 			if err != nil && ctx.Err() == nil {
-				s.log.Warn("toolexec: renew catalog claim", "tool", n, "err", err)
+				s.log.Warn("toolexec: renew catalog claim", "tool", h.entry.Name, "err", err)
 			}
 		}
 	}
@@ -375,11 +534,20 @@ func (s *Server) heartbeat(ctx context.Context) {
 // release withdraws this replica's catalog claims (best effort: a claim
 // that cannot be withdrawn expires after CatalogTTL).
 func (s *Server) release() {
+	s.releaseClaims(nil)
+}
+
+// releaseClaims withdraws the claims of hs (nil = of every tool hosted
+// now, which needs s.mu free).
+func (s *Server) releaseClaims(hs []*hosted) {
+	if hs == nil {
+		hs = s.hostedNow()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	for _, n := range s.order {
-		if err := s.cat.Release(ctx, n, s.host); err != nil {
-			s.log.Warn("toolexec: withdraw catalog claim", "tool", n, "err", err)
+	for _, h := range hs {
+		if err := s.cat.Release(ctx, h.entry.Name, s.host); err != nil {
+			s.log.Warn("toolexec: withdraw catalog claim", "tool", h.entry.Name, "err", err)
 		}
 	}
 }
@@ -391,7 +559,7 @@ func (s *Server) addService() error {
 		Description: "llmworker tool executor",
 		Metadata:    map[string]string{"instance": s.cfg.Instance, "prefix": s.subjects.P()},
 		StatsHandler: func(e *micro.Endpoint) any {
-			h := s.tools[e.Name]
+			h := s.lookup(e.Name)
 			if h == nil {
 				return nil
 			}
@@ -401,27 +569,47 @@ func (s *Server) addService() error {
 	if err != nil {
 		return fmt.Errorf("toolexec: micro service: %w", err)
 	}
+	s.svc = svc
 	for _, n := range s.order {
-		h := s.tools[n]
-		md := map[string]string{
-			"description":  h.entry.Description,
-			"input_schema": string(h.entry.InputSchema),
-			"call_subject": s.subjects.ToolCall(n),
-		}
-		if h.entry.TimeoutMS > 0 {
-			md["timeout_ms"] = strconv.FormatInt(h.entry.TimeoutMS, 10)
-		}
-		if h.entry.Version != "" {
-			md["version"] = h.entry.Version
-		}
-		err := svc.AddEndpoint(n, micro.HandlerFunc(func(r micro.Request) { s.invoke(h, r) }),
-			micro.WithEndpointSubject(InvokeSubject(s.cfg.Prefix, n)), micro.WithEndpointMetadata(md))
-		if err != nil {
+		if err := s.addEndpoint(s.tools[n].entry); err != nil {
 			_ = svc.Stop()
-			return fmt.Errorf("toolexec: endpoint %s: %w", n, err)
+			return err
 		}
 	}
-	s.svc = svc
+	return nil
+}
+
+// addEndpoint adds the micro endpoint of tool e once; s.mu is held. The
+// handler looks the tool up for every request, so that a removed tool is
+// answered 503 and a tool added again is served.
+func (s *Server) addEndpoint(e events.ToolCatalogEntry) error {
+	n := e.Name
+	if s.endpoints[n] {
+		return nil
+	}
+	md := map[string]string{
+		"description":  e.Description,
+		"input_schema": string(e.InputSchema),
+		"call_subject": s.subjects.ToolCall(n),
+	}
+	if e.TimeoutMS > 0 {
+		md["timeout_ms"] = strconv.FormatInt(e.TimeoutMS, 10)
+	}
+	if e.Version != "" {
+		md["version"] = e.Version
+	}
+	err := s.svc.AddEndpoint(n, micro.HandlerFunc(func(r micro.Request) {
+		h := s.lookup(n)
+		if h == nil {
+			_ = r.Error("503", "tool "+n+" is not hosted by this replica any more", nil)
+			return
+		}
+		s.invoke(h, r)
+	}), micro.WithEndpointSubject(InvokeSubject(s.cfg.Prefix, n)), micro.WithEndpointMetadata(md))
+	if err != nil {
+		return fmt.Errorf("toolexec: endpoint %s: %w", n, err)
+	}
+	s.endpoints[n] = true
 	return nil
 }
 
@@ -431,6 +619,8 @@ func (s *Server) addService() error {
 // connection still works) so that another replica runs them; Stop then
 // returns ctx's error.
 func (s *Server) Stop(ctx context.Context) error {
+	s.dyn.Lock()
+	defer s.dyn.Unlock()
 	s.mu.Lock()
 	if !s.started {
 		s.mu.Unlock()

@@ -50,12 +50,8 @@ func (s *Server) registerGauge() metric.Registration {
 	if err != nil {
 		return nil
 	}
-	hosted := make([]*hosted, 0, len(s.order))
-	for _, n := range s.order {
-		hosted = append(hosted, s.tools[n])
-	}
 	reg, err := m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
-		for _, h := range hosted {
+		for _, h := range s.hostedNow() {
 			ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			info, err := h.cons.Info(ictx)
 			cancel()

@@ -1,0 +1,38 @@
+// Package mcp hosts the tools of MCP servers (Model Context Protocol,
+// through the official Go SDK) as llmworker tools, so that toolexec
+// replicas run them from the durable tool-call queue like any other tool.
+//
+// # Servers
+//
+// A ServerConfig names a stdio server (a command the host starts, with a
+// minimal environment: CommandEnv plus its own Env) or a streamable-HTTP
+// server (a URL, with fixed headers). toolexec and `llmworker up` take
+// them as `--mcp NAME=COMMAND ARGS…`, `--mcp NAME=https://…` (repeatable)
+// and `--mcp-config FILE` (File, YAML); an invalid entry is refused at
+// start with the entry and what is wrong.
+//
+// # Tools
+//
+// Connect lists each server's tools. Each becomes a tool named
+// mcp__<server>__<tool> (ToolName says how names that do not fit the
+// catalog's rule are mapped), with the server's description and input
+// schema; toolexec validates every call's input against that schema
+// before it reaches the server. Execute maps the result (ResultText):
+// structuredContent as JSON, else the content parts joined; isError
+// becomes the tool's error, which the model reads. A call's deadline
+// (ServerConfig.Timeout) and a turn's cancel cancel the request, which
+// the SDK sends to the server as notifications/cancelled.
+//
+// # Following the servers
+//
+// Host.Run keeps a ToolSink (a toolexec.Server) current: a server's
+// notifications/tools/list_changed re-lists its tools; a server whose
+// session ends (a stdio server that exited, an HTTP server that stops
+// answering keep-alive pings) has its tools removed and is restarted
+// with backoff, and its tools are added again once it is back.
+//
+// # Not yet
+//
+// Progress notifications are not forwarded to UIs, and the catalog is not
+// served to MCP clients.
+package mcp

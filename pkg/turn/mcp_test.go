@@ -1,0 +1,94 @@
+package turn_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/hook"
+	"github.com/llmworker/llmworker/pkg/llm/llmtest"
+	"github.com/llmworker/llmworker/pkg/mcp"
+	"github.com/llmworker/llmworker/pkg/toolexec"
+	"github.com/llmworker/llmworker/pkg/turn"
+)
+
+// A turn whose model calls the tools of an MCP server hosted on toolexec:
+// the first call completes with the server's result, the second is
+// skipped by a hook matching ^mcp__inventory__delete and never reaches
+// the server.
+func TestTurnCallsMCPServerTools(t *testing.T) {
+	var deletes atomic.Int64
+	s := sdk.NewServer(&sdk.Implementation{Name: "inventory", Version: "1"}, nil)
+	sdk.AddTool(s, &sdk.Tool{Name: "count", Description: "Counts items in stock."}, func(ctx context.Context, _ *sdk.CallToolRequest, in struct {
+		Item string `json:"item"`
+	}) (*sdk.CallToolResult, struct {
+		Item  string `json:"item"`
+		Count int    `json:"count"`
+	}, error) {
+		out := struct {
+			Item  string `json:"item"`
+			Count int    `json:"count"`
+		}{in.Item, 12}
+		return nil, out, nil
+	})
+	sdk.AddTool(s, &sdk.Tool{Name: "delete", Description: "Deletes an item."}, func(ctx context.Context, _ *sdk.CallToolRequest, in struct {
+		Item string `json:"item"`
+	}) (*sdk.CallToolResult, any, error) {
+		deletes.Add(1)
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "deleted"}}}, nil, nil
+	})
+	srv := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil))
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	host, err := mcp.Connect(ctx, []mcp.ServerConfig{{Name: "inventory", URL: srv.URL}}, mcp.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = host.Close() })
+
+	e := newEnv(t)
+	e.scripted(llmtest.NewScripted(
+		llmtest.ToolStep(
+			llmtest.ToolCallSpec{ID: "call_1", Name: "mcp__inventory__count", Input: `{"item":"bolts"}`},
+			llmtest.ToolCallSpec{ID: "call_2", Name: "mcp__inventory__delete", Input: `{"item":"bolts"}`},
+		),
+		llmtest.TextStep("12 bolts in stock."),
+	))
+	e.startToolexec(toolexec.Config{}, host.Tools()...)
+	chain := &hook.Chain{}
+	if err := chain.BeforeToolCall(hook.Func[hook.ToolCallInput, hook.BeforeToolCallResult](
+		func(ctx context.Context, in *hook.ToolCallInput) (hook.BeforeToolCallResult, error) {
+			return hook.BeforeToolCallResult{Action: hook.ToolSkip, Reason: "deleting is not allowed"}, nil
+		}), hook.Options{Name: "no-deletes", Matcher: "^mcp__inventory__delete$"}); err != nil {
+		t.Fatal(err)
+	}
+	e.startTurn(turn.Config{Hooks: chain})
+
+	id := newID("mcp")
+	w := e.watch(id)
+	e.submit(events.TurnRequest{TurnID: id, Model: "test:m", Messages: []events.Message{events.UserText("How many bolts?")}, Tools: []string{"mcp__inventory__count", "mcp__inventory__delete"}})
+	evs := w.waitType(events.TypeTurnCompleted)
+	var results []events.ToolCallResult
+	for _, ev := range evs {
+		if ev.Type == events.TypeToolResult {
+			results = append(results, decode[events.ToolCallResult](t, ev))
+		}
+	}
+	if len(results) != 1 || results[0].CallID != "call_1" || results[0].IsError || results[0].Content != `{"count":12,"item":"bolts"}` {
+		t.Fatalf("results %+v:%s", results, describe(evs))
+	}
+	if find(evs, events.TypeToolSkipped) < 0 || !strings.Contains(describe(evs), "deleting is not allowed") {
+		t.Errorf("the delete was not skipped:%s", describe(evs))
+	}
+	if deletes.Load() != 0 {
+		t.Error("the skipped call reached the server")
+	}
+}
