@@ -20,6 +20,7 @@ func ExampleRenderer() {
 	}{
 		{events.TypeToolCallComplete, events.ToolCallComplete{Step: 1, ID: "c1", Name: "get_weather", Input: []byte(`{"city": "Paris"}`)}},
 		{events.TypeToolStarted, events.ToolStarted{CallID: "c1", Name: "get_weather"}},
+		{events.TypeToolProgress, events.ToolProgress{CallID: "c1", Name: "get_weather", Progress: 2, Total: 3, Message: "asking the stations"}},
 		{events.TypeToolResult, events.ToolCallResult{CallID: "c1", Name: "get_weather", Content: "18°C, light rain", DurationMS: 42}},
 		{events.TypeTurnCompleted, events.TurnCompleted{StopReason: events.StopEndTurn, Usage: events.UsageEvent{InputTokens: events.Int64(120), OutputTokens: events.Int64(30)}}},
 	} {
@@ -31,6 +32,7 @@ func ExampleRenderer() {
 	// Output:
 	// → get_weather {"city":"Paris"}
 	//   … get_weather running
+	//   … get_weather 2/3: asking the stations
 	//   ← get_weather (42 ms): 18°C, light rain
 	// ✓ completed · usage: 120 input, 30 output tokens
 }

@@ -198,6 +198,15 @@ func (r *Renderer) RenderEvent(e *events.Envelope, ev events.WorkerEvent) Render
 		r.line(s)
 	case events.ToolStarted:
 		r.line(r.style(ansiDim, "  … "+d.Name+" running"))
+	case events.ToolProgress:
+		s := "  … " + d.Name + " " + strconv.FormatFloat(d.Progress, 'f', -1, 64)
+		if d.Total > 0 {
+			s += "/" + strconv.FormatFloat(d.Total, 'f', -1, 64)
+		}
+		if d.Message != "" {
+			s += ": " + d.Message
+		}
+		r.line(r.style(ansiDim, s))
 	case events.ToolCallResult:
 		head := fmt.Sprintf("  ← %s (%d ms): ", d.Name, d.DurationMS)
 		if d.IsError {

@@ -55,6 +55,7 @@ func Entries() []Entry {
 		{"Text complete", []string{events.TypeTextComplete}, events.TextComplete{}},
 		{"Tool call complete", []string{events.TypeToolCallComplete}, events.ToolCallComplete{}},
 		{"Tool started", []string{events.TypeToolStarted}, events.ToolStarted{}},
+		{"Tool progress", []string{events.TypeToolProgress}, events.ToolProgress{}},
 		{"Tool skipped", []string{events.TypeToolSkipped}, events.ToolSkipped{}},
 		{"Hook decision", []string{events.TypeHookDecision}, events.HookDecision{}},
 		{"Hook message", []string{events.TypeHookMessage}, events.HookMessage{}},

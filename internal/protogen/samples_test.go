@@ -90,6 +90,7 @@ func TestSamplesMatchSchemas(t *testing.T) {
 		events.TextComplete{Step: 1, Text: "x"},
 		events.ToolCallComplete{Step: 1, ID: "c1", Name: "n", Input: json.RawMessage(`{}`)},
 		events.ToolStarted{CallID: "c1", Name: "n"},
+		events.ToolProgress{CallID: "c1", Name: "n", Progress: 3, Total: 10, Message: "page 3 of 10"},
 		events.ToolSkipped{CallID: "c1", Name: "n", Hook: "h", Reason: "r"},
 		events.HookDecision{Hook: "h", Event: events.HookBeforeToolCall, Result: events.HookSkip, MS: 1.5},
 		events.HookMessage{Hook: "h", Event: events.HookOnTurnEnd, Messages: msgs[:1]},

@@ -102,6 +102,7 @@ func TestPayloadRoundTrips(t *testing.T) {
 	roundTrip(t, "TextComplete", events.TextComplete{Step: 1, Index: 2, Text: "hello"})
 	roundTrip(t, "ToolCallComplete", events.ToolCallComplete{Step: 1, ID: "c1", Name: "n", Input: raw(`{"a":1}`), Error: "bad"})
 	roundTrip(t, "ToolStarted", events.ToolStarted{CallID: "c1", Name: "n", Input: raw(`{"a":1}`)})
+	roundTrip(t, "ToolProgress", events.ToolProgress{CallID: "c1", Name: "n", Progress: 0.5, Total: 1, Message: "half way"})
 	roundTrip(t, "ToolSkipped", events.ToolSkipped{CallID: "c1", Name: "n", Hook: "h", Reason: "r"})
 	roundTrip(t, "HookDecision", events.HookDecision{Hook: "h", Event: events.HookOnTurnEnd, Result: events.HookPause,
 		Reason: "r", MS: 1.5, CallID: "c1", Failed: true})

@@ -162,6 +162,16 @@ func (s Subjects) ToolCancel(turnID, callID string) string {
 // ToolCancelAll is P.tool.cancel.*.* (what a tool host subscribes to).
 func (s Subjects) ToolCancelAll() string { return s.join("tool", "cancel", "*", "*") }
 
+// ToolProgress is P.tool.progress.<turn_id>.<call_id>: a tool host's
+// progress reports of a running call (core NATS, llmw.tool.progress),
+// which the turn waiting for the call turns into worker events.
+func (s Subjects) ToolProgress(turnID, callID string) string {
+	return s.join("tool", "progress", turnID, callID)
+}
+
+// ToolProgressAll is P.tool.progress.*.*.
+func (s Subjects) ToolProgressAll() string { return s.join("tool", "progress", "*", "*") }
+
 // Hook is the default subject a hook named name answers on: P.hook.<name>.
 func (s Subjects) Hook(name string) string { return s.join("hook", name) }
 

@@ -23,6 +23,7 @@ const (
 	TypeToolCallComplete = "llmw.toolcall.complete"
 	TypeToolCall         = "llmw.tool.call"
 	TypeToolStarted      = "llmw.tool.started"
+	TypeToolProgress     = "llmw.tool.progress"
 	TypeToolResult       = "llmw.tool.result"
 	TypeToolSkipped      = "llmw.tool.skipped"
 	TypeHookDecision     = "llmw.hook.decision"
@@ -180,6 +181,20 @@ type ToolStarted struct {
 	CallID string          `json:"call_id"`
 	Name   string          `json:"name"`
 	Input  json.RawMessage `json:"input,omitempty"`
+}
+
+// ToolProgress is the data of llmw.tool.progress: a running tool's
+// progress report (an MCP server's notifications/progress, a Go tool's
+// tool.ReportProgress), at most five a second per call, each before the
+// call's llmw.tool.result.
+type ToolProgress struct {
+	CallID string `json:"call_id"`
+	Name   string `json:"name"`
+	// Progress grows with every report of the call.
+	Progress float64 `json:"progress"`
+	// Total is what Progress reaches at the end, when the tool knows it.
+	Total   float64 `json:"total,omitempty"`
+	Message string  `json:"message,omitempty"`
 }
 
 // ToolSkipped is the data of llmw.tool.skipped.

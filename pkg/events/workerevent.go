@@ -24,6 +24,7 @@ import (
 //	llmw.text.complete     text                 TextComplete
 //	llmw.toolcall.complete tool                 ToolCallComplete
 //	llmw.tool.started      tool                 ToolStarted
+//	llmw.tool.progress     tool                 ToolProgress
 //	llmw.tool.result       tool                 ToolCallResult
 //	llmw.tool.skipped      tool                 ToolSkipped
 //	llmw.hook.decision     hook                 HookDecision
@@ -65,6 +66,7 @@ func (WorkerBlockAbort) WorkerType() string { return TypeBlockAbort }
 func (TextComplete) WorkerType() string     { return TypeTextComplete }
 func (ToolCallComplete) WorkerType() string { return TypeToolCallComplete }
 func (ToolStarted) WorkerType() string      { return TypeToolStarted }
+func (ToolProgress) WorkerType() string     { return TypeToolProgress }
 func (ToolCallResult) WorkerType() string   { return TypeToolResult }
 func (ToolSkipped) WorkerType() string      { return TypeToolSkipped }
 func (HookDecision) WorkerType() string     { return TypeHookDecision }
@@ -84,6 +86,7 @@ func (e WorkerBlockAbort) Channel() Channel { return BlockChannel(e.BlockType) }
 func (TextComplete) Channel() Channel       { return ChannelText }
 func (ToolCallComplete) Channel() Channel   { return ChannelTool }
 func (ToolStarted) Channel() Channel        { return ChannelTool }
+func (ToolProgress) Channel() Channel       { return ChannelTool }
 func (ToolCallResult) Channel() Channel     { return ChannelTool }
 func (ToolSkipped) Channel() Channel        { return ChannelTool }
 func (HookDecision) Channel() Channel       { return ChannelHook }
@@ -117,6 +120,7 @@ func (WorkerBlockAbort) isWorkerEvent() {}
 func (TextComplete) isWorkerEvent()     {}
 func (ToolCallComplete) isWorkerEvent() {}
 func (ToolStarted) isWorkerEvent()      {}
+func (ToolProgress) isWorkerEvent()     {}
 func (ToolCallResult) isWorkerEvent()   {}
 func (ToolSkipped) isWorkerEvent()      {}
 func (HookDecision) isWorkerEvent()     {}
@@ -165,6 +169,8 @@ func DecodeWorkerEvent(typ string, data []byte) (WorkerEvent, error) {
 		return decodeWorker[ToolCallComplete](data)
 	case TypeToolStarted:
 		return decodeWorker[ToolStarted](data)
+	case TypeToolProgress:
+		return decodeWorker[ToolProgress](data)
 	case TypeToolResult:
 		return decodeWorker[ToolCallResult](data)
 	case TypeToolSkipped:

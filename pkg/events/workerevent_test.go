@@ -32,6 +32,7 @@ func TestWorkerEventTypesAndChannels(t *testing.T) {
 		{"llmw.text.complete", `{"step":1,"index":0,"text":"x"}`, "text"},
 		{"llmw.toolcall.complete", `{"step":1,"id":"c","name":"n","input":{}}`, "tool"},
 		{"llmw.tool.started", `{"call_id":"c","name":"n"}`, "tool"},
+		{"llmw.tool.progress", `{"call_id":"c","name":"n","progress":1,"total":2,"message":"half"}`, "tool"},
 		{"llmw.tool.result", `{"call_id":"c","name":"n","content":"","is_error":false,"duration_ms":0}`, "tool"},
 		{"llmw.tool.skipped", `{"call_id":"c","name":"n","reason":"r"}`, "tool"},
 		{"llmw.hook.decision", `{"hook":"h","event":"before_tool_call","result":"skip","ms":1}`, "hook"},

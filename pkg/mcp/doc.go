@@ -31,8 +31,11 @@
 // answering keep-alive pings) has its tools removed and is restarted
 // with backoff, and its tools are added again once it is back.
 //
+// A call's notifications/progress (asked for with a progress token when
+// the call's context has a tool.ProgressFunc) become its progress
+// reports: llmw.tool.progress events in a turn.
+//
 // # Not yet
 //
-// Progress notifications are not forwarded to UIs, and the catalog is not
-// served to MCP clients.
+// The catalog is not served to MCP clients (`llmworker mcp`).
 package mcp

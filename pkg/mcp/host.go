@@ -18,6 +18,7 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nuid"
 
 	"github.com/llmworker/llmworker/pkg/tool"
 )
@@ -141,6 +142,9 @@ type server struct {
 	cfg     ServerConfig
 	log     *slog.Logger
 	changed chan struct{} // tools/list_changed arrived
+	// progress routes notifications/progress by progress token to the
+	// call that asked for them (tool.ProgressFunc).
+	progress sync.Map
 
 	mu    sync.Mutex
 	cs    *sdk.ClientSession // nil while down
@@ -393,6 +397,12 @@ func (s *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
 			default:
 			}
 		},
+		ProgressNotificationHandler: func(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
+			p := req.Params
+			if f, ok := s.progress.Load(p.ProgressToken); ok {
+				f.(tool.ProgressFunc)(tool.Progress{Progress: p.Progress, Total: p.Total, Message: p.Message})
+			}
+		},
 	})
 	cs, err := client.Connect(ctx, t, nil)
 	if err != nil {
@@ -482,7 +492,16 @@ func (t *remoteTool) Execute(ctx context.Context, input json.RawMessage) (string
 	if cs == nil {
 		return "", fmt.Errorf("%w: %q is down and being restarted", ErrServer, t.server)
 	}
-	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: t.remote, Arguments: input})
+	params := &sdk.CallToolParams{Name: t.remote, Arguments: input}
+	if report := tool.ProgressFrom(ctx); report != nil {
+		// The server's notifications/progress for this call come with
+		// this token.
+		token := nuid.Next()
+		params.SetProgressToken(token)
+		t.srv.progress.Store(token, report)
+		defer t.srv.progress.Delete(token)
+	}
+	res, err := cs.CallTool(ctx, params)
 	if err != nil {
 		if ctx.Err() != nil {
 			return "", ctx.Err()

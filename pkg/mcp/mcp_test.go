@@ -86,6 +86,20 @@ func newServer() (*sdk.Server, *serverState) {
 		st.cancelled <- struct{}{}
 		return nil, nil, ctx.Err()
 	})
+	sdk.AddTool(s, &sdk.Tool{Name: "pages", Description: "Reports progress per page."}, func(ctx context.Context, req *sdk.CallToolRequest, in addIn) (*sdk.CallToolResult, any, error) {
+		token := req.Params.GetProgressToken()
+		for i := 1; i <= in.A; i++ {
+			if token != nil {
+				_ = req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: token, Progress: float64(i), Total: float64(in.A), Message: "page " + strconv.Itoa(i)})
+			}
+		}
+		// A tool worth reporting progress for takes a while after its
+		// last report too (the SDK hands notifications and the response
+		// to the client independently: a report racing the response is
+		// dropped, as one after the call's end).
+		time.Sleep(50 * time.Millisecond)
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "read " + strconv.Itoa(in.A) + " pages"}}}, nil, nil
+	})
 	sdk.AddTool(s, &sdk.Tool{Name: "crash", Description: "Ends the server's process."}, func(ctx context.Context, _ *sdk.CallToolRequest, in textIn) (*sdk.CallToolResult, any, error) {
 		if os.Getenv(serverEnv) != "" {
 			os.Exit(3)
@@ -96,6 +110,15 @@ func newServer() (*sdk.Server, *serverState) {
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "read"}}}, nil, nil
 	})
 	return s, st
+}
+
+// httpServerB serves newServer over streamable HTTP, for a benchmark.
+func httpServerB(tb testing.TB) (string, *serverState) {
+	tb.Helper()
+	s, st := newServer()
+	srv := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil))
+	tb.Cleanup(srv.Close)
+	return srv.URL, st
 }
 
 // httpServer serves newServer over streamable HTTP for the test; every
@@ -153,8 +176,8 @@ func TestHostedOnToolexec(t *testing.T) {
 	}
 	// Sorted by the server's names within a server, configuration order
 	// across servers.
-	want := []string{"mcp__local__add", "mcp__local__crash", "mcp__local__echo", "mcp__local__fail", "mcp__local__files_read_all", "mcp__local__slow",
-		"mcp__remote__add", "mcp__remote__crash", "mcp__remote__echo", "mcp__remote__fail", "mcp__remote__files_read_all", "mcp__remote__slow"}
+	want := []string{"mcp__local__add", "mcp__local__crash", "mcp__local__echo", "mcp__local__fail", "mcp__local__files_read_all", "mcp__local__pages", "mcp__local__slow",
+		"mcp__remote__add", "mcp__remote__crash", "mcp__remote__echo", "mcp__remote__fail", "mcp__remote__files_read_all", "mcp__remote__pages", "mcp__remote__slow"}
 	if strings.Join(names, " ") != strings.Join(want, " ") {
 		t.Fatalf("tools %v, want %v", names, want)
 	}
@@ -354,5 +377,35 @@ func TestCrashedServerIsRestarted(t *testing.T) {
 	res, err = call("c2", "mcp__local__echo", `{"text":"again"}`)
 	if err != nil || res.Content != "you said\nagain" {
 		t.Fatalf("after the restart: %+v %v", res, err)
+	}
+}
+
+// An MCP server's notifications/progress for a call reach the caller of
+// the call through toolexec (what becomes llmw.tool.progress in a turn):
+// throttled, the first and the final report of a burst, before the result.
+func TestProgressReachesTheCaller(t *testing.T) {
+	url, _ := httpServer(t)
+	h := connect(t, mcp.ServerConfig{Name: "remote", URL: url, Headers: map[string]string{"Authorization": "Bearer secret"}})
+	_, tc, _ := hostOn(t, h)
+	var mu sync.Mutex
+	var got []tool.Progress
+	ctx := tool.WithProgress(natstest.Context(t), func(p tool.Progress) {
+		mu.Lock()
+		got = append(got, p)
+		mu.Unlock()
+	})
+	res, err := tc.Call(ctx, events.ToolCallRequest{TurnID: "t1", CallID: "p1", Name: "mcp__remote__pages", Input: json.RawMessage(`{"a":4,"b":0}`)}, 0)
+	if err != nil || res.Content != "read 4 pages" {
+		t.Fatalf("%+v %v", res, err)
+	}
+	natstest.Eventually(t, "the final report", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) > 0 && got[len(got)-1].Progress == 4
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if got[0].Progress != 1 || got[0].Total != 4 || got[0].Message != "page 1" || len(got) != 2 {
+		t.Fatalf("reports %+v, want the first and the final", got)
 	}
 }

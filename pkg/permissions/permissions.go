@@ -144,10 +144,10 @@ func For(role Role, prefix string) Permissions {
 		for _, b := range []string{events.BucketTurnState, events.BucketSessions, events.BucketTools, events.BucketHooks} {
 			pub = append(pub, bucket(b)...)
 		}
-		sub = []string{s.TurnCancelAll(), p + ".llm.stream.>", s.ToolResultAll(), discovery, inbox}
+		sub = []string{s.TurnCancelAll(), p + ".llm.stream.>", s.ToolResultAll(), s.ToolProgressAll(), discovery, inbox}
 		responses = true
 	case Toolexec:
-		pub = []string{s.ToolResultAll()}
+		pub = []string{s.ToolResultAll(), s.ToolProgressAll()}
 		pub = append(pub, read(events.StreamToolCalls)...)
 		pub = append(pub, read(events.StreamToolResults)...)
 		pub = append(pub, bucket(events.BucketTools)...)

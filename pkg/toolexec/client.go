@@ -191,6 +191,24 @@ func (c *Client) Call(ctx context.Context, req events.ToolCallRequest, timeout t
 		return events.ToolCallResult{}, fmt.Errorf("toolexec: subscribe %s: %w", resSubj, err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
+	// The host's progress reports of the call go to ctx's listener (the
+	// worker's: llmw.tool.progress events).
+	if report := tool.ProgressFrom(ctx); report != nil {
+		psub, err := c.nc.Subscribe(c.subjects.ToolProgress(req.TurnID, req.CallID), func(m *nats.Msg) {
+			env, err := events.DecodeEnvelope(m.Header, m.Data)
+			if err != nil || env.Type != events.TypeToolProgress {
+				return
+			}
+			if p, err := events.DecodeData[events.ToolProgress](env); err == nil && p.CallID == req.CallID {
+				report(tool.Progress{Progress: p.Progress, Total: p.Total, Message: p.Message})
+			}
+		})
+		if err == nil {
+			// Drain: reports that came before the result still reach the
+			// listener, which drops what comes after the call's end.
+			defer func() { _ = psub.Drain() }()
+		}
+	}
 
 	// JetStream errors here are usually transient (a stream electing a new
 	// leader after a node loss): retry until the call's deadline rather

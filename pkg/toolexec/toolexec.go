@@ -935,7 +935,13 @@ func (s *Server) run(env *events.Envelope, h *hosted, req events.ToolCallRequest
 		deadline = req.Deadline
 	}
 	cctx, ccancel := context.WithCancelCause(callCtx)
-	ctx, cancel := context.WithDeadline(tool.WithCall(cctx, tool.CallInfo{TurnID: req.TurnID, SessionID: req.SessionID, CallID: req.CallID}), deadline)
+	// The tool's progress reports go to the turn waiting for the call
+	// (core NATS, throttled; none after the call's end).
+	progress, stopProgress := tool.Throttle(func(p tool.Progress) {
+		s.publishProgress(req, h.entry.Name, p)
+	}, 0)
+	defer stopProgress()
+	ctx, cancel := context.WithDeadline(tool.WithProgress(tool.WithCall(cctx, tool.CallInfo{TurnID: req.TurnID, SessionID: req.SessionID, CallID: req.CallID}), progress), deadline)
 	defer cancel()
 	defer ccancel(nil)
 	key := events.ToolMsgID(req.TurnID, req.CallID)
@@ -1018,6 +1024,21 @@ func (s *Server) publishResult(r events.ToolCallResult, sessionID string) error 
 	_, err = s.js.PublishMsg(ctx, cenats.NewMsg(s.subjects.ToolResult(r.TurnID, r.CallID), env),
 		jetstream.WithMsgID(events.ToolMsgID(r.TurnID, r.CallID)))
 	return err
+}
+
+// publishProgress sends a progress report of a running call on
+// P.tool.progress.<turn_id>.<call_id> (core NATS, best effort: a report
+// is a hint for a UI, not part of the call's record).
+func (s *Server) publishProgress(req events.ToolCallRequest, name string, p tool.Progress) {
+	env, err := events.NewEnvelope(s.source, events.TypeToolProgress, events.ToolProgress{
+		CallID: req.CallID, Name: name, Progress: p.Progress, Total: p.Total, Message: p.Message})
+	if err != nil {
+		return
+	}
+	env.Subject, env.TurnID, env.SessionID = req.TurnID, req.TurnID, req.SessionID
+	if err := s.nc.PublishMsg(cenats.NewMsg(s.subjects.ToolProgress(req.TurnID, req.CallID), env)); err != nil {
+		s.log.Debug("toolexec: publish progress", "call_id", req.CallID, "err", err)
+	}
 }
 
 func decodeCall(h nats.Header, data []byte) (events.ToolCallRequest, *events.Envelope, error) {

@@ -15,6 +15,7 @@ import (
 	"github.com/llmworker/llmworker/pkg/hook"
 	"github.com/llmworker/llmworker/pkg/llm/llmtest"
 	"github.com/llmworker/llmworker/pkg/mcp"
+	"github.com/llmworker/llmworker/pkg/tool"
 	"github.com/llmworker/llmworker/pkg/toolexec"
 	"github.com/llmworker/llmworker/pkg/turn"
 )
@@ -90,5 +91,42 @@ func TestTurnCallsMCPServerTools(t *testing.T) {
 	}
 	if deletes.Load() != 0 {
 		t.Error("the skipped call reached the server")
+	}
+}
+
+// A remote tool's progress reports reach the turn's UI subscribers as
+// llmw.tool.progress events, between the call's start and its result.
+func TestRemoteToolProgressEvents(t *testing.T) {
+	type args struct {
+		Pages int `json:"pages"`
+	}
+	scan := tool.Must("scan", "Scans pages.", func(ctx context.Context, a args) (string, error) {
+		for i := 1; i <= a.Pages; i++ {
+			tool.ReportProgress(ctx, tool.Progress{Progress: float64(i), Total: float64(a.Pages), Message: "page"})
+		}
+		time.Sleep(50 * time.Millisecond) // the reports travel before the result
+		return "scanned", nil
+	})
+	e := newEnv(t)
+	e.scripted(llmtest.NewScripted(llmtest.ToolStep(llmtest.ToolCallSpec{ID: "call_1", Name: "scan", Input: `{"pages":3}`}), llmtest.TextStep("done")))
+	e.startToolexec(toolexec.Config{}, scan)
+	e.startTurn(turn.Config{})
+	id := newID("progress")
+	w := e.watch(id)
+	e.submit(events.TurnRequest{TurnID: id, Model: "test:m", Messages: []events.Message{events.UserText("scan")}, Tools: []string{"scan"}})
+	evs := w.waitType(events.TypeTurnCompleted)
+	checkSeq(t, evs)
+	started, progress, result := find(evs, events.TypeToolStarted), find(evs, events.TypeToolProgress), find(evs, events.TypeToolResult)
+	if !(started >= 0 && started < progress && progress < result) {
+		t.Fatalf("started %d, progress %d, result %d:%s", started, progress, result, describe(evs))
+	}
+	if p := decode[events.ToolProgress](t, evs[progress]); p.CallID != "call_1" || p.Name != "scan" || p.Progress != 1 || p.Total != 3 {
+		t.Errorf("first progress %+v", p)
+	}
+	if n := count(evs, events.TypeToolProgress); n != 2 {
+		t.Errorf("%d progress events, want the first and the final of the burst:%s", n, describe(evs))
+	}
+	if !strings.HasSuffix(w.events()[progress].Subject, ".tool") {
+		t.Errorf("progress on %s, want the tool channel", w.events()[progress].Subject)
 	}
 }

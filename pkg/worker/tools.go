@@ -200,13 +200,19 @@ func (r *run) execute(ctx context.Context) *Result {
 		r.em.emit(events.ToolStarted{CallID: call.ID, Name: call.Name, Input: call.Input})
 		info := tool.CallInfo{TurnID: r.st.TurnID, SessionID: r.st.SessionID, CallID: call.ID, Name: call.Name, Step: r.st.Step}
 		wg.Add(1)
+		// The tool's progress reports become llmw.tool.progress events,
+		// throttled, and none after the call ended.
+		progress, stopProgress := tool.Throttle(func(p tool.Progress) {
+			r.em.emit(events.ToolProgress{CallID: call.ID, Name: call.Name, Progress: p.Progress, Total: p.Total, Message: p.Message})
+		}, 0)
 		go func() {
 			defer wg.Done()
 			defer close(j.done)
-			cctx, span := startTool(tool.WithCall(tctx, info), info.TurnID, call)
+			cctx, span := startTool(tool.WithProgress(tool.WithCall(tctx, info), progress), info.TurnID, call)
 			defer span.End()
 			began := time.Now()
 			j.out = runTool(cctx, t, call)
+			stopProgress()
 			if telemetry.CaptureContent() && span.IsRecording() {
 				span.SetAttributes(telemetry.GenAIToolCallArguments.String(string(call.Input)), telemetry.GenAIToolCallResult.String(j.out.Content))
 			}
