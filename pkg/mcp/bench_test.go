@@ -75,7 +75,7 @@ func BenchmarkMCPRoundTrip(b *testing.B) {
 			defer cancel()
 			_ = srv.Stop(sctx)
 		}()
-		tc := toolexec.NewClient(s.Connect(b), s.JS, toolexec.ClientOptions{})
+		tc := toolexec.NewClient(s.NC, s.JS, toolexec.ClientOptions{})
 		var lat []time.Duration
 		i := 0
 		b.ReportAllocs()

@@ -61,7 +61,11 @@ type Client struct {
 	results jetstream.Stream
 }
 
-// NewClient returns a Client on nc.
+// NewClient returns a Client on nc. js must be a JetStream context of nc:
+// a call's result subscription is then registered at the server before
+// the call is published, so that a quick result cannot pass it by (on
+// another connection it can, and the call finds its result only at the
+// next Recheck).
 func NewClient(nc *nats.Conn, js jetstream.JetStream, o ClientOptions) *Client {
 	if o.Source == "" {
 		o.Source = events.Source("turn", nuid.Next())
