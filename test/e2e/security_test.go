@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 	"github.com/testcontainers/testcontainers-go"
 
@@ -100,16 +102,66 @@ func (s *secure) serviceEnv(_ *cluster, name string) []string {
 // identity per service from `llmworker permissions` (docs/security.md):
 // every service connects as its role over TLS and checks, rather than
 // creates, the streams the provisioner made; a turn with a tool call
-// completes with nothing refused by any node; then a client with the
+// completes, a submitter cancels a second turn mid-tool-call and a reader
+// replays the first from the stream, with nothing refused by any node;
+// then a client with the
 // toolexec identity that forges a worker event is refused, and clients
 // without the CA or without credentials cannot connect.
 func TestSecureCluster(t *testing.T) {
-	c := startCluster(t, clusterOpts{secure: true})
+	c := startCluster(t, clusterOpts{secure: true, slow: "fixed_version=4s"})
 	const id = "secure-1"
 	f := c.follow(id)
 	c.submit(id, "anthropic")
 	done := f.completed(turnTimeout)
 	c.checkTranscript(id, "anthropic", done)
+
+	// Clients in their roles over TLS: the submitter cancels a turn
+	// while its tool runs, and the reader replays the first turn from the
+	// stream afterwards.
+	as := func(r permissions.Role) *nats.Conn {
+		nc, err := nats.Connect("nats://n1:4222", append(c.sec.as(user(r)), nats.SetCustomDialer(&nodeDialer{c: c}))...)
+		if err != nil {
+			t.Fatalf("connect as %s: %v", r, err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
+	}
+	const cancelled = "secure-2"
+	f2 := c.follow(cancelled)
+	c.submit(cancelled, "anthropic")
+	f2.wait(time.Minute, events.TypeToolStarted)
+	submitter := as(permissions.Submitter)
+	if err := submitter.Publish(c.subj.TurnCancel(cancelled), nil); err != nil {
+		t.Fatal(err)
+	}
+	if end := f2.wait(time.Minute, events.TypeTurnCompleted, events.TypeTurnFailed, events.TypeTurnAborted); end.Type != events.TypeTurnAborted {
+		t.Errorf("the cancelled turn ended %s", end.Type)
+	}
+	rjs, err := jetstream.New(as(permissions.Reader))
+	if err != nil {
+		t.Fatal(err)
+	}
+	replayed := 0
+	c.retry("the reader replays "+id, func(ctx context.Context) error {
+		oc, err := rjs.OrderedConsumer(ctx, events.StreamEvents, jetstream.OrderedConsumerConfig{FilterSubjects: []string{c.subj.EventsOfTurn(id)}})
+		if err != nil {
+			return err
+		}
+		replayed = 0
+		for {
+			m, err := oc.Next(jetstream.FetchMaxWait(2 * time.Second))
+			if err != nil {
+				return err
+			}
+			replayed++
+			if m.Headers().Get(events.HeaderType) == events.TypeTurnCompleted {
+				return nil
+			}
+		}
+	})
+	if replayed != len(f.events()) {
+		t.Errorf("the reader replayed %d events of %s, the follower saw %d", replayed, id, len(f.events()))
+	}
 	for _, n := range nodeNames {
 		if l := c.logs(n); strings.Contains(l, "Violation - ") {
 			t.Errorf("node %s refused what a role needs:\n%s", n, tail(l, 4000))
