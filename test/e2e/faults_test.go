@@ -220,7 +220,7 @@ func (c *cluster) streamsCurrent() {
 // row before the first caught up is a double fault (seed
 // 1795521743817683290 hit one: publishes failed for a minute). The
 // schedule comes from a seed that the test prints; LLMW_E2E_SEED=<seed>
-// replays it.
+// replays it. CI pins one (.ci/run); scripts/faults.sh runs new ones.
 func TestFaultSchedule(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("LLMW_E2E_SEED"); s != "" {
