@@ -309,7 +309,15 @@ func TestKEDATriggersMatchToolexec(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := jsz(t, monitor, account, events.StreamToolCalls)[consumers[0]]; got != queued {
+	// The server counts a consumer's pending messages a moment after it
+	// stored them (the consumer's own goroutine): poll, as KEDA does.
+	got := 0
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if got = jsz(t, monitor, account, events.StreamToolCalls)[consumers[0]]; got == queued {
+			break
+		}
+	}
+	if got != queued {
 		t.Errorf("lag of %s = %d, want the %d queued calls", consumers[0], got, queued)
 	}
 }
