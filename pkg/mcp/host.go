@@ -78,7 +78,11 @@ func Connect(ctx context.Context, servers []ServerConfig, o Options) (*Host, err
 			return nil, err
 		}
 		srv := &server{h: h, cfg: c, log: o.Logger.With("mcp_server", c.Name), changed: make(chan struct{}, 1)}
-		if err := srv.start(ctx); err != nil {
+		// A command that is no MCP server would never answer initialize.
+		sctx, cancel := context.WithTimeout(ctx, connectTimeout)
+		err := srv.start(sctx)
+		cancel()
+		if err != nil {
 			_ = h.Close()
 			return nil, fmt.Errorf("%w: %q: %w", ErrServer, c.Name, err)
 		}
@@ -326,7 +330,7 @@ func (s *server) restart(ctx context.Context, sink ToolSink) {
 		if s.stopping(ctx) {
 			return
 		}
-		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		cctx, cancel := context.WithTimeout(ctx, connectTimeout)
 		err := s.start(cctx)
 		cancel()
 		if err == nil {
@@ -417,6 +421,10 @@ func (s *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
 // keepAlive is how often a session pings its server: a server that
 // stops answering ends the session, and Run restarts it.
 const keepAlive = 5 * time.Second
+
+// connectTimeout bounds starting or dialing a server and listing its
+// tools.
+const connectTimeout = 30 * time.Second
 
 // logLines logs a stdio server's stderr, a line a record, until it closes.
 func logLines(r io.Reader, log *slog.Logger) {
