@@ -14,6 +14,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/llmworker/llmworker/internal/childenv"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook/hooknats"
 	"github.com/llmworker/llmworker/pkg/telemetry"
@@ -34,7 +35,7 @@ const (
 // inherits: what programs need to run (PATH, HOME, locale, time zone,
 // temporary directory), nothing secret. Anything else a hook needs is set
 // in its config's env.
-var CommandEnv = []string{"PATH", "HOME", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR"}
+var CommandEnv = childenv.Inherited
 
 // CommandOptions configure a command hook.
 type CommandOptions struct {
@@ -80,15 +81,7 @@ func Command(ev events.HookEvent, o CommandOptions) (hooknats.Handler, error) {
 	if len(o.Argv) > 0 && o.Argv[0] == "" {
 		return nil, fmt.Errorf("%w: empty program name", hooknats.ErrInvalidHook)
 	}
-	var env []string
-	for _, k := range CommandEnv {
-		if v, ok := os.LookupEnv(k); ok {
-			env = append(env, k+"="+v)
-		}
-	}
-	for k, v := range o.Env {
-		env = append(env, k+"="+v)
-	}
+	env := childenv.Build(os.LookupEnv, o.Env)
 	return hooknats.HandlerFunc(func(ctx context.Context, req *events.HookRequest) (*events.HookResponse, error) {
 		return runCommand(ctx, ev, o, env, req)
 	}), nil

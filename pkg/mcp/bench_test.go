@@ -12,9 +12,6 @@ import (
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/mcp"
-	"github.com/llmworker/llmworker/pkg/natstest"
-	"github.com/llmworker/llmworker/pkg/provision"
-	"github.com/llmworker/llmworker/pkg/toolexec"
 )
 
 // BenchmarkMCPRoundTrip: one call of an MCP server's tool (streamable
@@ -58,24 +55,8 @@ func BenchmarkMCPRoundTrip(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer h.Close()
-		s := natstest.Start(b, natstest.Options{})
-		srv, err := toolexec.New(s.NC, toolexec.Config{Provision: provision.Options{Memory: true}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := srv.Register(h.Tools()...); err != nil {
-			b.Fatal(err)
-		}
-		if err := srv.Start(ctx); err != nil {
-			b.Fatal(err)
-		}
-		defer func() {
-			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			defer cancel()
-			_ = srv.Stop(sctx)
-		}()
-		tc := toolexec.NewClient(s.NC, s.JS, toolexec.ClientOptions{})
+		b.Cleanup(func() { _ = h.Close() }) // after hostOn's cleanup
+		_, tc, _ := hostOn(b, h)
 		var lat []time.Duration
 		i := 0
 		b.ReportAllocs()

@@ -11,6 +11,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/llmworker/llmworker/internal/childenv"
 	"github.com/llmworker/llmworker/pkg/events"
 )
 
@@ -43,7 +44,7 @@ type ServerConfig struct {
 
 // CommandEnv are the variables of the host's environment a stdio server
 // inherits; ServerConfig.Env adds to them.
-var CommandEnv = []string{"PATH", "HOME", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR"}
+var CommandEnv = childenv.Inherited
 
 // Validate says what is wrong with c, naming the field. Errors match
 // ErrInvalidConfig.

@@ -20,6 +20,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nuid"
 
+	"github.com/llmworker/llmworker/internal/childenv"
 	"github.com/llmworker/llmworker/pkg/tool"
 )
 
@@ -371,17 +372,10 @@ func (s *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
 		t = &sdk.StreamableClientTransport{Endpoint: c.URL, HTTPClient: hc}
 	} else {
 		cmd := exec.Command(c.Command[0], c.Command[1:]...)
-		for _, k := range CommandEnv {
-			if v := o.Getenv(k); v != "" {
-				cmd.Env = append(cmd.Env, k+"="+v)
-			}
-		}
-		for k, v := range c.Env {
-			cmd.Env = append(cmd.Env, k+"="+v)
-		}
-		if cmd.Env == nil {
-			cmd.Env = []string{} // nil would inherit everything
-		}
+		cmd.Env = childenv.Build(func(k string) (string, bool) {
+			v := o.Getenv(k)
+			return v, v != ""
+		}, c.Env)
 		stderr, err := cmd.StderrPipe()
 		if err != nil {
 			return nil, err

@@ -186,23 +186,7 @@ func TestHostedOnToolexec(t *testing.T) {
 		t.Errorf("add: %q %s", add.Description(), add.InputSchema())
 	}
 
-	s := natstest.Start(t, natstest.Options{})
-	srv, err := toolexec.New(s.NC, toolexec.Config{Provision: provision.Options{Memory: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Register(h.Tools()...); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.Stop(ctx)
-	})
-	tc := toolexec.NewClient(s.NC, s.JS, toolexec.ClientOptions{})
+	_, tc, _ := hostOn(t, h)
 	n := 0
 	call := func(ctx context.Context, name, input string) (events.ToolCallResult, error) {
 		n++
@@ -295,7 +279,7 @@ func (s *sink) has(entry string) bool {
 
 // hostOn runs h's tools on a toolexec replica with Run following the
 // servers; it returns the replica's recording sink and a client.
-func hostOn(t *testing.T, h *mcp.Host) (*sink, *toolexec.Client, *toolexec.Catalog) {
+func hostOn(t testing.TB, h *mcp.Host) (*sink, *toolexec.Client, *toolexec.Catalog) {
 	t.Helper()
 	s := natstest.Start(t, natstest.Options{})
 	srv, err := toolexec.New(s.NC, toolexec.Config{Provision: provision.Options{Memory: true}})
