@@ -10,6 +10,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/llmworker/llmworker/internal/service"
+	"github.com/llmworker/llmworker/internal/service/gatewaysvc"
 	"github.com/llmworker/llmworker/internal/service/hookbridgesvc"
 	"github.com/llmworker/llmworker/internal/service/ingestsvc"
 	"github.com/llmworker/llmworker/internal/service/toolexecsvc"
@@ -17,7 +18,7 @@ import (
 )
 
 func commandServices() []service.Service {
-	return []service.Service{&ingestsvc.Service{}, &toolexecsvc.Service{}, &hookbridgesvc.Service{}, &turnsvc.Service{}}
+	return []service.Service{&ingestsvc.Service{}, &toolexecsvc.Service{}, &hookbridgesvc.Service{}, &turnsvc.Service{}, &gatewaysvc.Service{}}
 }
 
 // Every flag of every service's own command is a flag of `llmworker up`

@@ -19,6 +19,7 @@ import (
 	"github.com/llmworker/llmworker/internal/natsutil"
 	"github.com/llmworker/llmworker/internal/replay"
 	"github.com/llmworker/llmworker/internal/service"
+	"github.com/llmworker/llmworker/internal/service/gatewaysvc"
 	"github.com/llmworker/llmworker/internal/service/hookbridgesvc"
 	"github.com/llmworker/llmworker/internal/service/ingestsvc"
 	"github.com/llmworker/llmworker/internal/service/toolexecsvc"
@@ -35,11 +36,12 @@ const (
 	SvcToolexec   = "toolexec"
 	SvcHookbridge = "hookbridge"
 	SvcTurn       = "turn"
+	SvcGateway    = "gateway"
 )
 
 // AllServices are the services a stack runs by default (hookbridge only
 // when a hook config is given).
-var AllServices = []string{SvcIngest, SvcToolexec, SvcHookbridge, SvcTurn}
+var AllServices = []string{SvcIngest, SvcToolexec, SvcHookbridge, SvcTurn, SvcGateway}
 
 // StackConfig says what a Stack runs. The zero value starts an embedded
 // NATS server on a random loopback port with every service.
@@ -76,6 +78,8 @@ type StackConfig struct {
 	Toolexec   toolexecsvc.Options
 	Hookbridge hookbridgesvc.Options
 	Turn       turnsvc.Options
+	// Gateway.HTTP "" serves on a random loopback port.
+	Gateway gatewaysvc.Options
 	// Getenv reads the providers' variables (nil = os.Getenv).
 	Getenv func(string) string
 	// Logger of the services (nil = discard).
@@ -103,6 +107,9 @@ type Stack struct {
 	Tools []string
 	// Replay is the replay server, when Replay was asked for.
 	Replay *replay.Server
+	// GatewayURL is where the gateway serves the API and the web UI
+	// ("" when it does not run).
+	GatewayURL string
 
 	running []running
 	hooks   *hooknats.Watcher           // the turn service's, when it runs
@@ -126,7 +133,7 @@ func (s *Stack) SyncHooks(ctx context.Context) error {
 func (s *Stack) Ready() bool { return s.ready.Load() && s.NC.IsConnected() }
 
 // StartStack connects to (or starts) NATS and starts the services in order:
-// ingest, toolexec, hookbridge, the hook registry watcher, turn. On error
+// ingest, toolexec, hookbridge, the hook registry watcher, turn, gateway. On error
 // everything started so far is stopped again.
 func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 	log := cfg.Logger
@@ -229,7 +236,8 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 	exec := &toolexecsvc.Service{Options: cfg.Toolexec}
 	// Start order: what a turn needs first, the turn service last.
 	tr := &turnsvc.Service{Options: cfg.Turn}
-	svcs := []service.Service{ing, exec, &hookbridgesvc.Service{Options: cfg.Hookbridge}, tr}
+	gw := &gatewaysvc.Service{Options: cfg.Gateway}
+	svcs := []service.Service{ing, exec, &hookbridgesvc.Service{Options: cfg.Hookbridge}, tr, gw}
 	for _, svc := range svcs {
 		name := svc.Name()
 		if !on(name) || name == SvcHookbridge && cfg.Hookbridge.Config == "" {
@@ -243,7 +251,7 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 		s.running = append(s.running, running{name, st})
 		s.Services = append(s.Services, name)
 	}
-	s.Replay, s.Tools, s.hooks = ing.ReplayServer, exec.Tools, tr.Watcher
+	s.Replay, s.Tools, s.hooks, s.GatewayURL = ing.ReplayServer, exec.Tools, tr.Watcher, gw.URL
 	s.ready.Store(true)
 	return s, nil
 }

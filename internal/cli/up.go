@@ -12,6 +12,7 @@ import (
 
 	"github.com/llmworker/llmworker/internal/replay"
 	"github.com/llmworker/llmworker/internal/service"
+	"github.com/llmworker/llmworker/internal/service/gatewaysvc"
 	"github.com/llmworker/llmworker/internal/service/hookbridgesvc"
 	"github.com/llmworker/llmworker/internal/service/ingestsvc"
 	"github.com/llmworker/llmworker/internal/service/toolexecsvc"
@@ -23,7 +24,8 @@ import (
 const upAbout = `
 Runs the whole system in one process: NATS (embedded, unless --nats-url /
 $NATS_URL names a server) plus ingest, toolexec (built-in tools; --root for
-the file tools), hookbridge (with --hooks) and turn. Prints how to connect.
+the file tools), hookbridge (with --hooks), turn, and the HTTP gateway
+(--http: the AI SDK chat protocol and the web UI). Prints how to connect.
 Ctrl-C (SIGINT) or SIGTERM drains the services in reverse order.
 
 --services runs a subset against an existing server, e.g. one Kubernetes
@@ -47,6 +49,7 @@ type upOptions struct {
 	exec                                  toolexecsvc.Service
 	hb                                    hookbridgesvc.Service
 	tr                                    turnsvc.Service
+	gw                                    gatewaysvc.Service
 }
 
 // newUpOptions registers up's flags.
@@ -72,7 +75,7 @@ func newUpOptions(env *Env) *upOptions {
 	f.Duration(&o.drain, "drain-timeout", "LLMW_DRAIN_TIMEOUT", service.DefaultDrainTimeout, "how long shutdown waits for running turns, calls and streams")
 	// Every flag of every service's own command, as --<flag> (for each
 	// service that has it) and --<service>-<flag>.
-	for _, svc := range []service.Service{&o.ing, &o.exec, &o.hb, &o.tr} {
+	for _, svc := range []service.Service{&o.ing, &o.exec, &o.hb, &o.tr, &o.gw} {
 		svc.Flags(f.For(svc.Name()))
 	}
 	fs.StringVar(&o.hooks, "hooks", "", "the same as --config: hookbridge config file (YAML) to serve")
@@ -94,6 +97,7 @@ func runUp(ctx context.Context, env *Env, args []string) error {
 	if o.hooks != "" {
 		o.hb.Config = o.hooks
 	}
+	gatewayModel(env, &o.gw.Options, o.ing.Replay)
 	log, err := service.NewLogger(env.Stderr, o.logFm, o.logLevel)
 	if err != nil {
 		return err
@@ -141,7 +145,7 @@ func runUp(ctx context.Context, env *Env, args []string) error {
 	st, err := StartStack(context.WithoutCancel(ctx), StackConfig{
 		NATSURL: o.conn.url, Auth: o.conn.auth, Listen: o.listen, StoreDir: o.storeDir, SyncInterval: o.syncInterval, Prefix: o.conn.prefix,
 		Instance: o.instance, Replicas: o.replicas, ProvisionVerify: o.provisionVerify, Services: svcs, Getenv: env.Getenv, Logger: log,
-		Ingest: o.ing.Options, Toolexec: o.exec.Options, Hookbridge: o.hb.Options, Turn: o.tr.Options,
+		Ingest: o.ing.Options, Toolexec: o.exec.Options, Hookbridge: o.hb.Options, Turn: o.tr.Options, Gateway: o.gw.Options,
 	})
 	if err != nil {
 		return err
@@ -208,6 +212,9 @@ func printConnect(env *Env, st *Stack, replayOn bool, advertise string) {
 		fmt.Fprintf(w, "\nchat with it from another terminal:\n  NATS_URL=%s llmworker chat \"hello\"\n", url)
 		fmt.Fprintf(w, "\nsubmit from a script:\n  NATS_URL=%s llmworker turn submit --model <provider:model> --prompt \"hello\" --follow\n", url)
 	}
+	if st.GatewayURL != "" {
+		fmt.Fprintf(w, "\nopen the web UI (or point an AI SDK useChat client at %s/api/chat):\n  %s/\n", st.GatewayURL, st.GatewayURL)
+	}
 	fmt.Fprintf(w, "\nor publish CloudEvents yourself (docs/protocol.md §5 and §9.1):\n")
 	fmt.Fprintf(w, "  submit  %s   (type %s)\n", s.TurnSubmit(), events.TypeTurnSubmit)
 	fmt.Fprintf(w, "  resume  %s   (type %s)\n", s.TurnResume(), events.TypeTurnResume)
@@ -215,4 +222,19 @@ func printConnect(env *Env, st *Stack, replayOn bool, advertise string) {
 	fmt.Fprintf(w, "  events  %s   (stream %s)\n", s.Events("<session|_>", "<turn_id>", "<channel>"), events.StreamEvents)
 	fmt.Fprintf(w, "  not run %s   (type %s)\n", strings.TrimSuffix(s.TurnRejected("_"), "_")+"<turn_id|_>", events.TypeTurnRejected)
 	fmt.Fprintf(w, "\nCtrl-C drains and stops.\n")
+}
+
+// gatewayModel picks the gateway's model when --chat-model names none:
+// the replay demo with --replay, else what chat would pick for the
+// credentials set.
+func gatewayModel(env *Env, o *gatewaysvc.Options, replayOn bool) {
+	if o.Model != "" {
+		return
+	}
+	if m := pickModel("", env, readCredentials(env)); m != "" && !replayOn {
+		o.Model = m
+		return
+	}
+	sc := replay.Scenarios()[0]
+	o.Model, o.Prompt = sc.ModelString(), sc.Prompt
 }

@@ -31,7 +31,8 @@ func startUp(t *testing.T, getenv func(string) string, args ...string) *upProc {
 	u := &upProc{out: &syncBuffer{}, intr: make(chan os.Signal, 1), done: make(chan int, 1)}
 	started := make(chan *Stack, 1)
 	go func() {
-		u.done <- Main(context.Background(), append([]string{"up"}, args...),
+		// The gateway on a random port: tests run side by side.
+		u.done <- Main(context.Background(), append([]string{"up", "--http", "127.0.0.1:0"}, args...),
 			Env{Stdout: u.out, Stderr: u.out, Getenv: getenv, Interrupt: u.intr, Started: func(s *Stack) { started <- s }})
 	}()
 	select {

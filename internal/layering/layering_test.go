@@ -61,7 +61,7 @@ func TestCoreImportsNoNATS(t *testing.T) {
 // The provider SDKs are heavy to compile and large to link: only ingest's
 // binary and the all-in-one command (which embeds ingest) carry them.
 func TestOnlyIngestLinksProviderSDKs(t *testing.T) {
-	for _, pkg := range []string{"cmd/turn", "cmd/toolexec", "cmd/hookbridge", "pkg/ingest", "pkg/turn", "pkg/toolexec", "pkg/hookbridge"} {
+	for _, pkg := range []string{"cmd/turn", "cmd/toolexec", "cmd/hookbridge", "cmd/gateway", "pkg/gateway", "pkg/ingest", "pkg/turn", "pkg/toolexec", "pkg/hookbridge"} {
 		if d := offending(t, pkg, sdkPaths); d != "" {
 			t.Errorf("%s links the provider SDK %s: only cmd/ingest and cmd/llmworker may (through pkg/provider)", pkg, d)
 		}

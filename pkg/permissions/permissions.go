@@ -30,6 +30,10 @@ const (
 	Toolexec Role = "toolexec"
 	// Hookbridge answers hook requests and registers hooks in LLMW_HOOKS.
 	Hookbridge Role = "hookbridge"
+	// Gateway serves HTTP clients (pkg/gateway): it submits, resumes and
+	// cancels turns and hears rejections, as a submitter, and reads
+	// LLMW_EVENTS, as a reader; it answers nothing on the bus.
+	Gateway Role = "gateway"
 	// Submitter publishes turn requests, resumes and cancels, and hears
 	// rejections; it reads no state.
 	Submitter Role = "submitter"
@@ -43,7 +47,7 @@ const (
 )
 
 // Roles lists every role, services first.
-var Roles = []Role{Ingest, Turn, Toolexec, Hookbridge, Submitter, Reader, Provisioner}
+var Roles = []Role{Ingest, Turn, Toolexec, Hookbridge, Gateway, Submitter, Reader, Provisioner}
 
 // Permissions are a role's allow lists. Everything not listed is denied.
 type Permissions struct {
@@ -71,7 +75,7 @@ const DefaultInboxPrefix = "_INBOX"
 // DefaultInboxPrefix.
 func InboxPrefix(role Role, prefix string) string {
 	switch role {
-	case Ingest, Turn, Toolexec, Hookbridge:
+	case Ingest, Turn, Toolexec, Hookbridge, Gateway:
 		return "_INBOX_" + string(role) + "." + events.NewSubjects(prefix).P()
 	}
 	return DefaultInboxPrefix
@@ -157,6 +161,9 @@ func For(role Role, prefix string) Permissions {
 		pub = bucket(events.BucketHooks)
 		sub = []string{p + ".hook.>", discovery, inbox}
 		responses = true
+	case Gateway:
+		pub = append([]string{s.TurnSubmit(), s.TurnResume(), s.TurnCancelAll()}, read(events.StreamEvents)...)
+		sub = []string{s.TurnRejectedAll(), inbox}
 	case Submitter:
 		pub = []string{s.TurnSubmit(), s.TurnResume(), s.TurnCancelAll()}
 		sub = []string{s.TurnRejectedAll(), inbox}

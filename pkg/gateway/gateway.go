@@ -1,0 +1,406 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/turn"
+)
+
+// Gateway serves the AI SDK UI message stream protocol over HTTP for the
+// turns of an llmworker installation, and the web UI. It keeps no state
+// of its own: what a session's turn is, and every part of a stream, comes
+// from LLMW_EVENTS, so any replica answers any request.
+type Gateway struct {
+	cfg    Config
+	js     jetstream.JetStream
+	events jetstream.Stream
+	tc     *turn.Client
+	subj   events.Subjects
+	mux    *http.ServeMux
+
+	done      chan struct{}
+	closeOnce sync.Once
+	streams   sync.WaitGroup
+}
+
+var _ http.Handler = (*Gateway)(nil)
+
+// New returns a gateway on nc. LLMW_EVENTS and LLMW_TURNS must exist
+// (llmworker provision, or any service's start).
+func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Gateway, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: jetstream: %w", err)
+	}
+	st, err := js.Stream(ctx, events.StreamEvents)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, fmt.Errorf("%w: no stream %s (run llmworker provision, or start llmworker up)", turn.ErrNotProvisioned, events.StreamEvents)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("gateway: stream %s: %w", events.StreamEvents, err)
+	}
+	tc, err := turn.NewClient(nc, turn.ClientOptions{Prefix: cfg.Prefix, Source: events.Source("gateway", nuid.Next())})
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{cfg: cfg, js: js, events: st, tc: tc, subj: events.NewSubjects(cfg.Prefix), done: make(chan struct{})}
+	g.mux = http.NewServeMux()
+	g.mux.HandleFunc("POST /api/chat", g.handleChat)
+	g.mux.HandleFunc("GET /api/chat/{id}/stream", g.handleResume)
+	g.mux.HandleFunc("POST /api/chat/{id}/stop", g.handleStop)
+	g.mux.HandleFunc("GET /api/sessions", g.handleSessions)
+	g.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, fmt.Errorf("%w: no endpoint %s %s (see docs/protocol.md, \"Gateway\")", ErrNotFound, r.Method, r.URL.Path))
+	})
+	g.mux.HandleFunc("GET /api/info", g.handleInfo)
+	if !cfg.NoUI {
+		ui := uiHandler()
+		g.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != http.MethodGet && r.Method != http.MethodHead {
+				w.Header().Set("Allow", "GET, HEAD")
+				writeError(w, fmt.Errorf("%w: %s %s: the UI is read with GET", ErrBadRequest, r.Method, r.URL.Path))
+				return
+			}
+			ui.ServeHTTP(w, r)
+		})
+	}
+	return g, nil
+}
+
+// ServeHTTP serves /api and the UI.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.ServeHTTP(w, r) }
+
+// Close ends every open stream (their turns go on; clients resume them)
+// and waits for the handlers to return. Call it before http.Server's
+// Shutdown, which waits for open streams.
+func (g *Gateway) Close() {
+	g.closeOnce.Do(func() { close(g.done) })
+	g.streams.Wait()
+}
+
+// handleChat is POST /api/chat: a new user message starts a turn of the
+// session; approval responses resume its paused turn. Either way the
+// answer is the turn's UI message stream.
+func (g *Gateway) handleChat(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes)
+	var req ChatRequest
+	if err := decodeBody(r.Body, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := req.validate(); err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := g.authorize(r, req.ID, Write); err != nil {
+		writeError(w, err)
+		return
+	}
+	ctx := r.Context()
+	latest, found, err := g.latestTurn(ctx, req.ID)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if resp := req.approvals(); len(resp) > 0 {
+		if !found || latest.Last != events.TypeTurnPaused {
+			status := "none"
+			if found {
+				status = latest.Status()
+			}
+			writeError(w, fmt.Errorf("%w: approval responses, but session %s has no paused turn (latest: %s)", ErrConflict, req.ID, status))
+			return
+		}
+		paused, err := events.DecodeData[events.TurnPaused](latest.Env)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		ds, err := decisions(paused.Pending, resp)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		// Everything stored so far the client has: the stream continues
+		// after it.
+		last, _, err := g.lastOn(ctx, g.subj.Events(req.ID, latest.ID, "*"))
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		rejected, stop, err := g.tc.Rejections(latest.ID)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		defer stop()
+		if err := g.tc.Resume(ctx, &events.ResumeRequest{TurnID: latest.ID, Decisions: ds}); err != nil {
+			writeError(w, err)
+			return
+		}
+		g.stream(w, r, req.ID, latest.ID, last.Seq, rejected)
+		return
+	}
+	text, err := req.userText()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if found && latest.Active() {
+		writeError(w, fmt.Errorf("%w: session %s has a %s turn (%s): resume its stream (GET /api/chat/%s/stream), answer its approvals or stop it (POST /api/chat/%s/stop) first",
+			ErrConflict, req.ID, latest.Status(), latest.ID, req.ID, req.ID))
+		return
+	}
+	tr, err := g.turnRequest(&req, text)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	rejected, stop, err := g.tc.Rejections(tr.TurnID)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer stop()
+	if err := g.tc.Submit(ctx, tr); err != nil {
+		writeError(w, err)
+		return
+	}
+	g.cfg.Logger.Debug("gateway: turn submitted", "session_id", req.ID, "turn_id", tr.TurnID)
+	g.stream(w, r, req.ID, tr.TurnID, 0, rejected)
+}
+
+// turnRequest builds the turn of a new user message from the config and
+// what the request may narrow.
+func (g *Gateway) turnRequest(req *ChatRequest, text string) (*events.TurnRequest, error) {
+	model := g.cfg.Model
+	if req.Model != "" {
+		if !slices.Contains(g.cfg.Models, req.Model) {
+			return nil, badf("model: %q is not offered here (one of %s)", req.Model, strings.Join(g.cfg.Models, ", "))
+		}
+		model = req.Model
+	}
+	tools := g.cfg.Tools
+	if req.Tools != nil {
+		any := slices.Contains(g.cfg.Tools, "*")
+		for i, t := range req.Tools {
+			if !events.ValidToolName(t) && t != "*" {
+				return nil, badf("tools[%d]: %q is no tool name", i, t)
+			}
+			if !any && !slices.Contains(g.cfg.Tools, t) {
+				return nil, badf("tools[%d]: %q is not offered here (%s)", i, t, strings.Join(g.cfg.Tools, ", "))
+			}
+		}
+		tools = req.Tools
+		if len(tools) == 0 {
+			tools = []string{}
+		}
+	}
+	steps := g.cfg.MaxSteps
+	if req.MaxSteps > 0 {
+		if steps > 0 && req.MaxSteps > steps {
+			return nil, badf("maxSteps: at most %d here, got %d", steps, req.MaxSteps)
+		}
+		steps = req.MaxSteps
+	}
+	tr := &events.TurnRequest{
+		TurnID: "t" + nuid.Next(), SessionID: req.ID, Model: model, System: g.cfg.System,
+		Messages: []events.Message{events.UserText(text)}, Tools: tools, MaxSteps: steps, MaxTokens: g.cfg.MaxTokens,
+		Metadata: map[string]any{"via": "gateway"},
+	}
+	if err := tr.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	return tr, nil
+}
+
+// handleResume is GET /api/chat/{id}/stream, the AI SDK's resume: the
+// session's running or paused turn, replayed from its first event and
+// then live; 204 when none is active. ?turn=<id> replays that turn of the
+// session whatever its state (the UI's history).
+func (g *Gateway) handleResume(w http.ResponseWriter, r *http.Request) {
+	session := r.PathValue("id")
+	if !events.ValidToken(session) {
+		writeError(w, badf("chat id: must be 1-256 characters without '.', '*', '>' or spaces, got %q", session))
+		return
+	}
+	if err := g.authorize(r, session, Read); err != nil {
+		writeError(w, err)
+		return
+	}
+	ctx := r.Context()
+	if id := r.URL.Query().Get("turn"); id != "" {
+		if !events.ValidToken(id) {
+			writeError(w, badf("turn: not a turn id: %q", id))
+			return
+		}
+		// The filter names the session: a turn of another session is
+		// not found here.
+		if _, ok, err := g.lastOn(ctx, g.subj.Events(session, id, "*")); err != nil || !ok {
+			if err == nil {
+				err = fmt.Errorf("%w: session %s has no turn %s", ErrNotFound, session, id)
+			}
+			writeError(w, err)
+			return
+		}
+		g.stream(w, r, session, id, 0, nil)
+		return
+	}
+	latest, found, err := g.latestTurn(ctx, session)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if !found || !latest.Active() {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	g.stream(w, r, session, latest.ID, 0, nil)
+}
+
+// handleStop is POST /api/chat/{id}/stop: cancel the session's running or
+// paused turn. Closing a stream does not stop a turn; this does.
+func (g *Gateway) handleStop(w http.ResponseWriter, r *http.Request) {
+	session := r.PathValue("id")
+	if !events.ValidToken(session) {
+		writeError(w, badf("chat id: must be 1-256 characters without '.', '*', '>' or spaces, got %q", session))
+		return
+	}
+	if err := g.authorize(r, session, Write); err != nil {
+		writeError(w, err)
+		return
+	}
+	latest, found, err := g.latestTurn(r.Context(), session)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if !found || !latest.Active() {
+		writeError(w, fmt.Errorf("%w: session %s has no running or paused turn", ErrConflict, session))
+		return
+	}
+	if err := g.tc.Cancel(r.Context(), latest.ID); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]string{"turnId": latest.ID, "status": "stopping"})
+}
+
+// handleSessions is GET /api/sessions: the sessions the caller may read.
+func (g *Gateway) handleSessions(w http.ResponseWriter, r *http.Request) {
+	if err := g.authorize(r, "", Read); err != nil {
+		writeError(w, err)
+		return
+	}
+	list, err := g.sessions(r.Context(), func(s string) bool { return g.authorize(r, s, Read) == nil })
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	body := map[string]any{"sessions": list}
+	if bt, ok := g.cfg.Authorizer.(BearerTokens); ok {
+		body["sessionPrefix"] = bt.SessionPrefix(r)
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
+// Info is the answer of GET /api/info: what a request may choose.
+type Info struct {
+	Model  string   `json:"model"`
+	Models []string `json:"models"`
+	Tools  []string `json:"tools"`
+	// Prompt is a prompt that fits the default model (the replay demo's
+	// recorded question), for the UI's demo button; "" when none.
+	Prompt string `json:"prompt,omitempty"`
+}
+
+func (g *Gateway) handleInfo(w http.ResponseWriter, r *http.Request) {
+	if err := g.authorize(r, "", Read); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, Info{Model: g.cfg.Model, Models: g.cfg.Models, Tools: g.cfg.Tools, Prompt: g.cfg.Prompt})
+}
+
+func (g *Gateway) authorize(r *http.Request, session string, a Access) error {
+	if g.cfg.Authorizer == nil {
+		return nil
+	}
+	return g.cfg.Authorizer.Authorize(r, session, a)
+}
+
+func decodeBody(body io.Reader, v any) error {
+	dec := json.NewDecoder(body)
+	if err := dec.Decode(v); err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			return fmt.Errorf("%w: more than %d bytes", ErrTooLarge, mb.Limit)
+		}
+		if errors.Is(err, io.EOF) {
+			return badf("empty body: want the chat request JSON {\"id\", \"messages\", \"trigger\"}")
+		}
+		return badf("body is not a chat request: %v", err)
+	}
+	return nil
+}
+
+// errorBody is the JSON of every error answer.
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	status, code := http.StatusInternalServerError, "internal"
+	switch {
+	case errors.Is(err, ErrBadRequest):
+		status, code = http.StatusBadRequest, "bad_request"
+	case errors.Is(err, ErrUnauthenticated):
+		status, code = http.StatusUnauthorized, "unauthenticated"
+		w.Header().Set("WWW-Authenticate", `Bearer realm="llmworker"`)
+	case errors.Is(err, ErrForbidden):
+		status, code = http.StatusForbidden, "forbidden"
+	case errors.Is(err, ErrConflict):
+		status, code = http.StatusConflict, "conflict"
+	case errors.Is(err, ErrNotFound):
+		status, code = http.StatusNotFound, "not_found"
+	case errors.Is(err, ErrTooLarge):
+		status, code = http.StatusRequestEntityTooLarge, "too_large"
+	case errors.Is(err, turn.ErrNotProvisioned):
+		status, code = http.StatusServiceUnavailable, "not_provisioned"
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
+		status, code = http.StatusGatewayTimeout, "timeout"
+	}
+	var b errorBody
+	b.Error.Code, b.Error.Message = code, err.Error()
+	writeJSON(w, status, b)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// now is time.Now, for the stream's deadlines.
+var now = time.Now

@@ -1,0 +1,169 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/llmworker/llmworker/pkg/events"
+)
+
+// ChatRequest is the body of POST /api/chat as the AI SDK's
+// DefaultChatTransport sends it (vercel/ai
+// packages/ai/src/ui/http-chat-transport.ts): the chat id, the UI
+// messages and the trigger, plus the fields of its "body" option that the
+// gateway's Config lets a request narrow.
+type ChatRequest struct {
+	// ID is the chat id: the llmworker session.
+	ID       string      `json:"id"`
+	Messages []UIMessage `json:"messages"`
+	// Trigger is "submit-message" (or "" for the same); the AI SDK's
+	// "regenerate-message" is refused.
+	Trigger   string `json:"trigger,omitempty"`
+	MessageID string `json:"messageId,omitempty"`
+	// Model picks one of Config.Models.
+	Model string `json:"model,omitempty"`
+	// Tools narrow Config.Tools.
+	Tools []string `json:"tools,omitempty"`
+	// MaxSteps lowers Config.MaxSteps.
+	MaxSteps int `json:"maxSteps,omitempty"`
+}
+
+// UIMessage is the part of an AI SDK UI message the gateway reads.
+type UIMessage struct {
+	ID    string   `json:"id,omitempty"`
+	Role  string   `json:"role"`
+	Parts []UIPart `json:"parts"`
+}
+
+// UIPart is the part of a UI message part the gateway reads: text parts
+// of the user's message, and tool parts (type "tool-<name>" or
+// "dynamic-tool") in state "approval-responded".
+type UIPart struct {
+	Type       string          `json:"type"`
+	Text       string          `json:"text,omitempty"`
+	ToolCallID string          `json:"toolCallId,omitempty"`
+	State      string          `json:"state,omitempty"`
+	Input      json.RawMessage `json:"input,omitempty"`
+	Approval   *UIApproval     `json:"approval,omitempty"`
+}
+
+// UIApproval is a tool part's approval (AI SDK v6).
+type UIApproval struct {
+	ID       string `json:"id"`
+	Approved *bool  `json:"approved,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+func badf(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrBadRequest, fmt.Sprintf(format, a...))
+}
+
+// validate checks the fields every chat request needs.
+func (r *ChatRequest) validate() error {
+	if r.ID == "" {
+		return badf("id: missing (the chat id)")
+	}
+	if !events.ValidToken(r.ID) {
+		return badf("id: must be 1-256 characters without '.', '*', '>' or spaces, got %q", r.ID)
+	}
+	switch r.Trigger {
+	case "", "submit-message":
+	case "regenerate-message":
+		return badf("trigger: regenerate-message is not supported (the session keeps the answer; send a new message)")
+	default:
+		return badf("trigger: want submit-message, got %q", r.Trigger)
+	}
+	if len(r.Messages) == 0 {
+		return badf("messages: empty")
+	}
+	if r.MaxSteps < 0 {
+		return badf("maxSteps: must not be negative")
+	}
+	return nil
+}
+
+// approvals returns the approval responses of the last message (an
+// assistant message whose paused calls the person answered), by call id.
+func (r *ChatRequest) approvals() map[string]UIPart {
+	last := r.Messages[len(r.Messages)-1]
+	if last.Role != "assistant" {
+		return nil
+	}
+	out := map[string]UIPart{}
+	for _, p := range last.Parts {
+		if (strings.HasPrefix(p.Type, "tool-") || p.Type == "dynamic-tool") && p.State == "approval-responded" && p.Approval != nil {
+			out[p.ToolCallID] = p
+		}
+	}
+	return out
+}
+
+// userText is the text of the last message, which must be the user's.
+func (r *ChatRequest) userText() (string, error) {
+	last := r.Messages[len(r.Messages)-1]
+	if last.Role != "user" {
+		return "", badf("messages: the last message must be the user's (or an assistant message with approval responses), got role %q", last.Role)
+	}
+	var b strings.Builder
+	for i, p := range last.Parts {
+		switch {
+		case p.Type == "text":
+			if b.Len() > 0 {
+				b.WriteString("\n")
+			}
+			b.WriteString(p.Text)
+		case p.Type == "step-start" || strings.HasPrefix(p.Type, "data-"):
+		default:
+			return "", badf("messages[%d].parts[%d]: type %q is not supported in a user message (text only)", len(r.Messages)-1, i, p.Type)
+		}
+	}
+	if strings.TrimSpace(b.String()) == "" {
+		return "", badf("messages[%d]: the user message has no text", len(r.Messages)-1)
+	}
+	return b.String(), nil
+}
+
+// decisions turns approval responses into the decisions of a paused
+// turn's pending calls. Every pending call needs one. An approved call
+// whose input differs from the paused call's input is an edit.
+func decisions(pending []events.ToolCall, resp map[string]UIPart) (map[string]events.Decision, error) {
+	out := make(map[string]events.Decision, len(pending))
+	for _, c := range pending {
+		p, ok := resp[c.ID]
+		if !ok {
+			return nil, badf("messages: no approval response for the paused call %s (%s)", c.ID, c.Name)
+		}
+		if p.Approval.ID != "" && p.Approval.ID != ApprovalID(c.ID) {
+			return nil, badf("approval %q does not answer call %s (want %q)", p.Approval.ID, c.ID, ApprovalID(c.ID))
+		}
+		if p.Approval.Approved == nil {
+			return nil, badf("approval of call %s: approved missing", c.ID)
+		}
+		switch {
+		case !*p.Approval.Approved:
+			out[c.ID] = events.Decision{Kind: events.DecisionDeny, Reason: p.Approval.Reason}
+		case len(p.Input) > 0 && !jsonEqual(p.Input, c.Input):
+			if !json.Valid(p.Input) || bytes.TrimSpace(p.Input)[0] != '{' {
+				return nil, badf("approval of call %s: the edited input must be a JSON object", c.ID)
+			}
+			out[c.ID] = events.Decision{Kind: events.DecisionEdit, Input: p.Input}
+		default:
+			out[c.ID] = events.Decision{Kind: events.DecisionApprove}
+		}
+	}
+	// Responses to calls that are not pending are earlier pauses' (the
+	// client keeps its parts); they are ignored.
+	return out, nil
+}
+
+func jsonEqual(a, b []byte) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return bytes.Equal(a, b)
+	}
+	xa, _ := json.Marshal(x)
+	ya, _ := json.Marshal(y)
+	return bytes.Equal(xa, ya)
+}

@@ -1,0 +1,505 @@
+// The llmworker web UI: a reference client of the AI SDK UI message
+// stream protocol (docs/protocol.md, "Gateway"). It talks to the gateway
+// only as useChat does: POST /api/chat with {id, messages, trigger},
+// GET /api/chat/{id}/stream to resume, and reads server-sent events with
+// fetch and a ReadableStream. No build step, no external resources.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const state = {
+  chatId: null,
+  messages: [], // UI messages: {id, role, parts, ended?}
+  controller: null, // AbortController of the open stream
+  streaming: false,
+  info: null,
+};
+// For tests and the curious.
+window.llmw = state;
+
+// Credentials: #token=…&prefix=… (kept for the tab), sent as a bearer
+// token.
+function readHash() {
+  const h = new URLSearchParams(location.hash.slice(1));
+  if (h.get("token")) sessionStorage.setItem("llmw-token", h.get("token"));
+  if (h.get("prefix") !== null) sessionStorage.setItem("llmw-prefix", h.get("prefix") || "");
+  return h.get("chat");
+}
+function headers(json) {
+  const h = {};
+  if (json) h["Content-Type"] = "application/json";
+  const t = sessionStorage.getItem("llmw-token");
+  if (t) h["Authorization"] = "Bearer " + t;
+  return h;
+}
+function setHashChat(id) {
+  const h = new URLSearchParams(location.hash.slice(1));
+  h.delete("token");
+  h.set("chat", id);
+  history.replaceState(null, "", "#" + h.toString());
+}
+
+function newId() {
+  const b = new Uint8Array(9);
+  crypto.getRandomValues(b);
+  return (sessionStorage.getItem("llmw-prefix") || "") + "c" + Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+}
+
+function setStatus(s) {
+  $("status").textContent = s;
+  $("status").dataset.state = s;
+  $("stop").disabled = !(s === "streaming" || s === "paused");
+}
+function showError(msg) {
+  $("error").hidden = !msg;
+  $("error").textContent = msg || "";
+}
+
+// ---- the protocol: server-sent events of UI message chunks ----
+
+async function* readSSE(resp) {
+  const reader = resp.body.getReader();
+  const dec = new TextDecoder();
+  let buf = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buf += dec.decode(value, { stream: true });
+    let i;
+    while ((i = buf.indexOf("\n\n")) >= 0) {
+      const event = buf.slice(0, i);
+      buf = buf.slice(i + 2);
+      const data = event.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5).replace(/^ /, "")).join("\n");
+      if (!data) continue; // a comment (keep-alive)
+      if (data === "[DONE]") return;
+      yield JSON.parse(data);
+    }
+  }
+}
+
+async function errorText(resp) {
+  const t = await resp.text();
+  try {
+    return JSON.parse(t).error.message;
+  } catch {
+    return t || resp.status + " " + resp.statusText;
+  }
+}
+
+// consume applies a stream's chunks to the messages, rendering as it goes.
+async function consume(resp) {
+  const ctl = state.controller;
+  state.streaming = true;
+  setStatus("streaming");
+  let msg = null;
+  const byId = {}; // text/reasoning part by chunk id
+  const tool = (id) => msg.parts.find((p) => p.toolCallId === id);
+  let ended = "idle";
+  try {
+    for await (const c of readSSE(resp)) {
+      switch (c.type) {
+        case "start": {
+          msg = state.messages.find((m) => m.id === c.messageId);
+          if (!msg) {
+            msg = { id: c.messageId, role: "assistant", parts: [] };
+            state.messages.push(msg);
+            const pending = sessionStorage.getItem("llmw-pending-prompt");
+            if (pending !== null) {
+              localStorage.setItem("llmw-prompt-" + c.messageId, pending);
+              sessionStorage.removeItem("llmw-pending-prompt");
+            }
+          }
+          msg.ended = null;
+          break;
+        }
+        case "start-step":
+          msg.parts.push({ type: "step-start" });
+          break;
+        case "text-start":
+        case "reasoning-start": {
+          const p = { type: c.type === "text-start" ? "text" : "reasoning", text: "", state: "streaming" };
+          byId[c.id] = p;
+          msg.parts.push(p);
+          break;
+        }
+        case "text-delta":
+        case "reasoning-delta":
+          byId[c.id].text += c.delta;
+          break;
+        case "text-end":
+        case "reasoning-end":
+          byId[c.id].state = "done";
+          break;
+        case "tool-input-start":
+          msg.parts.push({ type: "tool-" + c.toolName, toolName: c.toolName, toolCallId: c.toolCallId, state: "input-streaming", inputText: "" });
+          break;
+        case "tool-input-delta":
+          tool(c.toolCallId).inputText += c.inputTextDelta;
+          break;
+        case "tool-input-available":
+        case "tool-input-error": {
+          let p = tool(c.toolCallId);
+          if (!p) {
+            p = { type: "tool-" + c.toolName, toolName: c.toolName, toolCallId: c.toolCallId };
+            msg.parts.push(p);
+          }
+          p.input = c.input;
+          p.state = c.type === "tool-input-error" ? "output-error" : "input-available";
+          if (c.errorText) p.errorText = c.errorText;
+          break;
+        }
+        case "tool-approval-request":
+          tool(c.toolCallId).state = "approval-requested";
+          tool(c.toolCallId).approval = { id: c.approvalId };
+          break;
+        case "tool-output-available":
+          Object.assign(tool(c.toolCallId), { state: "output-available", output: c.output });
+          break;
+        case "tool-output-error":
+          Object.assign(tool(c.toolCallId), { state: "output-error", errorText: c.errorText });
+          break;
+        case "tool-output-denied":
+          tool(c.toolCallId).state = "output-denied";
+          break;
+        case "error":
+          msg.error = c.errorText;
+          break;
+        case "finish":
+          msg.ended = c.finishReason || "paused";
+          break;
+        case "abort":
+          msg.ended = "aborted";
+          msg.error = c.reason || "stopped";
+          break;
+        case "finish-step":
+          break;
+        default:
+          if (c.type.startsWith("data-")) {
+            const old = c.id && msg.parts.find((p) => p.type === c.type && p.id === c.id);
+            if (old) old.data = c.data;
+            else msg.parts.push({ type: c.type, id: c.id, data: c.data });
+          }
+      }
+      render();
+    }
+    if (msg && msg.parts.some((p) => p.state === "approval-requested")) ended = "paused";
+    else if (msg && msg.error) ended = "error";
+  } catch (e) {
+    if (e.name !== "AbortError") {
+      showError("stream: " + e.message);
+      ended = "error";
+    }
+  } finally {
+    if (state.controller === ctl) {
+      state.streaming = false;
+      state.controller = null;
+      setStatus(ended);
+    }
+    render();
+    loadSessions();
+  }
+}
+
+function abortStream() {
+  if (state.controller) state.controller.abort();
+  state.controller = null;
+}
+
+// send is what useChat's sendMessage does: the whole conversation to
+// POST /api/chat.
+async function send(messages) {
+  abortStream();
+  showError("");
+  state.controller = new AbortController();
+  const body = { id: state.chatId, messages: messages.map(wireMessage), trigger: "submit-message" };
+  const model = $("model").value;
+  if (model && state.info && model !== state.info.model) body.model = model;
+  let resp;
+  try {
+    resp = await fetch("/api/chat", { method: "POST", headers: headers(true), body: JSON.stringify(body), signal: state.controller.signal });
+  } catch (e) {
+    showError("send: " + e.message);
+    setStatus("error");
+    return;
+  }
+  if (!resp.ok) {
+    showError(await errorText(resp));
+    setStatus("error");
+    state.controller = null;
+    return;
+  }
+  await consume(resp);
+}
+
+// wireMessage is a UI message as the protocol carries it.
+function wireMessage(m) {
+  return {
+    id: m.id,
+    role: m.role,
+    parts: m.parts.map((p) => {
+      if (!p.toolCallId) return p.type === "text" ? { type: "text", text: p.text } : { type: p.type };
+      const o = { type: p.type, toolCallId: p.toolCallId, state: p.state, input: p.input };
+      if (p.approval) o.approval = p.approval;
+      return o;
+    }),
+  };
+}
+
+// resume is useChat's resumeStream: reattach to the chat's running or
+// paused turn (204: nothing to resume).
+async function resume() {
+  abortStream();
+  state.controller = new AbortController();
+  const resp = await fetch("/api/chat/" + encodeURIComponent(state.chatId) + "/stream", { headers: headers(false), signal: state.controller.signal });
+  if (resp.status === 204) {
+    state.controller = null;
+    setStatus("idle");
+    return;
+  }
+  if (!resp.ok) {
+    state.controller = null;
+    showError(await errorText(resp));
+    return;
+  }
+  await consume(resp);
+}
+
+// replayTurn reads a finished turn of the session (the history).
+async function replayTurn(turnId) {
+  const prompt = localStorage.getItem("llmw-prompt-" + turnId);
+  if (prompt !== null) state.messages.push({ id: "u-" + turnId, role: "user", parts: [{ type: "text", text: prompt }] });
+  state.controller = new AbortController();
+  const resp = await fetch("/api/chat/" + encodeURIComponent(state.chatId) + "/stream?turn=" + encodeURIComponent(turnId), { headers: headers(false), signal: state.controller.signal });
+  if (resp.ok) await consume(resp);
+}
+
+async function openChat(id) {
+  abortStream();
+  state.chatId = id;
+  state.messages = [];
+  setHashChat(id);
+  $("chat-title").textContent = id;
+  render();
+  const sessions = await loadSessions();
+  const s = sessions.find((x) => x.id === id);
+  if (!s) return;
+  const active = s.status === "running" || s.status === "paused";
+  const done = active ? s.turns.slice(0, -1) : s.turns;
+  for (const t of done) await replayTurn(t);
+  if (active) {
+    const prompt = localStorage.getItem("llmw-prompt-" + s.lastTurn);
+    if (prompt !== null) state.messages.push({ id: "u-" + s.lastTurn, role: "user", parts: [{ type: "text", text: prompt }] });
+    await resume();
+  }
+}
+
+function newChat() {
+  abortStream();
+  state.chatId = newId();
+  state.messages = [];
+  setHashChat(state.chatId);
+  $("chat-title").textContent = "New chat";
+  setStatus("idle");
+  showError("");
+  render();
+}
+
+async function loadSessions() {
+  let list = [];
+  try {
+    const resp = await fetch("/api/sessions", { headers: headers(false) });
+    if (resp.ok) list = (await resp.json()).sessions || [];
+  } catch {}
+  const ul = $("sessions");
+  ul.replaceChildren(
+    ...list.map((s) => {
+      const li = document.createElement("li");
+      li.dataset.id = s.id;
+      li.className = s.id === state.chatId ? "current" : "";
+      li.append(s.id);
+      const st = document.createElement("span");
+      st.className = "st";
+      st.textContent = s.status;
+      li.append(st);
+      li.onclick = () => openChat(s.id);
+      return li;
+    }),
+  );
+  return list;
+}
+
+// ---- rendering ----
+
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+function pretty(v) {
+  if (typeof v === "string") {
+    try {
+      return JSON.stringify(JSON.parse(v), null, 2);
+    } catch {
+      return v;
+    }
+  }
+  return JSON.stringify(v, null, 2);
+}
+
+function render() {
+  const box = $("messages");
+  const atEnd = box.scrollHeight - box.scrollTop - box.clientHeight < 40;
+  box.replaceChildren(...state.messages.map(renderMessage));
+  if (atEnd) box.scrollTop = box.scrollHeight;
+}
+
+function renderMessage(m) {
+  const d = el("div", "msg " + m.role);
+  d.dataset.id = m.id;
+  d.append(el("div", "who", m.role === "user" ? "you" : "assistant"));
+  for (const p of m.parts) {
+    const r = renderPart(m, p);
+    if (r) d.append(r);
+  }
+  if (m.error) d.append(el("div", "ended error", m.error));
+  else if (m.ended && m.ended !== "paused") d.append(el("div", "ended", "finished: " + m.ended));
+  return d;
+}
+
+function renderPart(m, p) {
+  if (p.type === "text") return el("div", "part-text", p.text);
+  if (p.type === "reasoning") {
+    const det = el("details", "reasoning");
+    det.append(el("summary", null, p.state === "done" ? "thinking" : "thinking…"), el("div", null, p.text));
+    return det;
+  }
+  if (p.type === "step-start") return el("div", "step");
+  if (p.toolCallId) return renderTool(m, p);
+  if (p.type === "data-llmw-usage") {
+    const t = p.data.total || {};
+    return el("div", "data usage", "usage: " + (t.input_tokens ?? "?") + " in, " + (t.output_tokens ?? "?") + " out");
+  }
+  if (p.type === "data-llmw-hook-decision") {
+    const x = p.data;
+    return el("div", "data hook-decision", "hook " + x.hook + " (" + x.event + "): " + x.result + (x.reason ? " — " + x.reason : ""));
+  }
+  if (p.type === "data-llmw-hook-message") {
+    const texts = (p.data.messages || []).flatMap((mm) => (mm.content || []).map((c) => c.text || "")).join("\n");
+    return el("div", "data hook-message", "hook " + p.data.hook + ": " + texts);
+  }
+  if (p.type === "data-llmw-paused") return el("div", "data paused", "⏸ paused: " + p.data.reason);
+  if (p.type === "data-llmw-turn") return el("div", "data turn", "model " + (p.data.model || "?"));
+  return null; // progress is drawn in its tool; the rest is for programs
+}
+
+function renderTool(m, p) {
+  const d = el("div", "tool");
+  d.dataset.callId = p.toolCallId;
+  d.dataset.state = p.state;
+  const head = el("div", "head", p.toolName || p.type.slice(5));
+  head.append(el("span", "state", p.state));
+  d.append(head);
+  const input = p.input !== undefined ? pretty(p.input) : p.inputText;
+  if (input) d.append(el("pre", "input", input));
+  const prog = m.parts.find((x) => x.type === "data-llmw-tool-progress" && x.data.call_id === p.toolCallId);
+  if (prog && !String(p.state).startsWith("output")) {
+    const bar = el("progress");
+    if (prog.data.total) {
+      bar.max = prog.data.total;
+      bar.value = prog.data.progress;
+    }
+    d.append(bar);
+    if (prog.data.message) d.append(el("div", "data", prog.data.message));
+  }
+  if (p.state === "output-available") d.append(el("pre", "output", pretty(p.output)));
+  if (p.state === "output-error") d.append(el("pre", "output error", p.errorText));
+  if (p.state === "output-denied") d.append(el("div", "data", "denied"));
+  if (p.state === "approval-requested") d.append(approvalButtons(m, p));
+  return d;
+}
+
+function approvalButtons(m, p) {
+  const box = el("div", "approval");
+  const actions = el("div", "actions");
+  const answer = (approved, reason, input) => {
+    p.state = "approval-responded";
+    p.approval = { id: p.approval.id, approved, reason };
+    if (input !== undefined) p.input = input;
+    render();
+    send(state.messages);
+  };
+  const approve = el("button", "approve primary", "Approve");
+  approve.type = "button";
+  approve.onclick = () => answer(true);
+  const deny = el("button", "deny", "Deny");
+  deny.type = "button";
+  deny.onclick = () => answer(false, "denied in the web UI");
+  const edit = el("button", "edit", "Edit");
+  edit.type = "button";
+  edit.onclick = () => {
+    const ta = el("textarea");
+    ta.rows = 4;
+    ta.value = pretty(p.input ?? {});
+    const ok = el("button", "approve-edited primary", "Approve edited input");
+    ok.type = "button";
+    ok.onclick = () => {
+      try {
+        answer(true, undefined, JSON.parse(ta.value));
+      } catch (e) {
+        showError("edited input: " + e.message);
+      }
+    };
+    box.replaceChildren(ta, ok);
+  };
+  actions.append(approve, deny, edit);
+  box.append(actions);
+  return box;
+}
+
+// ---- wiring ----
+
+$("composer").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const text = $("prompt").value.trim();
+  if (!text || state.streaming) return;
+  $("prompt").value = "";
+  state.messages.push({ id: "u" + Date.now(), role: "user", parts: [{ type: "text", text }] });
+  sessionStorage.setItem("llmw-pending-prompt", text);
+  render();
+  send(state.messages);
+});
+$("prompt").addEventListener("keydown", (ev) => {
+  if (ev.key === "Enter" && !ev.shiftKey) {
+    ev.preventDefault();
+    $("composer").requestSubmit();
+  }
+});
+$("stop").onclick = async () => {
+  const resp = await fetch("/api/chat/" + encodeURIComponent(state.chatId) + "/stop", { method: "POST", headers: headers(false) });
+  if (!resp.ok) showError(await errorText(resp));
+};
+$("new-chat").onclick = newChat;
+$("demo").onclick = () => {
+  $("prompt").value = state.info.prompt;
+  $("prompt").focus();
+};
+
+(async function init() {
+  const chat = readHash();
+  try {
+    const resp = await fetch("/api/info", { headers: headers(false) });
+    if (resp.ok) {
+      state.info = await resp.json();
+      $("model").replaceChildren(...state.info.models.map((m) => Object.assign(el("option", null, m), { value: m, selected: m === state.info.model })));
+      $("demo").hidden = !state.info.prompt;
+    } else showError(await errorText(resp));
+  } catch (e) {
+    showError(e.message);
+  }
+  if (chat) await openChat(chat);
+  else {
+    newChat();
+    loadSessions();
+  }
+  document.body.dataset.ready = "1";
+})();
