@@ -83,7 +83,7 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request, session, turnID
 		return rc.Flush() == nil
 	}
 	start := Chunk{Type: PartStart, MessageID: turnID}
-	buf := start.AppendSSE(make([]byte, 0, 4096))
+	buf := start.AppendSSE(make([]byte, 0, 512))
 	if !write(buf) {
 		return
 	}
