@@ -42,3 +42,7 @@ run ./pkg/cenats/ . -count 3
 
 # Remote hooks (issue 5).
 run ./pkg/hook/hooknats/ RemoteHook -benchtime 3s -count 3
+
+# HTTP gateway (issue 15): worker event to SSE bytes, heap per open stream.
+run ./pkg/gateway/ EventToSSE -benchtime 3000x -count 3
+run ./pkg/gateway/ IdleStreams -benchtime 1000x -count 3

@@ -178,8 +178,9 @@ func BenchmarkEventToSSE(b *testing.B) {
 // (each its own HTTP connection and its own ordered consumer on
 // LLMW_EVENTS) and reports the heap they hold, per stream, after a GC —
 // the memory a gateway needs per connected browser between events. The
-// clients' connections share the process, so the figure is an upper
-// bound. Run it with -benchtime=Nx to pick the count.
+// clients' sockets and the embedded NATS server's consumers share the
+// process, so the figure is an upper bound. Run it with -benchtime=Nx to
+// pick the count.
 func BenchmarkIdleStreams(b *testing.B) {
 	bt := newBenchTurn(b)
 	addr := strings.TrimPrefix(bt.url, "http://")
@@ -219,5 +220,4 @@ func BenchmarkIdleStreams(b *testing.B) {
 	per := float64(int64(ms.HeapAlloc)-int64(before)) / float64(b.N)
 	b.ReportMetric(per, "heap-B/stream")
 	b.ReportMetric(float64(runtime.NumGoroutine()-goBefore)/float64(b.N), "goroutines/stream")
-	b.ReportMetric(float64(64<<10)/per, "streams-per-64KiB")
 }
