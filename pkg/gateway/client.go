@@ -171,3 +171,15 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte) (*htt
 	}
 	return resp, nil
 }
+
+// HTTPGet reads a JSON endpoint of the gateway (e.g. /api/sessions) and
+// returns its body.
+func (c *Client) HTTPGet(ctx context.Context, path string) (string, error) {
+	resp, err := c.do(ctx, http.MethodGet, path, nil)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
