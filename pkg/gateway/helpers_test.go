@@ -82,7 +82,12 @@ func startGateway(t *testing.T, st *cli.Stack, cfg gateway.Config) (*gateway.Gat
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(g)
+	srv := httptest.NewUnstartedServer(g)
+	// As the gateway service's server: a request must arrive within
+	// its read timeout, but a stream outlives it.
+	srv.Config.ReadTimeout = time.Second
+	srv.Config.ReadHeaderTimeout = time.Second
+	srv.Start()
 	t.Cleanup(func() {
 		g.Close()
 		srv.CloseClientConnections()

@@ -1,0 +1,93 @@
+package gateway_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/gateway"
+)
+
+// The rows of docs/protocol.md §11's mapping table that the recorded
+// turns do not reach: each event sequence gives the parts the table
+// says, each valid under the protocol's schema.
+func TestMapperTable(t *testing.T) {
+	step := events.TurnStep{Step: 1}
+	for _, tc := range []struct {
+		name string
+		evs  []events.WorkerEvent
+		want []string // the parts, JSON; data parts by type only
+	}{
+		{"failed", []events.WorkerEvent{step, events.TurnFailed{Code: "max_steps", Reason: "too many steps"}},
+			[]string{`{"type":"start-step"}`, `{"type":"finish-step"}`, `{"type":"error","errorText":"max_steps: too many steps"}`, `{"type":"finish","finishReason":"error"}`}},
+		{"aborted", []events.WorkerEvent{step, events.TurnAborted{Code: "cancelled", Reason: "cancelled by a client"}},
+			[]string{`{"type":"start-step"}`, `{"type":"finish-step"}`, `{"type":"abort","reason":"cancelled: cancelled by a client"}`}},
+		{"length", []events.WorkerEvent{events.TurnCompleted{StopReason: events.StopMaxTokens}},
+			[]string{`{"type":"finish","finishReason":"length"}`}},
+		{"refusal", []events.WorkerEvent{events.TurnCompleted{StopReason: events.StopRefusal}},
+			[]string{`{"type":"finish","finishReason":"content-filter"}`}},
+		{"invalid input", []events.WorkerEvent{events.ToolCallComplete{Step: 1, ID: "c1", Name: "calc", Input: json.RawMessage(`{"a":`), Error: "unexpected end of JSON input"}},
+			[]string{`{"type":"tool-input-error","toolCallId":"c1","toolName":"calc","input":"{\"a\":","errorText":"unexpected end of JSON input"}`}},
+		{"tool error", []events.WorkerEvent{events.ToolCallResult{CallID: "c1", Name: "calc", Content: "division by zero", IsError: true}},
+			[]string{`{"type":"tool-output-error","toolCallId":"c1","errorText":"division by zero"}`}},
+		{"text output", []events.WorkerEvent{events.ToolCallResult{CallID: "c1", Name: "calc", Content: "four"}},
+			[]string{`{"type":"tool-output-available","toolCallId":"c1","output":"four"}`}},
+		{"JSON output", []events.WorkerEvent{events.ToolCallResult{CallID: "c1", Name: "calc", Content: `{"n":4}`}},
+			[]string{`{"type":"tool-output-available","toolCallId":"c1","output":{"n":4}}`}},
+		{"denied by a person", []events.WorkerEvent{events.ToolSkipped{CallID: "c1", Name: "rm", Reason: "the user denied"}},
+			[]string{`{"type":"tool-output-denied","toolCallId":"c1"}`}},
+		{"skipped by a hook", []events.WorkerEvent{events.ToolSkipped{CallID: "c1", Name: "rm", Hook: "no-rm", Reason: "skipped by no-rm"}},
+			[]string{`{"type":"tool-output-error","toolCallId":"c1","errorText":"skipped by no-rm"}`}},
+		{"progress", []events.WorkerEvent{events.ToolProgress{CallID: "c1", Name: "slow", Progress: 1, Total: 4}, events.ToolProgress{CallID: "c1", Name: "slow", Progress: 2, Total: 4}},
+			[]string{`{"type":"data-llmw-tool-progress","id":"progress-c1","data":{"call_id":"c1","name":"slow","progress":1,"total":4}}`, `{"type":"data-llmw-tool-progress","id":"progress-c1","data":{"call_id":"c1","name":"slow","progress":2,"total":4}}`}},
+		{"hooks", []events.WorkerEvent{events.HookDecision{Hook: "h", Event: events.HookBeforeToolCall, Result: "deny", CallID: "c1"}, events.HookMessage{Hook: "h", Event: events.HookOnTurnEnd, Messages: []events.Message{events.AssistantText("note")}}},
+			[]string{"data-llmw-hook-decision", "data-llmw-hook-message"}},
+		{"server tool", []events.WorkerEvent{step,
+			events.WorkerBlockStart{BlockStart: events.BlockStart{Index: 0, BlockType: events.BlockToolUse, ID: "s1", Name: "web_search", Server: true}, Step: 1},
+			events.WorkerBlockStop{BlockStop: events.BlockStop{Index: 0}, Step: 1},
+			events.WorkerBlockStart{BlockStart: events.BlockStart{Index: 1, BlockType: events.BlockToolResult, ToolUseID: "s1"}, Step: 1},
+			events.WorkerBlockDelta{BlockDelta: events.TextDelta(1, "results"), Step: 1},
+			events.WorkerBlockStop{BlockStop: events.BlockStop{Index: 1}, Step: 1}},
+			[]string{`{"type":"start-step"}`, `{"type":"tool-input-start","toolCallId":"s1","toolName":"web_search","providerExecuted":true}`,
+				`{"type":"tool-output-available","toolCallId":"s1","output":"results","providerExecuted":true}`}},
+		{"aborted block", []events.WorkerEvent{step,
+			events.WorkerBlockStart{BlockStart: events.BlockStart{Index: 0, BlockType: events.BlockText}, Step: 1},
+			events.WorkerBlockDelta{BlockDelta: events.TextDelta(0, "hal"), Step: 1},
+			events.WorkerBlockAbort{BlockAbort: events.BlockAbort{Index: 0}, Step: 1}},
+			[]string{`{"type":"start-step"}`, `{"type":"text-start","id":"text-1"}`, `{"type":"text-delta","id":"text-1","delta":"hal"}`, `{"type":"text-end","id":"text-1"}`, "data-llmw-block-abort"}},
+		{"pause", []events.WorkerEvent{step, events.TurnPaused{Reason: "needs a person", Hook: "approve", Pending: []events.ToolCall{{ID: "c1", Name: "rm", Input: json.RawMessage(`{}`)}, {ID: "c2", Name: "rm", Input: json.RawMessage(`{}`)}}}},
+			[]string{`{"type":"start-step"}`, `{"type":"tool-approval-request","approvalId":"approval-c1","toolCallId":"c1"}`, `{"type":"tool-approval-request","approvalId":"approval-c2","toolCallId":"c2"}`, "data-llmw-paused", `{"type":"finish-step"}`}},
+		{"open parts end with the turn", []events.WorkerEvent{step,
+			events.WorkerBlockStart{BlockStart: events.BlockStart{Index: 0, BlockType: events.BlockThinking}, Step: 1},
+			events.TurnCompleted{StopReason: events.StopEndTurn}},
+			[]string{`{"type":"start-step"}`, `{"type":"reasoning-start","id":"reasoning-1"}`, `{"type":"reasoning-end","id":"reasoning-1"}`, `{"type":"finish-step"}`, `{"type":"finish","finishReason":"stop"}`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := gateway.NewMapper()
+			var got []gateway.Chunk
+			for _, ev := range tc.evs {
+				got = m.Map(got, ev)
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("%d parts, want %d: %v", len(got), len(tc.want), got)
+			}
+			for i, c := range got {
+				b := c.AppendJSON(nil)
+				if err := checkPart(b); err != nil {
+					t.Errorf("part %d %s: %v", i, b, err)
+				}
+				want := tc.want[i]
+				if !strings.HasPrefix(want, "{") {
+					if c.Type != want {
+						t.Errorf("part %d: %s, want a %s", i, b, want)
+					}
+					continue
+				}
+				if !jsonEq(string(b), want) {
+					t.Errorf("part %d:\n got %s\nwant %s", i, b, want)
+				}
+			}
+		})
+	}
+}
