@@ -131,6 +131,8 @@ func chat(ctx context.Context, env *Env, o *chatOptions) error {
 		}
 		st, err := StartStack(context.WithoutCancel(ctx), StackConfig{
 			Prefix: o.conn.prefix, Getenv: env.Getenv,
+			// No gateway: chat renders in the terminal.
+			Services:   []string{SvcIngest, SvcToolexec, SvcHookbridge, SvcTurn},
 			Ingest:     ingestsvc.Options{Replay: isReplay, ReplayPace: o.pace},
 			Toolexec:   toolexecsvc.Options{Root: o.root, Replay: isReplay},
 			Hookbridge: hookbridgesvc.Options{Config: o.hooks},
