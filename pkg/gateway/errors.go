@@ -23,6 +23,9 @@ var (
 	// ErrTooLarge: the body is larger than Config.MaxBodyBytes (413, code
 	// "too_large").
 	ErrTooLarge = errors.New("gateway: request body too large")
+	// ErrShuttingDown: the gateway is closing; another replica (or this
+	// one restarted) serves the stream (503, code "shutting_down").
+	ErrShuttingDown = errors.New("gateway: shutting down")
 	// ErrConfig: New refused the configuration.
 	ErrConfig = errors.New("gateway: bad configuration")
 )

@@ -344,3 +344,48 @@ func TestAccessAndErrors(t *testing.T) {
 		}
 	}
 }
+
+// Closing a gateway (a replica drains) ends its open streams without
+// ending their turns: the client resumes on another replica, and the
+// closed one refuses new requests with 503 before submitting anything.
+func TestCloseLeavesTurnsRunning(t *testing.T) {
+	st := startStack(t, stackOpts{pace: 3 * time.Millisecond})
+	g, a := startGateway(t, st, gateway.Config{Model: "replay:openai-reasoning"})
+	_, b := startGateway(t, st, gateway.Config{Model: "replay:openai-reasoning"})
+	ca := &gateway.Client{URL: a.URL}
+	s, err := ca.Chat(ctxT(t), &gateway.ChatRequest{ID: "drain-1", Messages: []gateway.UIMessage{userMsg("How do I cross the street?")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, done := readAll(t, s, func(ps []part) bool { return len(ps) >= 10 }); done {
+		t.Fatal("ended early")
+	}
+	g.Close()
+	for {
+		_, _, err := s.Next()
+		if err != nil {
+			if errors.Is(err, gateway.ErrStreamEnded) {
+				t.Fatal("a closing gateway wrote [DONE]: the client would think the turn ended")
+			}
+			break
+		}
+	}
+	var he *gateway.HTTPError
+	if _, err := ca.Chat(ctxT(t), &gateway.ChatRequest{ID: "drain-2", Messages: []gateway.UIMessage{userMsg("hi")}}); !errors.As(err, &he) || he.Status != http.StatusServiceUnavailable {
+		t.Fatalf("chat on a closed gateway: %v, want 503", err)
+	}
+	r, err := (&gateway.Client{URL: b.URL}).Resume(ctxT(t), "drain-1")
+	if err != nil {
+		t.Fatalf("resume on the other replica: %v", err)
+	}
+	all, done := readAll(t, r, nil)
+	r.Close()
+	if !done || all[len(all)-1].Type != "finish" {
+		t.Fatalf("resumed: %v", types(all[max(0, len(all)-4):]))
+	}
+	// drain-2 was never submitted.
+	if _, err := (&gateway.Client{URL: b.URL}).Resume(ctxT(t), "drain-2"); !errors.Is(err, gateway.ErrNoActiveStream) {
+		t.Fatalf("drain-2: %v", err)
+	}
+}

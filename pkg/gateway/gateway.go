@@ -32,9 +32,10 @@ type Gateway struct {
 	subj   events.Subjects
 	mux    *http.ServeMux
 
-	done      chan struct{}
-	closeOnce sync.Once
-	streams   sync.WaitGroup
+	mu      sync.Mutex // closed and streams.Add
+	closed  bool
+	done    chan struct{}
+	streams sync.WaitGroup
 }
 
 var _ http.Handler = (*Gateway)(nil)
@@ -91,14 +92,42 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.Serv
 // and waits for the handlers to return. Call it before http.Server's
 // Shutdown, which waits for open streams.
 func (g *Gateway) Close() {
-	g.closeOnce.Do(func() { close(g.done) })
+	g.mu.Lock()
+	if !g.closed {
+		g.closed = true
+		close(g.done)
+	}
+	g.mu.Unlock()
 	g.streams.Wait()
+}
+
+func (g *Gateway) closing() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.closed
+}
+
+// open registers a stream; false once the gateway is closing.
+func (g *Gateway) open() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.streams.Add(1)
+	return true
 }
 
 // handleChat is POST /api/chat: a new user message starts a turn of the
 // session; approval responses resume its paused turn. Either way the
 // answer is the turn's UI message stream.
 func (g *Gateway) handleChat(w http.ResponseWriter, r *http.Request) {
+	if g.closing() {
+		// Before submitting anything: the client retries elsewhere.
+		w.Header().Set("Retry-After", "1")
+		writeError(w, ErrShuttingDown)
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes)
 	var req ChatRequest
 	if err := decodeBody(r.Body, &req); err != nil {
@@ -385,6 +414,8 @@ func writeError(w http.ResponseWriter, err error) {
 		status, code = http.StatusNotFound, "not_found"
 	case errors.Is(err, ErrTooLarge):
 		status, code = http.StatusRequestEntityTooLarge, "too_large"
+	case errors.Is(err, ErrShuttingDown):
+		status, code = http.StatusServiceUnavailable, "shutting_down"
 	case errors.Is(err, turn.ErrNotProvisioned):
 		status, code = http.StatusServiceUnavailable, "not_provisioned"
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):

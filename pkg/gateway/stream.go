@@ -35,14 +35,12 @@ const pullBuffer = 32
 // started this stream (nil for none). A client that goes away leaves the
 // turn running.
 func (g *Gateway) stream(w http.ResponseWriter, r *http.Request, session, turnID string, after uint64, rejected <-chan events.TurnRejected) {
-	g.streams.Add(1)
-	defer g.streams.Done()
-	select {
-	case <-g.done:
-		writeError(w, errors.New("gateway: shutting down"))
+	if !g.open() {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, ErrShuttingDown)
 		return
-	default:
 	}
+	defer g.streams.Done()
 	ctx, cancel := context.WithTimeout(r.Context(), g.cfg.MaxStreamDuration)
 	defer cancel()
 	cons, err := g.js.OrderedConsumer(ctx, events.StreamEvents, jetstream.OrderedConsumerConfig{
