@@ -136,6 +136,22 @@ func TestBrowserUI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer func() {
+		// Then a new chat, stopped at its approval: Stop cancels the
+		// paused turn and the page says so.
+		if err := chromedp.Do(bctx,
+			chromedp.Click(chromedp.CSS(`#new-chat`)),
+			chromedp.Click(chromedp.CSS(`#demo`)),
+			chromedp.Click(chromedp.CSS(`#send`)),
+		); err != nil {
+			t.Fatal(err)
+		}
+		wait("the second turn paused", `!!document.querySelector('.tool[data-state="approval-requested"]') && !document.querySelector('#stop').disabled`)
+		if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS(`#stop`))); err != nil {
+			t.Fatal(err)
+		}
+		wait("the stopped turn", `(() => { const s = Array.from(document.querySelectorAll('#sessions li')).find(li => li.classList.contains('current')); const m = Array.from(document.querySelectorAll('.msg.assistant')).pop(); const e = m && m.querySelector('.ended.error'); return !!s && s.textContent.includes('aborted') && !!e && e.textContent.includes('cancel') && !m.querySelector('button.approve'); })()`)
+	}()
 	dir := os.Getenv("LLMW_ARTIFACTS")
 	if dir == "" {
 		dir = filepath.Join(os.TempDir(), "llmworker-artifacts")

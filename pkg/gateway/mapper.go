@@ -18,6 +18,7 @@ type Mapper struct {
 	stepOpen bool
 	ended    bool
 	paused   bool
+	pending  []string // calls waiting for approval
 }
 
 type block struct {
@@ -105,13 +106,16 @@ func (m *Mapper) Map(out []Chunk, ev events.WorkerEvent) []Chunk {
 	case events.UsageReport:
 		out = append(out, dataPart(DataUsage, "usage", e))
 	case events.TurnPaused:
+		m.pending = m.pending[:0]
 		for _, c := range e.Pending {
 			out = append(out, Chunk{Type: PartToolApprovalRequest, ApprovalID: ApprovalID(c.ID), ToolCallID: c.ID})
+			m.pending = append(m.pending, c.ID)
 		}
 		out = append(out, dataPart(DataPaused, "", e))
 		out = m.closeStep(out)
 		m.paused = true
 	case events.TurnResumed:
+		m.pending = m.pending[:0]
 		out = append(out, dataPart(DataResumed, "", e))
 	case events.TurnCompleted:
 		out = m.closeStep(out)
@@ -119,13 +123,25 @@ func (m *Mapper) Map(out []Chunk, ev events.WorkerEvent) []Chunk {
 		m.ended = true
 	case events.TurnFailed:
 		out = m.closeStep(out)
+		out = m.unsettled(out, events.TurnEnded(e))
 		out = append(out, Chunk{Type: PartError, ErrorText: endText(events.TurnEnded(e))}, Chunk{Type: PartFinish, FinishReason: "error"})
 		m.ended = true
 	case events.TurnAborted:
 		out = m.closeStep(out)
+		out = m.unsettled(out, events.TurnEnded(e))
 		out = append(out, Chunk{Type: PartAbort, Reason: endText(events.TurnEnded(e))})
 		m.ended = true
 	}
+	return out
+}
+
+// unsettled ends the calls that still wait for approval when the turn
+// ends (a stop of a paused turn): a client must not keep offering them.
+func (m *Mapper) unsettled(out []Chunk, e events.TurnEnded) []Chunk {
+	for _, id := range m.pending {
+		out = append(out, Chunk{Type: PartToolOutputError, ToolCallID: id, ErrorText: "not run: the turn ended (" + endText(e) + ")"})
+	}
+	m.pending = m.pending[:0]
 	return out
 }
 

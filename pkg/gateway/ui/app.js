@@ -86,7 +86,10 @@ async function errorText(resp) {
 }
 
 // consume applies a stream's chunks to the messages, rendering as it goes.
-async function consume(resp) {
+// A resumed or replayed stream (fromStart) holds the turn from its first
+// event: it replaces the message's parts; the answer to an approval
+// continues them.
+async function consume(resp, fromStart) {
   const ctl = state.controller;
   state.streaming = true;
   setStatus("streaming");
@@ -109,6 +112,10 @@ async function consume(resp) {
             }
           }
           msg.ended = null;
+          if (fromStart) {
+            msg.parts = [];
+            msg.error = null;
+          }
           break;
         }
         case "start-step":
@@ -260,16 +267,17 @@ async function resume() {
     showError(await errorText(resp));
     return;
   }
-  await consume(resp);
+  await consume(resp, true);
 }
 
-// replayTurn reads a finished turn of the session (the history).
-async function replayTurn(turnId) {
+// replayTurn reads a finished turn of the session (the history); again
+// replaces a message already shown.
+async function replayTurn(turnId, again) {
   const prompt = localStorage.getItem("llmw-prompt-" + turnId);
-  if (prompt !== null) state.messages.push({ id: "u-" + turnId, role: "user", parts: [{ type: "text", text: prompt }] });
+  if (prompt !== null && !again) state.messages.push({ id: "u-" + turnId, role: "user", parts: [{ type: "text", text: prompt }] });
   state.controller = new AbortController();
   const resp = await fetch("/api/chat/" + encodeURIComponent(state.chatId) + "/stream?turn=" + encodeURIComponent(turnId), { headers: headers(false), signal: state.controller.signal });
-  if (resp.ok) await consume(resp);
+  if (resp.ok) await consume(resp, true);
 }
 
 async function openChat(id) {
@@ -476,7 +484,21 @@ $("prompt").addEventListener("keydown", (ev) => {
 });
 $("stop").onclick = async () => {
   const resp = await fetch("/api/chat/" + encodeURIComponent(state.chatId) + "/stop", { method: "POST", headers: headers(false) });
-  if (!resp.ok) showError(await errorText(resp));
+  if (!resp.ok) {
+    showError(await errorText(resp));
+    return;
+  }
+  if (state.streaming) return; // the open stream shows the end
+  // A paused turn has no open stream: wait for its end, then show the
+  // turn as stored.
+  for (let i = 0; i < 50; i++) {
+    const s = (await loadSessions()).find((x) => x.id === state.chatId);
+    if (s && s.status !== "running" && s.status !== "paused") {
+      await replayTurn(s.lastTurn, true);
+      return;
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
 };
 $("new-chat").onclick = newChat;
 $("demo").onclick = () => {
