@@ -32,6 +32,7 @@ build ingest ./cmd/ingest
 build turn ./cmd/turn
 build toolexec ./cmd/toolexec
 build hookbridge ./cmd/hookbridge
+build gateway ./cmd/gateway
 build nats-server github.com/nats-io/nats-server/v2
 
 CA=${CA_CERTS:-/etc/ssl/certs/ca-certificates.crt}
@@ -44,9 +45,9 @@ cp "$CA" "$OUT/ca-certificates.crt"
 if [ -n "${NO_DOCKER:-}" ]; then
 	exit 0
 fi
-for bin in llmworker ingest turn toolexec hookbridge nats-server; do
+for bin in llmworker ingest turn toolexec hookbridge gateway nats-server; do
 	img="$REGISTRY/$bin:$TAG"
 	echo "docker build $img"
 	docker build -q -f deploy/Dockerfile --build-arg BIN="$bin" -t "$img" "$OUT"
 done
-echo "images: $REGISTRY/{llmworker,ingest,turn,toolexec,hookbridge,nats-server}:$TAG"
+echo "images: $REGISTRY/{llmworker,ingest,turn,toolexec,hookbridge,gateway,nats-server}:$TAG"
