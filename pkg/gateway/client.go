@@ -5,10 +5,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 )
 
@@ -31,14 +31,6 @@ type StreamReader struct {
 	sc   *bufio.Scanner
 	done bool
 }
-
-// ErrStreamEnded is returned by StreamReader.Next after the stream's
-// "[DONE]".
-var ErrStreamEnded = errors.New("gateway: stream ended")
-
-// ErrNoActiveStream is returned by Client.Resume for the protocol's 204:
-// the session has no running or paused turn.
-var ErrNoActiveStream = errors.New("gateway: no active stream")
 
 // NewStreamReader reads the server-sent events of r.
 func NewStreamReader(r io.ReadCloser) *StreamReader {
@@ -106,7 +98,7 @@ func (c *Client) Chat(ctx context.Context, req *ChatRequest) (*StreamReader, err
 // Resume reattaches to the session's running or paused turn (GET
 // /api/chat/{id}/stream); ErrNoActiveStream when there is none.
 func (c *Client) Resume(ctx context.Context, chatID string) (*StreamReader, error) {
-	resp, err := c.do(ctx, http.MethodGet, "/api/chat/"+chatID+"/stream", nil)
+	resp, err := c.do(ctx, http.MethodGet, "/api/chat/"+url.PathEscape(chatID)+"/stream", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +111,7 @@ func (c *Client) Resume(ctx context.Context, chatID string) (*StreamReader, erro
 
 // Stop cancels the session's running or paused turn.
 func (c *Client) Stop(ctx context.Context, chatID string) error {
-	resp, err := c.do(ctx, http.MethodPost, "/api/chat/"+chatID+"/stop", nil)
+	resp, err := c.do(ctx, http.MethodPost, "/api/chat/"+url.PathEscape(chatID)+"/stop", nil)
 	if err != nil {
 		return err
 	}

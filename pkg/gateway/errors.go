@@ -28,4 +28,11 @@ var (
 	ErrShuttingDown = errors.New("gateway: shutting down")
 	// ErrConfig: New refused the configuration.
 	ErrConfig = errors.New("gateway: bad configuration")
+
+	// ErrStreamEnded is returned by StreamReader.Next after the stream's
+	// "[DONE]".
+	ErrStreamEnded = errors.New("gateway: stream ended")
+	// ErrNoActiveStream is returned by Client.Resume for the protocol's
+	// 204: the session has no running or paused turn.
+	ErrNoActiveStream = errors.New("gateway: no active stream")
 )

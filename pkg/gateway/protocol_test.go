@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/llmworker/llmworker/internal/replay"
 	"github.com/llmworker/llmworker/pkg/gateway"
@@ -242,5 +241,3 @@ func readBody(t *testing.T, r *http.Response) string {
 	r.Body.Close()
 	return string(b)
 }
-
-var _ = time.Second
