@@ -46,6 +46,11 @@ type Config struct {
 	// KeepAlive is the interval of SSE comments that keep idle streams
 	// open through proxies (0 = 15 s).
 	KeepAlive time.Duration
+	// AllowOrigins are the web origins (e.g. "http://localhost:3000") whose
+	// pages may call /api from the browser (CORS); none = same origin only,
+	// the web UI's. "*" allows any origin: only with an Authorizer whose
+	// credentials a foreign page cannot hold.
+	AllowOrigins []string
 	// Prompt is suggested by the UI's demo button (GET /api/info).
 	Prompt string
 	// NoUI leaves the web UI out (only /api is served).

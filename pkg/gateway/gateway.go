@@ -86,7 +86,27 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Gateway, error) {
 }
 
 // ServeHTTP serves /api and the UI.
-func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.ServeHTTP(w, r) }
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if o := r.Header.Get("Origin"); o != "" && strings.HasPrefix(r.URL.Path, "/api/") && g.allowOrigin(o) {
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", o)
+		h.Add("Vary", "Origin")
+		h.Set("Access-Control-Expose-Headers", HeaderStream)
+		if r.Method == http.MethodOptions {
+			// The preflight of a cross-origin fetch with JSON and a token.
+			h.Set("Access-Control-Allow-Methods", "GET, POST")
+			h.Set("Access-Control-Allow-Headers", "Content-Type, Authorization")
+			h.Set("Access-Control-Max-Age", "600")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+	}
+	g.mux.ServeHTTP(w, r)
+}
+
+func (g *Gateway) allowOrigin(o string) bool {
+	return slices.Contains(g.cfg.AllowOrigins, o) || slices.Contains(g.cfg.AllowOrigins, "*")
+}
 
 // Close ends every open stream (their turns go on; clients resume them)
 // and waits for the handlers to return. Call it before http.Server's

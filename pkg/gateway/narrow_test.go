@@ -88,3 +88,40 @@ func TestRequestNarrowsConfig(t *testing.T) {
 		t.Fatalf("first part %s %s %v, want start of %s", typ, raw, err, tr.TurnID)
 	}
 }
+
+// A page of an allowed origin may call the API from the browser (CORS
+// preflight and the answer's headers); any other origin gets no CORS
+// headers, so the browser refuses it the answer.
+func TestCORS(t *testing.T) {
+	srv := natstest.Start(t, natstest.Options{Provision: true})
+	g, err := gateway.New(natstest.Context(t), srv.Connect(t), gateway.Config{AllowOrigins: []string{"http://localhost:3000"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(g)
+	t.Cleanup(func() {
+		g.Close()
+		hs.Close()
+	})
+	do := func(method, origin string) *http.Response {
+		req, _ := http.NewRequestWithContext(ctxT(t), method, hs.URL+"/api/chat/s1/stream", nil)
+		req.Header.Set("Origin", origin)
+		req.Header.Set("Access-Control-Request-Method", "GET")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	pre := do(http.MethodOptions, "http://localhost:3000")
+	if pre.StatusCode != 204 || pre.Header.Get("Access-Control-Allow-Origin") != "http://localhost:3000" || !strings.Contains(pre.Header.Get("Access-Control-Allow-Headers"), "Authorization") {
+		t.Errorf("preflight: %d %v", pre.StatusCode, pre.Header)
+	}
+	if r := do(http.MethodGet, "http://localhost:3000"); r.StatusCode != 204 || r.Header.Get("Access-Control-Allow-Origin") != "http://localhost:3000" {
+		t.Errorf("allowed origin: %d %v", r.StatusCode, r.Header)
+	}
+	if r := do(http.MethodGet, "http://evil.example"); r.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("other origin got %v", r.Header)
+	}
+}

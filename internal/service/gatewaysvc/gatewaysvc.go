@@ -35,6 +35,8 @@ type Options struct {
 	// (Models and Tools comma-separated).
 	Model, Models, Tools, System string
 	MaxSteps                     int
+	// Origins are gateway.Config.AllowOrigins, comma-separated.
+	Origins string
 	// Prompt is the UI's demo prompt (set by `up --replay`).
 	Prompt string
 }
@@ -68,6 +70,7 @@ func (s *Service) Flags(f *service.Flags) {
 	f.String(&s.Models, "chat-models", "LLMW_CHAT_MODELS", "", `gateway: comma-separated models a request may pick with "model"`)
 	f.String(&s.Tools, "chat-tools", "LLMW_CHAT_TOOLS", "*", `gateway: comma-separated tools of the turns ("*" = all); a request may narrow them`)
 	f.String(&s.System, "chat-system", "LLMW_CHAT_SYSTEM", "", "gateway: system prompt of the turns")
+	f.String(&s.Origins, "cors-origins", "LLMW_CORS_ORIGINS", "", `gateway: comma-separated web origins whose pages may call the API from the browser, e.g. "http://localhost:3000" (none: same origin only)`)
 	f.Int(&s.MaxSteps, "chat-max-steps", "LLMW_CHAT_MAX_STEPS", 0, "gateway: model calls per turn (0 = the turn service's default); a request may lower it")
 }
 
@@ -92,7 +95,7 @@ func ParseTokens(s string) (gateway.BearerTokens, error) {
 func (s *Service) Config(env service.Env) (gateway.Config, error) {
 	cfg := gateway.Config{
 		Prefix: env.Prefix, Model: s.Model, Models: service.SplitList(s.Models), Tools: service.SplitList(s.Tools),
-		System: s.System, MaxSteps: s.MaxSteps, Prompt: s.Prompt, Logger: env.Log,
+		System: s.System, MaxSteps: s.MaxSteps, Prompt: s.Prompt, Logger: env.Log, AllowOrigins: service.SplitList(s.Origins),
 	}
 	toks, err := ParseTokens(s.Tokens)
 	if err != nil {
