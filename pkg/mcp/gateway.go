@@ -22,6 +22,7 @@ import (
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook"
 	"github.com/llmworker/llmworker/pkg/hook/hooknats"
+	"github.com/llmworker/llmworker/pkg/telemetry"
 	"github.com/llmworker/llmworker/pkg/tool"
 	"github.com/llmworker/llmworker/pkg/toolexec"
 	"github.com/llmworker/llmworker/pkg/turn"
@@ -301,6 +302,7 @@ func (g *Gateway) call(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Call
 	if refusal != "" {
 		return errorResult(refusal), nil
 	}
+	ctx = traceFrom(ctx, req.Params.Meta)
 	defer func() { _ = c.ep.Flush(context.WithoutCancel(ctx)) }()
 	if refusal := c.gate(ctx); refusal != "" {
 		return errorResult(refusal), nil
@@ -556,6 +558,18 @@ func Resume(ctx context.Context, nc *nats.Conn, prefix, source string, req event
 		return fmt.Errorf("%w: turn %s: %s", ErrResumeRefused, req.TurnID, r.Error)
 	}
 	return nil
+}
+
+// traceFrom continues the client's trace: the traceparent and tracestate
+// of the request's _meta become the parent of the call's spans and
+// travel on with the call (toolexec's CloudEvent).
+func traceFrom(ctx context.Context, meta sdk.Meta) context.Context {
+	tp, _ := meta["traceparent"].(string)
+	if tp == "" {
+		return ctx
+	}
+	ts, _ := meta["tracestate"].(string)
+	return telemetry.Extract(ctx, &events.Envelope{TraceParent: tp, TraceState: ts})
 }
 
 func errorResult(text string) *sdk.CallToolResult {

@@ -14,6 +14,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook/hooknats"
@@ -78,6 +79,9 @@ func newGatewayWorld(t *testing.T, cfg mcp.GatewayConfig) *gatewayWorld {
 				time.Sleep(250 * time.Millisecond) // > the 200 ms throttle: each report passes
 			}
 			return "slow done", nil
+		}),
+		tool.Must("traced", "Says the trace it runs in.", func(ctx context.Context, in keyIn) (string, error) {
+			return trace.SpanContextFromContext(ctx).TraceID().String(), nil
 		}),
 		tool.Must("hold", "Answers when the test lets it.", func(ctx context.Context, in keyIn) (string, error) {
 			w.hit("hold")
@@ -220,7 +224,7 @@ func TestGatewayListsAndCallsTheCatalog(t *testing.T) {
 			}
 		}
 	}
-	want := []string{"delete_key", "hold", "lookup", "pay", "secret", "slow"}
+	want := []string{"delete_key", "hold", "lookup", "pay", "secret", "slow", "traced"}
 	slices.Sort(names)
 	if !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)
@@ -491,5 +495,21 @@ func TestGatewayCloseDrainsCalls(t *testing.T) {
 	}
 	if n := w.count("lookup"); n != 0 {
 		t.Fatalf("a call after Close ran the tool")
+	}
+}
+
+// The client's trace context (params._meta.traceparent) reaches the tool
+// on the toolexec replica.
+func TestGatewayContinuesTheClientsTrace(t *testing.T) {
+	w := newGatewayWorld(t, mcp.GatewayConfig{})
+	cs := w.client(t, nil)
+	params := &sdk.CallToolParams{Name: "traced", Arguments: map[string]any{"key": "x"}}
+	params.Meta = sdk.Meta{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+	r, err := cs.CallTool(natstest.Context(t), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := text(t, r); got != "4bf92f3577b34da6a3ce929d0e0e4736" {
+		t.Fatalf("the tool ran in trace %q, want the client's", got)
 	}
 }
