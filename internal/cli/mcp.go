@@ -28,7 +28,8 @@ llmw.turn.paused) up to --pause-timeout.
 
 Without --http it speaks MCP on stdin/stdout (an MCP client starts it as a
 command) and logs to stderr; with --http ADDR it serves the streamable HTTP
-transport on ADDR (path /), until Ctrl-C or SIGTERM.`
+transport on ADDR (path /), until Ctrl-C or SIGTERM. Bind it to 127.0.0.1,
+or set --http-token: anyone who reaches it can call the catalog's tools.`
 
 func runMCP(ctx context.Context, env *Env, args []string) error {
 	var (
@@ -38,6 +39,7 @@ func runMCP(ctx context.Context, env *Env, args []string) error {
 		instance     string
 		pauseTimeout time.Duration
 		logLevel     string
+		token        string
 	)
 	fs := newFlags(env, "mcp", "mcp [flags]", mcpAbout)
 	conn.register(fs, env)
@@ -45,6 +47,7 @@ func runMCP(ctx context.Context, env *Env, args []string) error {
 	fs.StringVar(&session, "session", events.NoSession, "session id of the calls' events (llmworker tail --session)")
 	fs.StringVar(&instance, "instance", "", "name of this gateway in its events' source (default: random)")
 	fs.DurationVar(&pauseTimeout, "pause-timeout", mcp.DefaultPauseTimeout, "how long a call paused by a hook waits for its resume")
+	fs.StringVar(&token, "http-token", env.getenv("LLMW_MCP_TOKEN"), "with --http: require 'Authorization: Bearer TOKEN' ($LLMW_MCP_TOKEN)")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -111,7 +114,13 @@ func runMCP(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("mcp: listen on %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	h := g.Handler()
+	if token != "" {
+		h = mcp.BearerAuth(token, h)
+	} else if host, _, _ := net.SplitHostPort(ln.Addr().String()); !net.ParseIP(host).IsLoopback() {
+		log.Warn("mcp gateway serves every tool of the catalog without authentication beyond this host; set --http-token", "addr", ln.Addr().String())
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	log.Info("mcp gateway serving streamable HTTP", "url", "http://"+ln.Addr().String()+"/", "nats", conn.url)
 	fmt.Fprintf(env.Stderr, "MCP endpoint: http://%s/\n", ln.Addr())
 	errc := make(chan error, 1)

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -175,6 +176,23 @@ func (g *Gateway) ServeStdio(ctx context.Context, r io.ReadCloser, w io.WriteClo
 // Handler serves MCP sessions over the streamable HTTP transport.
 func (g *Gateway) Handler() http.Handler {
 	return sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return g.server }, nil)
+}
+
+// BearerAuth answers 401 to a request whose Authorization header is not
+// "Bearer <token>" and passes the others to next: the streamable HTTP
+// transport of a gateway reachable by more than its own host's users
+// (the tools it serves are the installation's). The comparison takes the
+// same time whatever the header.
+func BearerAuth(token string, next http.Handler) http.Handler {
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="llmworker mcp"`)
+			http.Error(w, "llmworker mcp: missing or wrong bearer token", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Close stops following the catalog and the hooks, fails the paused

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -511,5 +512,47 @@ func TestGatewayContinuesTheClientsTrace(t *testing.T) {
 	}
 	if got := text(t, r); got != "4bf92f3577b34da6a3ce929d0e0e4736" {
 		t.Fatalf("the tool ran in trace %q, want the client's", got)
+	}
+}
+
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
+// Behind BearerAuth only a client with the token gets a session.
+func TestGatewayBearerAuth(t *testing.T) {
+	w := newGatewayWorld(t, mcp.GatewayConfig{})
+	hs := httptest.NewServer(mcp.BearerAuth("s3cret", w.gw.Handler()))
+	t.Cleanup(func() {
+		hs.CloseClientConnections()
+		hs.Close()
+	})
+	dial := func(token string) (*sdk.ClientSession, error) {
+		tr := &sdk.StreamableClientTransport{Endpoint: hs.URL}
+		if token != "" {
+			tr.HTTPClient = &http.Client{Transport: bearer{token, http.DefaultTransport}}
+		}
+		return sdk.NewClient(&sdk.Implementation{Name: "c", Version: "1"}, nil).Connect(natstest.Context(t), tr, nil)
+	}
+	for _, bad := range []string{"", "wrong"} {
+		if cs, err := dial(bad); err == nil {
+			_ = cs.Close()
+			t.Fatalf("token %q: connected", bad)
+		}
+	}
+	cs, err := dial("s3cret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cs.Close() }()
+	if r := call(t, cs, "lookup", map[string]any{"key": "k"}); text(t, r) != "value of k" {
+		t.Fatalf("lookup: %q", text(t, r))
 	}
 }
