@@ -20,6 +20,7 @@ commands:
   tail                  follow worker events (--session S | --turn T), replaying from the start
   tools                 list the tool catalog (KV LLMW_TOOLS)
   hooks                 list the registered hooks (KV LLMW_HOOKS) in chain order
+  mcp                   serve the tool catalog to MCP clients (stdio, or --http) behind the hooks
   turn cancel <id>      cancel a running or paused turn
   turn resume <id>      settle a paused turn (--approve/--deny/--edit/--approve-all)
   provision             create the streams and buckets (--replicas 3 on a cluster)
@@ -72,6 +73,8 @@ func run(ctx context.Context, env *Env, args []string) error {
 		return runTools(ctx, env, rest)
 	case "hooks":
 		return runHooks(ctx, env, rest)
+	case "mcp":
+		return runMCP(ctx, env, rest)
 	case "provision":
 		return runProvision(ctx, env, rest)
 	case "permissions":

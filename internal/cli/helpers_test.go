@@ -5,9 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,8 +26,46 @@ import (
 
 // The genai SDK's dependencies start an opencensus worker in an init
 // function; it is not ours and never ends.
+//
+// With $LLMW_CLI_TEST_RUN set the test binary is the llmworker command
+// instead, run with those arguments (tests start it as another process:
+// a toolexec replica beside the one under test); SIGTERM stops it.
 func TestMain(m *testing.M) {
+	if args := os.Getenv(runEnv); args != "" {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+		code := Main(ctx, strings.Fields(args), Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
+		stop()
+		os.Exit(code)
+	}
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"))
+}
+
+const runEnv = "LLMW_CLI_TEST_RUN"
+
+// startProcess runs the llmworker command with args in another process
+// (this test binary, see TestMain) until the test ends.
+func startProcess(t *testing.T, args ...string) *syncBuffer {
+	t.Helper()
+	out := &syncBuffer{}
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), runEnv+"="+strings.Join(args, " "))
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+			t.Errorf("llmworker %s did not stop on SIGTERM; its output:\n%s", strings.Join(args, " "), out.String())
+		}
+	})
+	return out
 }
 
 // syncBuffer is a bytes.Buffer safe for a command writing while the test

@@ -17,6 +17,7 @@ import (
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook/hooknats"
+	"github.com/llmworker/llmworker/pkg/mcp"
 	"github.com/llmworker/llmworker/pkg/toolexec"
 )
 
@@ -344,7 +345,7 @@ func runTurnResume(ctx context.Context, env *Env, args []string) error {
 	defer cl.close()
 	// The pause says which calls wait: a turn that does not exist or is not
 	// paused is reported here, not by a resume that nothing answers.
-	pending, err := pendingCalls(ctx, cl, conn.subjects(), id)
+	pending, source, err := pendingCalls(ctx, cl, conn.subjects(), id)
 	if err != nil {
 		return err
 	}
@@ -367,7 +368,13 @@ func runTurnResume(ctx context.Context, env *Env, args []string) error {
 		}
 	}
 	req := events.ResumeRequest{TurnID: id, Decisions: decisions}
-	if err := cl.tc.Resume(ctx, &req); err != nil {
+	if mcp.PausedByGateway(source) {
+		// A call paused in `llmworker mcp`: its gateway holds it, not the
+		// turn service, and says whether it took the resume.
+		if err := mcp.Resume(ctx, cl.nc, conn.prefix, events.Source("llmworker", "cli"), req, 5*time.Second); err != nil {
+			return err
+		}
+	} else if err := cl.tc.Resume(ctx, &req); err != nil {
 		return err
 	}
 	var parts []string
@@ -409,11 +416,12 @@ func resolveCall(ref string, pending []string) (string, error) {
 	return "", fmt.Errorf("%q starts %d pending calls (%s): give more of the id", ref, len(match), strings.Join(match, ", "))
 }
 
-// pendingCalls reads the calls of the turn's last llmw.turn.paused event.
-func pendingCalls(ctx context.Context, cl *client, subj events.Subjects, turnID string) ([]string, error) {
+// pendingCalls reads the calls of the turn's last llmw.turn.paused event
+// and the event's source (who paused it).
+func pendingCalls(ctx context.Context, cl *client, subj events.Subjects, turnID string) (calls []string, source string, err error) {
 	st, err := cl.js.Stream(ctx, events.StreamEvents)
 	if err != nil {
-		return nil, fmt.Errorf("%w: stream %s: %v", ErrNotProvisioned, events.StreamEvents, err)
+		return nil, "", fmt.Errorf("%w: stream %s: %v", ErrNotProvisioned, events.StreamEvents, err)
 	}
 	m, err := st.GetLastMsgForSubject(ctx, subj.Events(events.NoSession, turnID, events.ChannelTurn))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -421,24 +429,24 @@ func pendingCalls(ctx context.Context, cl *client, subj events.Subjects, turnID 
 		m, err = lastTurnEventAnySession(ctx, cl, subj, turnID)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("find the pause of turn %s: %w", turnID, err)
+		return nil, "", fmt.Errorf("find the pause of turn %s: %w", turnID, err)
 	}
 	e, err := events.DecodeEnvelope(m.Header, m.Data)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if e.Type != events.TypeTurnPaused {
-		return nil, fmt.Errorf("turn %s is not paused (its last turn event is %s)", turnID, e.Type)
+		return nil, "", fmt.Errorf("turn %s is not paused (its last turn event is %s)", turnID, e.Type)
 	}
 	p, err := events.DecodeData[events.TurnPaused](e)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	ids := make([]string, 0, len(p.Pending))
 	for _, c := range p.Pending {
 		ids = append(ids, c.ID)
 	}
-	return ids, nil
+	return ids, e.Source, nil
 }
 
 func lastTurnEventAnySession(ctx context.Context, cl *client, subj events.Subjects, turnID string) (*jetstream.RawStreamMsg, error) {

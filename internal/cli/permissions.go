@@ -9,7 +9,7 @@ import (
 
 const permissionsAbout = `
 Prints the authorization block of a nats-server configuration with one
-user per llmworker role — ingest, turn, toolexec, hookbridge, submitter,
+user per llmworker role — ingest, turn, toolexec, hookbridge, mcp, submitter,
 reader, provision — each allowed the subjects it uses and nothing else
 (docs/security.md). Passwords are read by nats-server from the variables
 $LLMW_<ROLE>_PASSWORD. Run the services with --nats-user llmw-<role>,

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -22,6 +23,7 @@ import (
 	"github.com/llmworker/llmworker/internal/service/toolexecsvc"
 	"github.com/llmworker/llmworker/internal/service/turnsvc"
 	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/mcp"
 	"github.com/llmworker/llmworker/pkg/natstest"
 	"github.com/llmworker/llmworker/pkg/permissions"
 	"github.com/llmworker/llmworker/pkg/turn"
@@ -162,6 +164,7 @@ func TestRolesOnTheBus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	s0 := events.NewSubjects("")
 	follow := func(id, typ string) *events.Envelope {
 		t.Helper()
 		fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -241,6 +244,60 @@ func TestRolesOnTheBus(t *testing.T) {
 	follow(id2, events.TypeTurnAborted)
 	// A late reader replays the first turn from the stream.
 	follow(id, events.TypeTurnStarted)
+
+	// The MCP gateway under its identity: a client lists the catalog and
+	// calls get_capital, which the approval hook pauses until the
+	// submitter resumes it.
+	mcpIn, mcpInW := io.Pipe()
+	mcpOutR, mcpOut := io.Pipe()
+	mcpLog := &syncBuffer{}
+	mcpDone := make(chan int, 1)
+	go func() {
+		mcpDone <- Main(ctx, []string{"mcp", "--pause-timeout", "30s"}, Env{Stdin: mcpIn, Stdout: mcpOut, Stderr: mcpLog,
+			Getenv: envOf("NATS_URL", url, "NATS_USER", user(permissions.MCP), "NATS_PASSWORD", pw[permissions.MCP])})
+		_ = mcpOut.Close()
+	}()
+	mcs, err := sdk.NewClient(&sdk.Implementation{Name: "roles", Version: "1"}, nil).Connect(ctx, &sdk.IOTransport{Reader: mcpOutR, Writer: mcpInW}, nil)
+	if err != nil {
+		t.Fatalf("mcp as %s: %v\n%s", user(permissions.MCP), err, mcpLog.String())
+	}
+	pauses, err := reader.SubscribeSync(s0.EventsAll())
+	if err != nil {
+		t.Fatal(err)
+	}
+	capital := make(chan *sdk.CallToolResult, 1)
+	go func() {
+		r, err := mcs.CallTool(ctx, &sdk.CallToolParams{Name: "get_capital", Arguments: map[string]any{"country": "France"}})
+		if err != nil {
+			r = &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: err.Error()}}}
+		}
+		capital <- r
+	}()
+	for {
+		m, err := pauses.NextMsg(30 * time.Second)
+		if err != nil {
+			t.Fatalf("no pause of the MCP call: %v; refused: %v\n%s", err, v.take(), mcpLog.String())
+		}
+		env, err := events.DecodeEnvelope(m.Header, m.Data)
+		if err != nil || env.Type != events.TypeTurnPaused || !mcp.PausedByGateway(env.Source) {
+			continue
+		}
+		p, _ := events.DecodeData[events.TurnPaused](env)
+		if err := mcp.Resume(ctx, submitter, "", "/roles", events.ResumeRequest{TurnID: env.TurnID,
+			Decisions: map[string]events.Decision{p.Pending[0].ID: {Kind: events.DecisionApprove}}}, 10*time.Second); err != nil {
+			t.Fatalf("the submitter's resume of the MCP call: %v; refused: %v", err, v.take())
+		}
+		break
+	}
+	_ = pauses.Unsubscribe()
+	if r := <-capital; r.IsError || !strings.Contains(resultText(r), "Paris") {
+		t.Fatalf("get_capital through the MCP gateway: error=%v %q; refused: %v\n%s", r.IsError, resultText(r), v.take(), mcpLog.String())
+	}
+	_ = mcs.Close()
+	_ = mcpInW.Close()
+	if c := <-mcpDone; c != 0 {
+		t.Fatalf("mcp exited %d:\n%s", c, mcpLog.String())
+	}
 	if got := v.take(); len(got) > 0 {
 		t.Fatalf("the server refused what a role needs:\n%s", strings.Join(got, "\n"))
 	}

@@ -172,6 +172,16 @@ func (s Subjects) ToolProgress(turnID, callID string) string {
 // ToolProgressAll is P.tool.progress.*.*.
 func (s Subjects) ToolProgressAll() string { return s.join("tool", "progress", "*", "*") }
 
+// MCPResume is P.mcp.resume.<turn_id>: a resume of a tool call that a
+// before_tool_call hook paused in `llmworker mcp` (request/reply; the
+// gateway holding the call answers). The calls of the MCP gateway are not
+// turns of the turn service, so their resumes do not go to
+// P.turn.resume.
+func (s Subjects) MCPResume(turnID string) string { return s.join("mcp", "resume", turnID) }
+
+// MCPResumeAll is P.mcp.resume.* (what an MCP gateway subscribes to).
+func (s Subjects) MCPResumeAll() string { return s.join("mcp", "resume", "*") }
+
 // Hook is the default subject a hook named name answers on: P.hook.<name>.
 func (s Subjects) Hook(name string) string { return s.join("hook", name) }
 

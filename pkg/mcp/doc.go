@@ -35,7 +35,17 @@
 // the call's context has a tool.ProgressFunc) become its progress
 // reports: llmw.tool.progress events in a turn.
 //
-// # Not yet
+// # Serving the catalog: the gateway
 //
-// The catalog is not served to MCP clients (`llmworker mcp`).
+// A Gateway is the other direction: an MCP server (Server, ServeStdio,
+// Handler) whose tools are the catalog's (KV LLMW_TOOLS), kept current
+// with notifications/tools/list_changed. Each tools/call runs the
+// installation's before_tool_call hooks, then the call on a toolexec
+// replica (toolexec.Client: durable, answered once), then the
+// after_tool_call hooks, and records its steps as worker events under a
+// turn id of its own (mcp-<nuid>). A call a hook refuses is an MCP error
+// result naming the hook; a call a hook pauses waits for Resume (what
+// `llmworker turn resume` sends to P.mcp.resume.<turn_id>) up to
+// GatewayConfig.PauseTimeout. `llmworker mcp` runs one on stdio or
+// streamable HTTP (docs/protocol.md §6, "The MCP gateway").
 package mcp

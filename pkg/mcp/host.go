@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/llmworker/llmworker/internal/childenv"
+	"github.com/llmworker/llmworker/pkg/telemetry"
 	"github.com/llmworker/llmworker/pkg/tool"
 )
 
@@ -495,6 +496,15 @@ func (t *remoteTool) Execute(ctx context.Context, input json.RawMessage) (string
 		return "", fmt.Errorf("%w: %q is down and being restarted", ErrServer, t.server)
 	}
 	params := &sdk.CallToolParams{Name: t.remote, Arguments: input}
+	// The call's trace context travels in params._meta (the W3C names,
+	// as MCP's tracing convention has them), so that a traced server's
+	// spans join the turn's trace.
+	if tp, ts := telemetry.Parent(ctx); tp != "" {
+		params.Meta = sdk.Meta{"traceparent": tp}
+		if ts != "" {
+			params.Meta["tracestate"] = ts
+		}
+	}
 	if report := tool.ProgressFrom(ctx); report != nil {
 		// The server's notifications/progress for this call come with
 		// this token.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
 
 	"github.com/llmworker/llmworker/pkg/events"
@@ -391,5 +392,40 @@ func TestProgressReachesTheCaller(t *testing.T) {
 	defer mu.Unlock()
 	if got[0].Progress != 1 || got[0].Total != 4 || got[0].Message != "page 1" || len(got) != 2 {
 		t.Fatalf("reports %+v, want the first and the final", got)
+	}
+}
+
+// A hosted tool's call carries the caller's trace context to the server
+// in params._meta, in the W3C traceparent form.
+func TestTraceContextReachesTheServer(t *testing.T) {
+	s := sdk.NewServer(&sdk.Implementation{Name: "traced", Version: "1"}, nil)
+	sdk.AddTool(s, &sdk.Tool{Name: "parent", Description: "Says its traceparent."}, func(ctx context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
+		tp, _ := req.Params.Meta["traceparent"].(string)
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: tp}}}, nil, nil
+	})
+	hs := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil))
+	t.Cleanup(hs.Close)
+	h := connect(t, mcp.ServerConfig{Name: "traced", URL: hs.URL})
+	var parent tool.Tool
+	for _, tl := range h.Tools() {
+		if tl.Name() == "mcp__traced__parent" {
+			parent = tl
+		}
+	}
+	if parent == nil {
+		t.Fatal("no mcp__traced__parent")
+	}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID:    trace.TraceID{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36},
+		SpanID:     trace.SpanID{0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7},
+		TraceFlags: trace.FlagsSampled, Remote: true,
+	})
+	out, err := parent.Execute(trace.ContextWithRemoteSpanContext(natstest.Context(t), sc), json.RawMessage(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The W3C example value (trace-context spec, "traceparent" header).
+	if want := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"; out != want {
+		t.Fatalf("the server got traceparent %q, want %q", out, want)
 	}
 }

@@ -13,6 +13,6 @@ func ExampleFor() {
 	fmt.Println(p.Publish)
 	fmt.Println(p.Subscribe)
 	// Output:
-	// [acme.turn.cancel.* acme.turn.resume acme.turn.submit]
+	// [acme.mcp.resume.* acme.turn.cancel.* acme.turn.resume acme.turn.submit]
 	// [_INBOX.> acme.turn.rejected.*]
 }

@@ -30,6 +30,10 @@ const (
 	Toolexec Role = "toolexec"
 	// Hookbridge answers hook requests and registers hooks in LLMW_HOOKS.
 	Hookbridge Role = "hookbridge"
+	// MCP is the MCP gateway (`llmworker mcp`): it reads the tool catalog
+	// and the hook registry, sends tool calls and hook requests, publishes
+	// its calls' worker events and answers P.mcp.resume.*.
+	MCP Role = "mcp"
 	// Gateway serves HTTP clients (pkg/gateway): it submits, resumes and
 	// cancels turns and hears rejections, as a submitter, and reads
 	// LLMW_EVENTS, as a reader; it answers nothing on the bus.
@@ -47,7 +51,7 @@ const (
 )
 
 // Roles lists every role, services first.
-var Roles = []Role{Ingest, Turn, Toolexec, Hookbridge, Gateway, Submitter, Reader, Provisioner}
+var Roles = []Role{Ingest, Turn, Toolexec, Hookbridge, MCP, Gateway, Submitter, Reader, Provisioner}
 
 // Permissions are a role's allow lists. Everything not listed is denied.
 type Permissions struct {
@@ -75,7 +79,7 @@ const DefaultInboxPrefix = "_INBOX"
 // DefaultInboxPrefix.
 func InboxPrefix(role Role, prefix string) string {
 	switch role {
-	case Ingest, Turn, Toolexec, Hookbridge, Gateway:
+	case Ingest, Turn, Toolexec, Hookbridge, MCP, Gateway:
 		return "_INBOX_" + string(role) + "." + events.NewSubjects(prefix).P()
 	}
 	return DefaultInboxPrefix
@@ -161,11 +165,19 @@ func For(role Role, prefix string) Permissions {
 		pub = bucket(events.BucketHooks)
 		sub = []string{p + ".hook.>", discovery, inbox}
 		responses = true
+	case MCP:
+		pub = []string{s.EmitAll(), s.ToolCallAll(), s.ToolCancelAll(), p + ".hook.>"}
+		pub = append(pub, read(events.StreamToolResults)...)
+		pub = append(pub, read(events.StreamEvents)...)
+		pub = append(pub, read(kv(events.BucketTools))...)
+		pub = append(pub, read(kv(events.BucketHooks))...)
+		sub = []string{s.ToolResultAll(), s.ToolProgressAll(), s.MCPResumeAll(), inbox}
+		responses = true
 	case Gateway:
 		pub = append([]string{s.TurnSubmit(), s.TurnResume(), s.TurnCancelAll()}, read(events.StreamEvents)...)
 		sub = []string{s.TurnRejectedAll(), inbox}
 	case Submitter:
-		pub = []string{s.TurnSubmit(), s.TurnResume(), s.TurnCancelAll()}
+		pub = []string{s.TurnSubmit(), s.TurnResume(), s.TurnCancelAll(), s.MCPResumeAll()}
 		sub = []string{s.TurnRejectedAll(), inbox}
 	case Reader:
 		pub = read(events.StreamEvents)

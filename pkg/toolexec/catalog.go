@@ -204,7 +204,7 @@ func (c *Catalog) Watch(ctx context.Context) (*CatalogWatcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("toolexec: catalog watch: %w", err)
 	}
-	w := &CatalogWatcher{kw: kw, entries: map[string]events.ToolCatalogEntry{}, raw: map[string]string{}, done: make(chan struct{})}
+	w := &CatalogWatcher{kw: kw, entries: map[string]events.ToolCatalogEntry{}, raw: map[string]string{}, changed: make(chan struct{}), done: make(chan struct{})}
 	// Load the initial values (a nil entry marks the end of them).
 	for {
 		select {
@@ -232,6 +232,7 @@ type CatalogWatcher struct {
 	entries map[string]events.ToolCatalogEntry
 	raw     map[string]string // the stored value of each entry
 	version uint64
+	changed chan struct{} // closed and replaced at each version
 	done    chan struct{}
 }
 
@@ -259,14 +260,21 @@ func (w *CatalogWatcher) apply(kve jetstream.KeyValueEntry) {
 		w.drop(kve.Key())
 		return
 	}
-	w.version++
+	w.bump()
 	w.entries[e.Name] = e
 	w.raw[e.Name] = string(kve.Value())
 }
 
+// bump counts a change and wakes the callers of Changed (w.mu held).
+func (w *CatalogWatcher) bump() {
+	w.version++
+	close(w.changed)
+	w.changed = make(chan struct{})
+}
+
 func (w *CatalogWatcher) drop(key string) {
 	if _, ok := w.entries[key]; ok {
-		w.version++
+		w.bump()
 		delete(w.entries, key)
 		delete(w.raw, key)
 	}
@@ -298,6 +306,15 @@ func (w *CatalogWatcher) Version() uint64 {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	return w.version
+}
+
+// Changed returns a channel that is closed at the next change of the
+// entries (when Version moves on), so that a caller can rebuild what it
+// derived from them without polling.
+func (w *CatalogWatcher) Changed() <-chan struct{} {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	return w.changed
 }
 
 // Stop ends the watch and waits for its goroutine.

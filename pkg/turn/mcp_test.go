@@ -130,3 +130,64 @@ func TestRemoteToolProgressEvents(t *testing.T) {
 		t.Errorf("progress on %s, want the tool channel", w.events()[progress].Subject)
 	}
 }
+
+// A slow MCP tool's notifications/progress reach the turn's UI as
+// llmw.tool.progress events in order, and a cancel of the turn (what
+// `llmworker turn cancel` publishes) reaches the server as the
+// cancellation of its request.
+func TestMCPToolProgressAndTurnCancel(t *testing.T) {
+	cancelled := make(chan struct{}, 1)
+	s := sdk.NewServer(&sdk.Implementation{Name: "scanner", Version: "1"}, nil)
+	sdk.AddTool(s, &sdk.Tool{Name: "scan", Description: "Scans until stopped."}, func(ctx context.Context, req *sdk.CallToolRequest, in struct {
+		Pages int `json:"pages"`
+	}) (*sdk.CallToolResult, any, error) {
+		for i := 1; i <= in.Pages; i++ {
+			_ = req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{
+				ProgressToken: req.Params.GetProgressToken(), Progress: float64(i), Total: float64(in.Pages), Message: "page"})
+			time.Sleep(250 * time.Millisecond) // > the 200 ms throttle: every report passes
+		}
+		<-ctx.Done()
+		cancelled <- struct{}{}
+		return nil, nil, ctx.Err()
+	})
+	srv := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil))
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	host, err := mcp.Connect(ctx, []mcp.ServerConfig{{Name: "scanner", URL: srv.URL}}, mcp.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = host.Close() })
+
+	e := newEnv(t)
+	e.scripted(llmtest.NewScripted(llmtest.ToolStep(llmtest.ToolCallSpec{ID: "call_1", Name: "mcp__scanner__scan", Input: `{"pages":3}`}), llmtest.TextStep("never")))
+	e.startToolexec(toolexec.Config{}, host.Tools()...)
+	e.startTurn(turn.Config{})
+	id := newID("mcpcancel")
+	w := e.watch(id)
+	e.submit(events.TurnRequest{TurnID: id, Model: "test:m", Messages: []events.Message{events.UserText("scan")}, Tools: []string{"mcp__scanner__scan"}})
+	evs := w.waitFor("three progress events", func(evs []ev) bool { return count(evs, events.TypeToolProgress) >= 3 })
+	var got []float64
+	for _, ev := range evs {
+		if ev.Type == events.TypeToolProgress {
+			p := decode[events.ToolProgress](t, ev)
+			if p.CallID != "call_1" || p.Total != 3 {
+				t.Errorf("progress %+v", p)
+			}
+			got = append(got, p.Progress)
+		}
+	}
+	if len(got) != 3 || got[0] != 1 || got[1] != 2 || got[2] != 3 {
+		t.Fatalf("progress %v, want 1 2 3 in order:%s", got, describe(evs))
+	}
+	e.cancelTurn(id)
+	select {
+	case <-cancelled:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the MCP server never saw the turn's cancel")
+	}
+	if end := w.waitEnd(); end.Type != events.TypeTurnAborted {
+		t.Fatalf("turn ended with %s, want aborted", end.Type)
+	}
+}

@@ -88,6 +88,27 @@ func TestRequestsThatAreNotRunAreAnswered(t *testing.T) {
 			t.Fatalf("state after the cancel: %+v %v %v", st, ok, err)
 		}
 	})
+	t.Run("a cancel racing a resume of the ended turn", func(t *testing.T) {
+		// A resume registers the id on the replica while it is answered;
+		// a cancel arriving then used to go to that short-lived run and
+		// was never answered. (Cancels of one ended turn at the same
+		// moment share one answer, as the replicas hearing one cancel do:
+		// each round waits for its answers.)
+		for i := 0; i < 30; i++ {
+			e.resume(events.ResumeRequest{TurnID: id, Decisions: map[string]events.Decision{"x": {Kind: events.DecisionApprove}}})
+			if err := e.nc.Publish(e.subj.TurnCancel(id), nil); err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for len(got) < 2 {
+				rj := rejected()
+				got[rj.Request] = rj.Code
+			}
+			if got[events.TypeTurnCancel] != events.RejectTurnEnded || got[events.TypeTurnResume] != events.RejectNotPaused {
+				t.Fatalf("round %d: answers %v", i, got)
+			}
+		}
+	})
 	t.Run("the same submit again is a retried publish, not a new turn", func(t *testing.T) {
 		calls := p.Calls()
 		// No Nats-Msg-Id: the stream stores it again, the service

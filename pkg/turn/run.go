@@ -49,6 +49,9 @@ type turnRun struct {
 	// cancelRequested: P.turn.cancel arrived while the run was registered
 	// (guarded by Service.mu).
 	cancelRequested bool
+	// cancelApplied: the run ended the turn as cancelled (writeFinal with
+	// CodeCancelled), which answers the cancel.
+	cancelApplied atomic.Bool
 
 	// claimed: recover published llmw.turn.started (resumed) itself, so
 	// the worker's is dropped; results and started: calls whose
@@ -287,9 +290,14 @@ func (s *Service) unregister(t *turnRun) {
 	cancelled := t.cancelRequested
 	s.mu.Unlock()
 	t.cancelF(nil)
-	if cancelled && t.paused.Load() {
-		// The cancel reached this run after its worker had paused the
-		// turn: settle it as any replica settles a paused turn.
+	if cancelled && !t.cancelApplied.Load() {
+		// The cancel reached this run but did not end the turn: the
+		// worker had paused it, or it ended otherwise (completed, failed),
+		// or the run only answered another request for a turn that had
+		// ended (a resume or submit of it). Settle it as a replica that
+		// does not run the turn does, so that the canceller gets its
+		// answer: the paused turn is aborted, an ended one answered
+		// turn_ended.
 		s.settleCancel(t.id)
 	}
 }
@@ -885,6 +893,8 @@ func (t *turnRun) writeFinal(status Status, reason, code string) error {
 	}
 	if err != nil {
 		t.s.log.Warn("turn: write final state", "turn_id", t.id, "status", status, "err", err)
+	} else if status == StatusAborted && code == CodeCancelled {
+		t.cancelApplied.Store(true)
 	}
 	return err
 }
