@@ -8,60 +8,48 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"go.temporal.io/sdk/client"
 	tworker "go.temporal.io/sdk/worker"
 
 	"github.com/llmworker/llmworker/pkg/events"
-	"github.com/llmworker/llmworker/pkg/provision"
-	"github.com/llmworker/llmworker/pkg/turn"
 )
 
-// The crash measurement: the process running the turn (llmworker's turn
-// service, Temporal's workflow worker) is killed (SIGKILL) while the
-// turn's fifth tool call runs; a second process is started at once; the
-// result is the time from the kill to the turn's completion on the second
-// process. Everything else (the server, the model, the tool) runs in this
-// process. Both runtimes wait the same failover time before another
-// process takes the turn over: llmworker's AckWait of the turn consumer,
-// Temporal's StickyScheduleToStartTimeout (the workflow's sticky queue on
-// the dead worker).
+// The crash measurement: a child process runs the runtime's whole worker
+// side (llmworker: ingest with the scripted model, toolexec with the echo
+// tool and the turn service; Temporal: a worker with the workflow and the
+// model and tool activities); this process runs only the server (NATS,
+// Temporal's test server) and the client. The first child's fifth tool
+// call tells this process and blocks; the child is killed (SIGKILL) and a
+// second one started at once; the result is the time from the kill to the
+// turn's completion on the second. Both runtimes get the same failover
+// time, the time after which another process takes over work of a dead
+// one: llmworker's AckWait of the turn and tool consumers; Temporal's
+// activity StartToCloseTimeout, StickyScheduleToStartTimeout and
+// WorkflowTaskTimeout (the server may hand the next workflow task to a
+// poll of the dead worker that it has not noticed is gone), with retries
+// at once (InitialInterval 1 ms) as JetStream redelivers.
 const failover = 2 * time.Second
 
-// killAt blocks the tool call with input n == crashCall until the turn's
-// process has been killed.
+// crashCall is the input n of the tool call that the first child blocks
+// in (the fifth step's).
 const crashCall = 4
 
-type crashGate struct {
-	once   sync.Once
-	reach  chan struct{}
-	killed chan struct{}
-}
-
-func newCrashGate() *crashGate {
-	return &crashGate{reach: make(chan struct{}), killed: make(chan struct{})}
-}
-
-func (g *crashGate) before(n int) {
-	if n != crashCall {
-		return
-	}
-	first := false
-	g.once.Do(func() { first = true })
-	if first {
-		close(g.reach)
-		<-g.killed
+// gate is the first child's tool hook: it says "reached" on stdout and
+// blocks until the process is killed.
+func gate(n int) {
+	if n == crashCall {
+		fmt.Println("reached")
+		select {}
 	}
 }
 
 // child is a process running crash-child.
 type child struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	ready chan error
+	cmd     *exec.Cmd
+	ready   chan error
+	reached chan struct{}
 }
 
 // startChild re-executes this binary as crash-child; the child exits when
@@ -69,8 +57,7 @@ type child struct {
 func startChild(args ...string) (*child, error) {
 	cmd := exec.Command(os.Args[0], append([]string{"crash-child"}, args...)...)
 	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
+	if _, err := cmd.StdinPipe(); err != nil {
 		return nil, err
 	}
 	out, err := cmd.StdoutPipe()
@@ -80,14 +67,22 @@ func startChild(args ...string) (*child, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	c := &child{cmd: cmd, stdin: stdin, ready: make(chan error, 1)}
+	c := &child{cmd: cmd, ready: make(chan error, 1), reached: make(chan struct{})}
 	go func() {
-		line, err := bufio.NewReader(out).ReadString('\n')
-		if err == nil && strings.TrimSpace(line) != "ready" {
-			err = fmt.Errorf("child said %q", line)
+		sc := bufio.NewScanner(out)
+		readied := false
+		for sc.Scan() {
+			switch line := strings.TrimSpace(sc.Text()); line {
+			case "ready":
+				readied = true
+				c.ready <- nil
+			case "reached":
+				close(c.reached)
+			}
 		}
-		c.ready <- err
-		_, _ = io.Copy(io.Discard, out)
+		if !readied {
+			c.ready <- fmt.Errorf("child exited before it was ready")
+		}
 	}()
 	return c, nil
 }
@@ -106,23 +101,20 @@ func (c *child) kill() {
 	_ = c.cmd.Wait()
 }
 
-// crashChild runs the turn service (llmworker) or the workflow worker
-// (Temporal) until stdin closes.
-func crashChild(system, addr, namespace string) error {
+// crashChild runs the worker side of system until stdin closes; withGate
+// blocks the crash call.
+func crashChild(system, addr, namespace string, withGate bool) error {
+	var before func(int)
+	if withGate {
+		before = gate
+	}
 	switch system {
 	case "llmworker":
-		nc, err := nats.Connect(addr)
+		stop, err := llmwServices{par: 1, storage: "memory", failover: failover, before: before}.start(addr)
 		if err != nil {
 			return err
 		}
-		defer nc.Close()
-		s, err := turn.New(nc, turn.Config{Logger: quiet(), AckWait: failover, Provision: provision.Options{Memory: true}})
-		if err != nil {
-			return err
-		}
-		if err := s.Start(context.Background()); err != nil {
-			return err
-		}
+		defer stop()
 	case "temporal":
 		c, err := client.Dial(client.Options{HostPort: addr, Namespace: namespace, Logger: quietTemporal()})
 		if err != nil {
@@ -131,9 +123,11 @@ func crashChild(system, addr, namespace string) error {
 		defer c.Close()
 		w := tworker.New(c, taskQueue, tworker.Options{StickyScheduleToStartTimeout: failover})
 		registerWorkflow(w)
+		registerActivities(w, before)
 		if err := w.Start(); err != nil {
 			return err
 		}
+		defer w.Stop()
 	default:
 		return fmt.Errorf("unknown system %q", system)
 	}
@@ -144,8 +138,8 @@ func crashChild(system, addr, namespace string) error {
 
 // crashOnce runs one crash measurement; start begins the turn and returns
 // a wait for its completion.
-func crashOnce(childArgs []string, g *crashGate, start func() (wait func() error, err error)) (*result, error) {
-	first, err := startChild(childArgs...)
+func crashOnce(childArgs []string, start func() (wait func() error, err error)) (*result, error) {
+	first, err := startChild(append(childArgs, "-gate")...)
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +152,7 @@ func crashOnce(childArgs []string, g *crashGate, start func() (wait func() error
 		return nil, err
 	}
 	select {
-	case <-g.reach:
+	case <-first.reached:
 	case <-time.After(time.Minute):
 		return nil, fmt.Errorf("the turn never reached tool call %d", crashCall)
 	}
@@ -169,7 +163,6 @@ func crashOnce(childArgs []string, g *crashGate, start func() (wait func() error
 		return nil, err
 	}
 	defer second.kill()
-	close(g.killed)
 	if err := wait(); err != nil {
 		return nil, err
 	}
@@ -177,13 +170,12 @@ func crashOnce(childArgs []string, g *crashGate, start func() (wait func() error
 }
 
 func llmwCrash() (*result, error) {
-	g := newCrashGate()
-	c, err := startLLMW("memory", 1, false, turn.Config{}, g.before)
+	c, err := startLLMW(nil)
 	if err != nil {
 		return nil, err
 	}
 	defer c.close()
-	return crashOnce([]string{"-system", "llmworker", "-addr", c.emb.URL()}, g, func() (func() error, error) {
+	return crashOnce([]string{"-system", "llmworker", "-addr", c.emb.URL()}, func() (func() error, error) {
 		ch, err := c.submit("crash")
 		if err != nil {
 			return nil, err
@@ -203,14 +195,12 @@ func llmwCrash() (*result, error) {
 }
 
 func temporalCrash() (*result, error) {
-	g := newCrashGate()
 	ts := startTemporal()
 	defer ts.Stop()
-	ts.NewWorkerWithOptions(taskQueue, func(r tworker.Registry) { registerActivities(r, g.before) }, tworker.Options{DisableWorkflowWorker: true})
 	c := ts.GetDefaultClient()
-	return crashOnce([]string{"-system", "temporal", "-addr", ts.GetFrontendHostPort(), "-namespace", ts.GetDefaultNamespace()}, g, func() (func() error, error) {
+	return crashOnce([]string{"-system", "temporal", "-addr", ts.GetFrontendHostPort(), "-namespace", ts.GetDefaultNamespace()}, func() (func() error, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "crash", TaskQueue: taskQueue}, "Agent", agentInput{Par: 1})
+		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "crash", TaskQueue: taskQueue, WorkflowTaskTimeout: failover}, "Agent", agentInput{Par: 1, ActivityTimeout: failover})
 		if err != nil {
 			cancel()
 			return nil, err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -73,11 +74,17 @@ func echoTool(before func(n int)) tool.Tool {
 	})
 }
 
-func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+// quiet discards logs, unless PEERS_DEBUG is set (then they go to stderr).
+func quiet() *slog.Logger {
+	if os.Getenv("PEERS_DEBUG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
 
-// llmwCluster is the distributed llmworker: an embedded nats-server,
-// ingest serving the scripted model, toolexec hosting the echo tool and
-// (unless the crash measurement runs it in a child process) the turn
+// llmwCluster is the distributed llmworker: an embedded nats-server and,
+// unless the crash measurement runs them in a child process, ingest
+// serving the scripted model, toolexec hosting the echo tool and the turn
 // service with its checkpoints, each on its own connection as separate
 // processes would be.
 type llmwCluster struct {
@@ -89,21 +96,27 @@ type llmwCluster struct {
 	waiting map[string]chan string
 }
 
-// storage: "memory" (streams and buckets in memory, like Temporal's test
-// server's in-memory SQLite) or "file" (production: file storage, an
-// fsync before every acknowledgement).
-func startLLMW(storage string, par int, withTurn bool, turnCfg turn.Config, before func(int)) (*llmwCluster, error) {
-	emb, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{})
-	if err != nil {
-		return nil, err
+// llmwServices are ingest, toolexec and the turn service on url.
+type llmwServices struct {
+	par     int
+	storage string
+	// failover, when set, is the AckWait of the turn and tool consumers.
+	failover time.Duration
+	before   func(int)
+}
+
+func (o llmwServices) start(url string) (stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
 	}
-	c := &llmwCluster{emb: emb, waiting: map[string]chan string{}}
-	c.stops = append(c.stops, emb.Shutdown)
-	prov := provision.Options{Memory: storage == "memory"}
+	prov := provision.Options{Memory: o.storage == "memory"}
 	conn := func() (*nats.Conn, error) {
-		nc, err := nats.Connect(emb.URL())
+		nc, err := nats.Connect(url)
 		if err == nil {
-			c.stops = append(c.stops, nc.Close)
+			stops = append(stops, nc.Close)
 		}
 		return nc, err
 	}
@@ -115,57 +128,70 @@ func startLLMW(storage string, par int, withTurn bool, turnCfg turn.Config, befo
 			_ = f(ctx)
 		}
 	}
-	fail := func(err error) (*llmwCluster, error) { c.close(); return nil, err }
+	fail := func(err error) (func(), error) { stop(); return nil, err }
 
 	nc, err := conn()
 	if err != nil {
 		return fail(err)
 	}
-	ing, err := ingest.New(nc, ingest.Config{Providers: map[string]ingest.Factory{"test": ingest.Static(scriptedModel(par))}, Logger: quiet()})
+	ing, err := ingest.New(nc, ingest.Config{Providers: map[string]ingest.Factory{"test": ingest.Static(scriptedModel(o.par))}, Logger: quiet()})
 	if err != nil {
 		return fail(err)
 	}
 	if err := ing.Start(ctx); err != nil {
 		return fail(err)
 	}
-	c.stops = append(c.stops, stopCtx(ing.Stop))
+	stops = append(stops, stopCtx(ing.Stop))
 
-	nc, err = conn()
+	if nc, err = conn(); err != nil {
+		return fail(err)
+	}
+	te, err := toolexec.New(nc, toolexec.Config{Logger: quiet(), Provision: prov, AckWait: o.failover})
 	if err != nil {
 		return fail(err)
 	}
-	te, err := toolexec.New(nc, toolexec.Config{Logger: quiet(), Provision: prov})
-	if err != nil {
-		return fail(err)
-	}
-	if err := te.Register(echoTool(before)); err != nil {
+	if err := te.Register(echoTool(o.before)); err != nil {
 		return fail(err)
 	}
 	if err := te.Start(ctx); err != nil {
 		return fail(err)
 	}
-	c.stops = append(c.stops, stopCtx(te.Stop))
+	stops = append(stops, stopCtx(te.Stop))
 
-	if withTurn {
-		nc, err = conn()
-		if err != nil {
-			return fail(err)
-		}
-		turnCfg.Logger = quiet()
-		turnCfg.Provision = prov
-		ts, err := turn.New(nc, turnCfg)
-		if err != nil {
-			return fail(err)
-		}
-		if err := ts.Start(ctx); err != nil {
-			return fail(err)
-		}
-		c.stops = append(c.stops, stopCtx(ts.Stop))
-	}
-
-	if c.nc, err = conn(); err != nil {
+	if nc, err = conn(); err != nil {
 		return fail(err)
 	}
+	ts, err := turn.New(nc, turn.Config{Logger: quiet(), Provision: prov, AckWait: o.failover})
+	if err != nil {
+		return fail(err)
+	}
+	if err := ts.Start(ctx); err != nil {
+		return fail(err)
+	}
+	stops = append(stops, stopCtx(ts.Stop))
+	return stop, nil
+}
+
+// startLLMW starts the server, and the services when svc is not nil.
+func startLLMW(svc *llmwServices) (*llmwCluster, error) {
+	emb, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{})
+	if err != nil {
+		return nil, err
+	}
+	c := &llmwCluster{emb: emb, waiting: map[string]chan string{}}
+	c.stops = append(c.stops, emb.Shutdown)
+	fail := func(err error) (*llmwCluster, error) { c.close(); return nil, err }
+	if svc != nil {
+		stop, err := svc.start(emb.URL())
+		if err != nil {
+			return fail(err)
+		}
+		c.stops = append(c.stops, stop)
+	}
+	if c.nc, err = nats.Connect(emb.URL()); err != nil {
+		return fail(err)
+	}
+	c.stops = append(c.stops, c.nc.Close)
 	if c.client, err = turn.NewClient(c.nc, turn.ClientOptions{}); err != nil {
 		return fail(err)
 	}
@@ -226,7 +252,7 @@ func (c *llmwCluster) runTurn(id string, limit time.Duration) error {
 
 // llmwDurable measures turns through NATS.
 func llmwDurable(storage string, par int, o runOpts) (*result, error) {
-	c, err := startLLMW(storage, par, true, turn.Config{}, nil)
+	c, err := startLLMW(&llmwServices{par: par, storage: storage})
 	if err != nil {
 		return nil, err
 	}

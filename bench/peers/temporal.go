@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
+	sdktemporal "go.temporal.io/sdk/temporal"
 	tworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	"go.temporal.io/server/temporaltest"
@@ -35,6 +36,9 @@ type tMsg struct {
 type agentInput struct {
 	Par   int  `json:"par"`
 	Local bool `json:"local"`
+	// ActivityTimeout is the StartToCloseTimeout of every activity
+	// (0 = a minute).
+	ActivityTimeout time.Duration `json:"activity_timeout"`
 }
 
 // temporalModel is the scripted model as an activity: the same script as
@@ -74,8 +78,13 @@ func echoActivity(before func(int)) func(context.Context, string) (string, error
 }
 
 func agentWorkflow(ctx workflow.Context, in agentInput) (string, error) {
-	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute})
-	ctx = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: time.Minute})
+	timeout := in.ActivityTimeout
+	if timeout <= 0 {
+		timeout = time.Minute
+	}
+	retry := &sdktemporal.RetryPolicy{InitialInterval: time.Millisecond}
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: timeout, RetryPolicy: retry})
+	ctx = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: timeout, RetryPolicy: retry})
 	exec := func(name string, args ...any) workflow.Future {
 		if in.Local {
 			return workflow.ExecuteLocalActivity(ctx, name, args...)
@@ -122,7 +131,7 @@ func quietTemporal() tlog.Logger {
 	return tlog.NewStructuredLogger(quiet())
 }
 
-
+// startTemporal starts Temporal's embedded test server (in-memory SQLite).
 func startTemporal() *temporaltest.TestServer {
 	return temporaltest.NewServer(temporaltest.WithBaseClientOptions(client.Options{Logger: quietTemporal()}))
 }
@@ -157,6 +166,12 @@ func temporalDurable(local bool, par int, o runOpts) (*result, error) {
 			registerActivities(r, nil)
 		})
 	} else {
+		// The activities on a worker of their own (Temporal's defaults: it
+		// shares the workflow worker's client, so that the server hands an
+		// activity over in its reply to the workflow task, eagerly). With
+		// DisableEagerActivities every activity went through the task
+		// queue's matching instead and a step took about 3 s on this test
+		// server (docs/benchmarks.md).
 		ts.NewWorker(taskQueue, registerWorkflow)
 		ts.NewWorkerWithOptions(taskQueue, func(r tworker.Registry) { registerActivities(r, nil) }, tworker.Options{DisableWorkflowWorker: true})
 	}
