@@ -36,7 +36,7 @@ type side struct {
 var sides = map[string]side{
 	"llmworker-durable":      {"llmworker-durable", 5, 40, func(p int, o runOpts) (*result, error) { return llmwDurable("memory", p, o) }},
 	"llmworker-durable-file": {"llmworker-durable-file", 3, 20, func(p int, o runOpts) (*result, error) { return llmwDurable("file", p, o) }},
-	"temporal-regular":       {"temporal-regular", 1, 8, func(p int, o runOpts) (*result, error) { return temporalDurable(false, p, o) }},
+	"temporal-regular":       {"temporal-regular", 0, 1, func(p int, o runOpts) (*result, error) { return temporalDurable(false, p, o) }},
 	"temporal-local":         {"temporal-local", 5, 40, func(p int, o runOpts) (*result, error) { return temporalDurable(true, p, o) }},
 	"llmworker-inproc":       {"llmworker-inproc", 200, 2000, llmwInProcess},
 	"eino":                   {"eino", 200, 2000, einoInProcess},
@@ -88,11 +88,6 @@ func runSide(args []string) error {
 		return fmt.Errorf("unknown side %q", *name)
 	}
 	o := runOpts{Warmup: s.warmup, Turns: s.runs}
-	if s.name == "temporal-regular" && *par > 1 {
-		// Only some of a step's parallel activities go out eagerly; the
-		// others wait for the task queue's matching (seconds here).
-		o = runOpts{Warmup: 0, Turns: 2}
-	}
 	if *warmup >= 0 {
 		o.Warmup = *warmup
 	}

@@ -82,7 +82,12 @@ func agentWorkflow(ctx workflow.Context, in agentInput) (string, error) {
 	if timeout <= 0 {
 		timeout = time.Minute
 	}
-	retry := &sdktemporal.RetryPolicy{InitialInterval: time.Millisecond}
+	var retry *sdktemporal.RetryPolicy // Temporal's default
+	if in.ActivityTimeout > 0 {
+		// The crash measurement: retry a timed-out activity at once, as
+		// JetStream redelivers a call after its AckWait.
+		retry = &sdktemporal.RetryPolicy{InitialInterval: time.Millisecond}
+	}
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: timeout, RetryPolicy: retry})
 	ctx = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: timeout, RetryPolicy: retry})
 	exec := func(name string, args ...any) workflow.Future {
