@@ -20,6 +20,8 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -82,7 +84,28 @@ func runSide(args []string) error {
 	par := fs.Int("par", 1, "tool calls per step")
 	warmup := fs.Int("warmup", -1, "turns before measuring (-1 = the side's default)")
 	turns := fs.Int("turns", -1, "turns measured (-1 = the side's default)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured turns to this file")
+	memProfile := fs.String("memprofile", "", "write an allocation profile (every 512 bytes) to this file")
 	_ = fs.Parse(args)
+	if *memProfile != "" {
+		runtime.MemProfileRate = 512
+		defer func() {
+			if f, err := os.Create(*memProfile); err == nil {
+				_ = pprof.Lookup("allocs").WriteTo(f, 0)
+				_ = f.Close()
+			}
+		}()
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
+	}
 	s, ok := sides[*name]
 	if !ok {
 		return fmt.Errorf("unknown side %q", *name)

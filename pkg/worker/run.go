@@ -119,7 +119,15 @@ func (r *run) modelPhase(ctx context.Context) *Result {
 	step := r.st.Step + 1
 	r.turn.Step = step
 
-	in := &hook.MessageSendInput{Turn: r.turn, Messages: cloneMessages(r.st.Messages)}
+	// The hooks get a copy of the context to edit; without hooks the model
+	// call reads the history itself (llm.Provider must not modify a
+	// request), capped so that an append to it cannot write into ours.
+	var in *hook.MessageSendInput
+	if r.chain.HasMessageSend() {
+		in = &hook.MessageSendInput{Turn: r.turn, Messages: cloneMessages(r.st.Messages)}
+	} else {
+		in = &hook.MessageSendInput{Turn: r.turn, Messages: r.st.Messages[:len(r.st.Messages):len(r.st.Messages)]}
+	}
 	out := r.chain.RunMessageSend(ctx, in)
 	r.syncVars()
 	if ctx.Err() != nil {
