@@ -197,6 +197,13 @@ func (c *Chain) HasMessageSend() bool {
 	return l != nil && len(*l) > 0
 }
 
+// HasTurnEnd reports whether on_turn_end hooks are registered (see
+// HasMessageSend).
+func (c *Chain) HasTurnEnd() bool {
+	l := c.end.list.Load()
+	return l != nil && len(*l) > 0
+}
+
 // List returns the registered hooks, by hook point (in the order a turn
 // reaches them) and within one in the order they run.
 func (c *Chain) List() []Info {
