@@ -158,13 +158,21 @@ func all(args []string) error {
 	only := fs.String("only", "", "comma-separated groups to run (durable,inproc,crash; empty = all)")
 	_ = fs.Parse(args)
 	durable := func(par int) group {
-		return group{par: par, sides: []string{"llmworker-durable", "temporal-regular", "temporal-local", "llmworker-durable-file"},
+		g := group{par: par, sides: []string{"llmworker-durable", "temporal-local", "llmworker-durable-file"},
 			compare: [][3]string{
-				{"llmworker-durable", "temporal-regular", "temporal-regular"},
 				{"llmworker-durable", "temporal-local", "temporal-local"},
-				{"llmworker-durable-file", "temporal-regular", "temporal-regular(llmworker-fsync)"},
 				{"llmworker-durable-file", "temporal-local", "temporal-local(llmworker-fsync)"},
 			}}
+		if par == 1 {
+			// With 4 parallel regular activities per step a turn did not
+			// end within runAgent's 2 minutes on the test server
+			// (docs/benchmarks.md): the comparison runs with one.
+			g.sides = append(g.sides, "temporal-regular")
+			g.compare = append(g.compare,
+				[3]string{"llmworker-durable", "temporal-regular", "temporal-regular"},
+				[3]string{"llmworker-durable-file", "temporal-regular", "temporal-regular(llmworker-fsync)"})
+		}
+		return g
 	}
 	inproc := func(par int) group {
 		return group{par: par, sides: []string{"llmworker-inproc", "eino"}, compare: [][3]string{{"llmworker-inproc", "eino", "eino"}}}
