@@ -189,6 +189,21 @@ func (c *Chain) seqOfLocked(name string) int64 {
 	return 0
 }
 
+// HasMessageSend reports whether on_message_send hooks are registered,
+// so that a caller can spare building their input (a copy of the whole
+// context) when none would read it.
+func (c *Chain) HasMessageSend() bool {
+	l := c.send.list.Load()
+	return l != nil && len(*l) > 0
+}
+
+// HasTurnEnd reports whether on_turn_end hooks are registered (see
+// HasMessageSend).
+func (c *Chain) HasTurnEnd() bool {
+	l := c.end.list.Load()
+	return l != nil && len(*l) > 0
+}
+
 // List returns the registered hooks, by hook point (in the order a turn
 // reaches them) and within one in the order they run.
 func (c *Chain) List() []Info {

@@ -930,3 +930,29 @@ func TestReplaceKeepsPlace(t *testing.T) {
 	out := c.RunMessageSend(context.Background(), &hook.MessageSendInput{})
 	eq(t, "replaced hook decides", out.Hook, "b")
 }
+
+// TestHasMessageSendAndTurnEnd: the worker skips copying the context for
+// a hook point only while no hook of it is registered.
+func TestHasMessageSendAndTurnEnd(t *testing.T) {
+	c := &hook.Chain{}
+	if c.HasMessageSend() || c.HasTurnEnd() {
+		t.Fatal("an empty chain reports hooks")
+	}
+	if err := c.OnMessageSend(hooktest.Always[hook.MessageSendInput](hook.MessageSendResult{}), hook.Options{Name: "send"}); err != nil {
+		t.Fatal(err)
+	}
+	if !c.HasMessageSend() || c.HasTurnEnd() {
+		t.Fatalf("after OnMessageSend: HasMessageSend %v, HasTurnEnd %v; want true, false", c.HasMessageSend(), c.HasTurnEnd())
+	}
+	if err := c.OnTurnEnd(hooktest.Always[hook.TurnEndInput](hook.TurnEndResult{Action: hook.TurnFinish}), hook.Options{Name: "end"}); err != nil {
+		t.Fatal(err)
+	}
+	if !c.HasTurnEnd() {
+		t.Fatal("after OnTurnEnd: HasTurnEnd false")
+	}
+	c.Remove("send")
+	c.Remove("end")
+	if c.HasMessageSend() || c.HasTurnEnd() {
+		t.Fatal("hooks reported after both were removed")
+	}
+}

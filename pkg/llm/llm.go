@@ -12,7 +12,9 @@ type Request = events.CompletionRequest
 // Provider opens model streams.
 type Provider interface {
 	// Stream starts a completion. Cancelling ctx stops the provider call;
-	// the stream then ends with status cancelled.
+	// the stream then ends with status cancelled. Stream must not modify
+	// req: its messages may be the caller's own history (pkg/worker
+	// passes it without a copy when no on_message_send hook runs).
 	Stream(ctx context.Context, req *Request) (Stream, error)
 }
 

@@ -78,7 +78,12 @@ func Normalize(ctx context.Context, s Stream, o NormalizeOptions) Stream {
 	// Without a way to be cancelled and without an idle limit, waiting for
 	// the source is all Next could do anyway: read it inline and spare the
 	// goroutine.
-	if ctx.Done() != nil || o.IdleTimeout > 0 {
+	// A source whose events are in memory (SliceStream: scripted models,
+	// replays) never makes Next wait, so there is no wait to cancel or to
+	// time either: it is read inline too, sparing a goroutine and its
+	// read-ahead buffer (about 10 KB) per model call.
+	_, inMemory := s.(*sliceStream)
+	if !inMemory && (ctx.Done() != nil || o.IdleTimeout > 0) {
 		// Buffered so that the pump reads ahead while the consumer works:
 		// an unbuffered hand-off costs a goroutine switch per event.
 		ns.items = make(chan item, pumpBuffer)

@@ -537,3 +537,25 @@ func TestNormalizeOnce(t *testing.T) {
 		t.Fatalf("got %v, want %v", evs, ref)
 	}
 }
+
+// TestNormalizeInMemoryCancelMidStream: a SliceStream is read inline (no
+// pump), and a cancel between two of its events still ends the stream
+// cancelled with the open block aborted.
+func TestNormalizeInMemoryCancelMidStream(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := llm.Normalize(ctx, llm.SliceStream(llmtest.TextStep("Hel", "lo").Events...), llm.NormalizeOptions{IdleTimeout: time.Minute})
+	defer s.Close()
+	var evs []events.Event
+	for s.Next() {
+		evs = append(evs, s.Current())
+		if d, ok := s.Current().(events.BlockDelta); ok && d.Content == "Hel" {
+			cancel()
+		}
+	}
+	if err := llm.CheckWellFormed(evs); err != nil {
+		t.Fatal(err)
+	}
+	wantShown(t, show(t, evs), "status started", "start 0 text", `delta 0 text "Hel"`,
+		"abort 0 text: cancelled", "status cancelled")
+}

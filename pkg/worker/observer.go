@@ -53,6 +53,10 @@ type emitter struct {
 	obs       []Observer
 }
 
+// observed reports whether any observer gets events, so that callers can
+// spare building one nobody reads.
+func (e *emitter) observed() bool { return len(e.obs) > 0 }
+
 func (e *emitter) emit(data events.WorkerEvent) {
 	if len(e.obs) == 0 {
 		return

@@ -119,7 +119,15 @@ func (r *run) modelPhase(ctx context.Context) *Result {
 	step := r.st.Step + 1
 	r.turn.Step = step
 
-	in := &hook.MessageSendInput{Turn: r.turn, Messages: cloneMessages(r.st.Messages)}
+	// The hooks get a copy of the context to edit; without hooks the model
+	// call reads the history itself (llm.Provider must not modify a
+	// request), capped so that an append to it cannot write into ours.
+	var in *hook.MessageSendInput
+	if r.chain.HasMessageSend() {
+		in = &hook.MessageSendInput{Turn: r.turn, Messages: cloneMessages(r.st.Messages)}
+	} else {
+		in = &hook.MessageSendInput{Turn: r.turn, Messages: r.st.Messages[:len(r.st.Messages):len(r.st.Messages)]}
+	}
 	out := r.chain.RunMessageSend(ctx, in)
 	r.syncVars()
 	if ctx.Err() != nil {
@@ -386,7 +394,12 @@ func assembleFrom(texts []timeline.CollectedText, thinks []timeline.CollectedThi
 
 // turnEnd runs on_turn_end after a response without tool calls.
 func (r *run) turnEnd(ctx context.Context) *Result {
-	in := &hook.TurnEndInput{Turn: r.turn, Messages: cloneMessages(r.st.Messages)}
+	// As for on_message_send: a copy only for hooks that could edit it.
+	msgs := r.st.Messages[:len(r.st.Messages):len(r.st.Messages)]
+	if r.chain.HasTurnEnd() {
+		msgs = cloneMessages(r.st.Messages)
+	}
+	in := &hook.TurnEndInput{Turn: r.turn, Messages: msgs}
 	out := r.chain.RunTurnEnd(ctx, in)
 	r.syncVars()
 	if ctx.Err() != nil {
@@ -447,7 +460,9 @@ func (r *run) result(status Status) *Result {
 
 func (r *run) complete() *Result {
 	res := r.result(StatusCompleted)
-	r.em.emit(events.TurnCompleted{Messages: cloneMessages(res.Messages), StopReason: res.StopReason, Usage: cloneUsage(res.Usage)})
+	if r.em.observed() { // the copies are the observers' own
+		r.em.emit(events.TurnCompleted{Messages: cloneMessages(res.Messages), StopReason: res.StopReason, Usage: cloneUsage(res.Usage)})
+	}
 	return res
 }
 

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Peer benchmarks (bench/peers, a module of its own; not part of CI):
+# llmworker against Temporal (regular and local activities, embedded test
+# server) and Eino's ReAct agent on the same 10-step agent turn, in the same
+# run, interleaved round by round. Prints one line per comparison:
+#   peer=<name> metric=<metric> llmworker=<value> peer_value=<value> ratio=<llmworker/peer>
+# Per-round results go to stderr. Arguments go to `peers all`
+# (-rounds n, -crash-rounds n, -only durable,inproc,crash).
+set -euo pipefail
+cd "$(dirname "$0")/../bench/peers"
+# Temporal's server module needs Go >= 1.26.10: this module, and only it,
+# builds with the toolchain the Go module proxy serves.
+export GOTOOLCHAIN=go1.27.3
+bin="$(mktemp -d)/peers"
+trap 'rm -rf "$(dirname "$bin")"' EXIT
+go build -o "$bin" .
+"$bin" all "$@"
