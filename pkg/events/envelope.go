@@ -253,15 +253,67 @@ func isJSONContentType(ct string) bool {
 
 func headerGet(h map[string][]string, k string) string {
 	if v := h[k]; len(v) > 0 {
-		return v[0]
+		return v[hID]
 	}
 	// Some clients canonicalise header names (Ce-Id); accept them too.
 	for hk, v := range h {
 		if len(v) > 0 && strings.EqualFold(hk, k) {
-			return v[0]
+			return v[hID]
 		}
 	}
 	return ""
+}
+
+// binaryHeaders are the headers decodeBinary reads, indexed by the h*
+// constants.
+var binaryHeaders = [...]string{hID: HeaderID, hSource: HeaderSource, hType: HeaderType, hSubject: HeaderSubject,
+	hTurnID: HeaderTurnID, hSessionID: HeaderSessionID, hTraceParent: HeaderTraceParent, hTraceState: HeaderTraceState,
+	hContentType: HeaderContentType, hTime: HeaderTime, hSeq: HeaderSeq}
+
+const (
+	hID = iota
+	hSource
+	hType
+	hSubject
+	hTurnID
+	hSessionID
+	hTraceParent
+	hTraceState
+	hContentType
+	hTime
+	hSeq
+)
+
+// ceHeaders are the values of binaryHeaders in one message.
+type ceHeaders [len(binaryHeaders)]string
+
+// readHeaders looks every header of binaryHeaders up by its exact name,
+// and only when some are missing (optional ones usually are) scans the
+// message's headers once for differently cased names: headerGet per
+// missing header would scan them once each, on every streamed token.
+func readHeaders(h map[string][]string) (v ceHeaders) {
+	missing := 0
+	for i, k := range binaryHeaders {
+		if hv := h[k]; len(hv) > 0 {
+			v[i] = hv[hID]
+		} else {
+			missing++
+		}
+	}
+	if missing == 0 || len(h) == 0 {
+		return v
+	}
+	for hk, hv := range h {
+		if len(hv) == 0 {
+			continue
+		}
+		for i, k := range binaryHeaders {
+			if v[i] == "" && len(hk) == len(k) && hk != k && strings.EqualFold(hk, k) {
+				v[i] = hv[hID]
+			}
+		}
+	}
+	return v
 }
 
 // DecodeEnvelope reads a CloudEvent from NATS message headers and body, in
@@ -289,31 +341,32 @@ func decodeBinary(h map[string][]string, body []byte, sv string) (*Envelope, err
 	if sv != SpecVersion {
 		return nil, invalidf("specversion", "must be %q, got %q", SpecVersion, sv)
 	}
+	v := readHeaders(h)
 	e := &Envelope{
-		ID:          headerGet(h, HeaderID),
-		Source:      headerGet(h, HeaderSource),
-		Type:        headerGet(h, HeaderType),
-		Subject:     headerGet(h, HeaderSubject),
-		TurnID:      headerGet(h, HeaderTurnID),
-		SessionID:   headerGet(h, HeaderSessionID),
-		TraceParent: headerGet(h, HeaderTraceParent),
-		TraceState:  headerGet(h, HeaderTraceState),
+		ID:          v[hID],
+		Source:      v[hSource],
+		Type:        v[hType],
+		Subject:     v[hSubject],
+		TurnID:      v[hTurnID],
+		SessionID:   v[hSessionID],
+		TraceParent: v[hTraceParent],
+		TraceState:  v[hTraceState],
 		Data:        body,
 	}
 	if err := e.Validate(); err != nil {
 		return nil, err
 	}
-	if ct := headerGet(h, HeaderContentType); ct != "" && !isJSONContentType(ct) {
+	if ct := v[hContentType]; ct != "" && !isJSONContentType(ct) {
 		return nil, invalidf("datacontenttype", "must be application/json, got %q", ct)
 	}
-	if t := headerGet(h, HeaderTime); t != "" {
+	if t := v[hTime]; t != "" {
 		tm, err := time.Parse(time.RFC3339Nano, t)
 		if err != nil {
 			return nil, invalidf("time", "must be an RFC 3339 timestamp, got %q", t)
 		}
 		e.Time = tm
 	}
-	if s := headerGet(h, HeaderSeq); s != "" {
+	if s := v[hSeq]; s != "" {
 		n, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
 			return nil, invalidf("seq", "must be a positive integer, got %q", s)

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"reflect"
 	"strings"
-	"testing"
 	"time"
+	"testing"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 
@@ -464,6 +464,24 @@ func TestEnvelopeEdgeCases(t *testing.T) {
 	back, err := events.DecodeEnvelope(h, e.Data)
 	if err != nil || back.ID != e.ID || back.Type != e.Type {
 		t.Fatalf("canonical headers: %+v %v", back, err)
+	}
+	// Every attribute, not only the first looked up: read from upper-case
+	// names, it is what the lower-case names give.
+	full := events.Envelope{ID: "i1", Source: "/s", Type: "t", Subject: "sub", TurnID: "t1", SessionID: "s1",
+		TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", TraceState: "k=v",
+		Time: time.Date(2026, 11, 25, 12, 0, 0, 5, time.UTC), Seq: 42, Data: []byte(`{}`)}
+	upper := map[string][]string{}
+	for k, v := range full.BinaryHeader() {
+		upper[strings.ToUpper(k)] = v
+	}
+	dec, err := events.DecodeEnvelope(upper, full.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dec.ID != full.ID || dec.Source != full.Source || dec.Type != full.Type || dec.Subject != full.Subject ||
+		dec.TurnID != full.TurnID || dec.SessionID != full.SessionID || dec.TraceParent != full.TraceParent ||
+		dec.TraceState != full.TraceState || !dec.Time.Equal(full.Time) || dec.Seq != full.Seq {
+		t.Fatalf("upper-case headers decode to %+v, want %+v", dec, full)
 	}
 
 	// Structured mode with a non-JSON content type or a bad seq.

@@ -414,6 +414,9 @@ func DecodeStreamEvent(typ string, data []byte) (Event, error) {
 	case TypeLLMError:
 		return Decode[ErrorEvent](data)
 	case TypeLLMBlockDelta:
+		if d, ok := decodeDeltaFast(data); ok {
+			return d, nil
+		}
 		return Decode[BlockDelta](data)
 	case TypeLLMBlockStart, TypeLLMBlockStop, TypeLLMBlockAbort:
 		var ri rawIndexed

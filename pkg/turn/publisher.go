@@ -30,6 +30,13 @@ type PublisherOptions struct {
 	// an election, a lost connection) before the publisher gives up with
 	// ErrEventsUnavailable; 0 = DefaultRetryTimeout.
 	RetryTimeout time.Duration
+	// KeepDeltas stores every llmw.block.delta as its own event, as the
+	// provider sent it. By default a delta published while the turn's
+	// earlier events still wait for their acknowledgement joins the queued
+	// delta of the same block before it (see EventPublisher): a UI sees
+	// the same text in fewer, larger deltas, and a turn streaming faster
+	// than the stream stores is not held to one stored write per token.
+	KeepDeltas bool
 }
 
 // DefaultRetryTimeout is PublisherOptions.RetryTimeout's default: longer
@@ -47,6 +54,7 @@ type Publisher struct {
 	retry      time.Duration
 	ackTimeout time.Duration
 	apiPrefix  string
+	keepDeltas bool
 }
 
 // NewPublisher returns a Publisher on nc.
@@ -61,7 +69,8 @@ func NewPublisher(nc *nats.Conn, o PublisherOptions) *Publisher {
 		o.RetryTimeout = DefaultRetryTimeout
 	}
 	return &Publisher{nc: nc, subjects: events.NewSubjects(o.Prefix), source: events.Source(o.Service, o.Instance),
-		retry: o.RetryTimeout, ackTimeout: min(o.RetryTimeout, 5*time.Second), apiPrefix: jetstream.DefaultAPIPrefix}
+		retry: o.RetryTimeout, ackTimeout: min(o.RetryTimeout, 5*time.Second), apiPrefix: jetstream.DefaultAPIPrefix,
+		keepDeltas: o.KeepDeltas}
 }
 
 // Source is the source attribute this publisher stamps.
@@ -125,6 +134,17 @@ var channels = [...]events.Channel{
 // and every later Publish and Flush returns ErrFenced. Transient failures
 // (no stream leader during an election, a timeout) are retried for
 // PublisherOptions.RetryTimeout.
+//
+// Deltas are coalesced under backpressure: a llmw.block.delta published
+// while the event before it is still queued (the sender waits for the
+// acknowledgement of an earlier one) and that continues the same block —
+// same step, index and kind — is appended to that queued delta instead
+// of becoming an event of its own (up to MaxCoalescedDelta bytes). The
+// concatenated text is what a UI would have assembled from the separate
+// deltas, so nothing is lost; what changes is that one stored write (and
+// its fsync) carries many tokens when tokens come faster than the stream
+// stores them, while a delta that finds the sender idle goes out at once,
+// alone. PublisherOptions.KeepDeltas turns this off.
 type EventPublisher struct {
 	p                 *Publisher
 	turnID, sessionID string
@@ -149,13 +169,27 @@ type EventPublisher struct {
 }
 
 // queued is one event waiting to be sent: its channel, type, seq and data
-// (arena[off:end]).
+// (arena[off:end]). A delta also keeps what identifies its block, and
+// where its escaped content ends (arena[contentEnd:end] is the closing
+// quote, the step and the closing brace), so that a later delta of the
+// same block can be spliced in.
 type queued struct {
 	ch       uint8
 	typ      string
 	seq      uint64
 	off, end int
+
+	delta      bool
+	kind       events.DeltaKind
+	index      int
+	step       int
+	contentEnd int
 }
+
+// MaxCoalescedDelta bounds the data of a delta that later deltas of its
+// block are appended to while it waits in the queue: a UI still gets the
+// text of a long burst in pieces it can render as they come.
+const MaxCoalescedDelta = 16 << 10
 
 // TurnID is the turn the publisher belongs to.
 func (ep *EventPublisher) TurnID() string { return ep.turnID }
@@ -182,7 +216,8 @@ const headerRoom = 1024
 
 // Publish queues ev for its channel with its CloudEvent type and returns
 // its seq. Deltas, one per streamed token, are encoded without
-// reflection. An event larger than the NATS max payload is refused at once
+// reflection; a delta coalesced into the queued delta of its block
+// returns that delta's seq. An event larger than the NATS max payload is refused at once
 // (nats.ErrMaxPayload) without using a seq; after a refused or failed
 // batch Publish returns that error (ErrFenced, ErrEventsUnavailable).
 func (ep *EventPublisher) Publish(ev events.WorkerEvent) (uint64, error) {
@@ -192,7 +227,11 @@ func (ep *EventPublisher) Publish(ev events.WorkerEvent) (uint64, error) {
 		return 0, ep.err
 	}
 	off := len(ep.arena)
-	if d, ok := ev.(events.WorkerBlockDelta); ok {
+	d, isDelta := ev.(events.WorkerBlockDelta)
+	if isDelta {
+		if seq, ok := ep.coalesce(d); ok {
+			return seq, nil
+		}
 		ep.arena = d.AppendJSON(ep.arena)
 	} else {
 		b, err := events.MarshalWorkerEvent(ev)
@@ -207,12 +246,65 @@ func (ep *EventPublisher) Publish(ev events.WorkerEvent) (uint64, error) {
 		return 0, fmt.Errorf("turn: %s of %d bytes: %w", ev.WorkerType(), n, nats.ErrMaxPayload)
 	}
 	ep.seq++
-	ep.queue = append(ep.queue, queued{ch: ep.channel(ev.Channel()), typ: ev.WorkerType(), seq: ep.seq, off: off, end: len(ep.arena)})
+	q := queued{ch: ep.channel(ev.Channel()), typ: ev.WorkerType(), seq: ep.seq, off: off, end: len(ep.arena)}
+	if isDelta {
+		q.delta, q.kind, q.index, q.step = true, d.Kind, d.Index, d.Step
+		q.contentEnd = q.end - len(`","step":}`) - digits(d.Step)
+	}
+	ep.queue = append(ep.queue, q)
 	if !ep.sending {
 		ep.sending, ep.idle = true, make(chan bool)
 		go ep.send()
 	}
 	return ep.seq, nil
+}
+
+// coalesce appends d to the last queued event when that is a delta of
+// the same block still waiting for the sender, and returns its seq. The
+// arena's last bytes are that delta's (nothing is queued after it), so
+// the content is spliced in place: the tail after the content (closing
+// quote, step, brace) is saved, the escaped content appended, the tail
+// put back.
+func (ep *EventPublisher) coalesce(d events.WorkerBlockDelta) (uint64, bool) {
+	if ep.p.keepDeltas || len(ep.queue) == 0 {
+		return 0, false
+	}
+	q := &ep.queue[len(ep.queue)-1]
+	if !q.delta || q.kind != d.Kind || q.index != d.Index || q.step != d.Step || q.end != len(ep.arena) {
+		return 0, false
+	}
+	var tail [32]byte
+	n := copy(tail[:], ep.arena[q.contentEnd:q.end])
+	if n != q.end-q.contentEnd {
+		return 0, false
+	}
+	grown := events.AppendJSONString(ep.arena[:q.contentEnd], d.Content)
+	// AppendJSONString quoted the content: drop its quotes.
+	copy(grown[q.contentEnd:], grown[q.contentEnd+1:len(grown)-1])
+	grown = grown[:len(grown)-2]
+	if size := len(grown) + n - q.off; size > MaxCoalescedDelta ||
+		(ep.p.nc.MaxPayload() > 0 && int64(size+headerRoom) > ep.p.nc.MaxPayload()) {
+		// Too big to grow: restore the queued delta and queue d alone.
+		ep.arena = append(ep.arena[:q.contentEnd], tail[:n]...)
+		return 0, false
+	}
+	q.contentEnd = len(grown)
+	ep.arena = append(grown, tail[:n]...)
+	q.end = len(ep.arena)
+	return q.seq, true
+}
+
+// digits is the length of n in decimal.
+func digits(n int) int {
+	if n < 0 {
+		return 1 + digits(-n)
+	}
+	d := 1
+	for n >= 10 {
+		n /= 10
+		d++
+	}
+	return d
 }
 
 // Flush waits until every event published so far is stored in LLMW_EVENTS

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -199,8 +200,8 @@ func TestEventPublisherFencesStaleOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	stale := turn.NewPublisher(e.NC, turn.PublisherOptions{Instance: "old"}).Turn("t1", "s1", turn.Position{})
-	for range 3 {
-		if _, err := stale.Publish(events.WorkerBlockDelta{BlockDelta: events.TextDelta(0, "x"), Step: 1}); err != nil {
+	for i := range 3 { // three blocks: deltas of one block could be coalesced
+		if _, err := stale.Publish(events.WorkerBlockDelta{BlockDelta: events.TextDelta(i, "x"), Step: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -266,11 +267,11 @@ func TestEventPublisherFencesStaleOwner(t *testing.T) {
 	}
 }
 
-// Events published faster than the server acknowledges them go in atomic
-// batches; every one is stored, in publish order, seq without a gap.
+// Events published faster than the server acknowledges them queue; with
+// KeepDeltas every one is stored, in publish order, seq without a gap.
 func TestEventPublisherBatchesKeepOrder(t *testing.T) {
 	e := natstest.Start(t, natstest.Options{Provision: true, FileStorage: true})
-	ep := turn.NewPublisher(e.NC, turn.PublisherOptions{}).Turn("t1", "", turn.Position{})
+	ep := turn.NewPublisher(e.NC, turn.PublisherOptions{KeepDeltas: true}).Turn("t1", "", turn.Position{})
 	const n = 3000 // more than one batch can hold
 	for i := range n {
 		if _, err := ep.Publish(events.WorkerBlockDelta{BlockDelta: events.TextDelta(0, fmt.Sprint(i)), Step: 1}); err != nil {
@@ -372,5 +373,206 @@ func TestEventPublisherRetriesAStaleRefusal(t *testing.T) {
 	defer mu.Unlock()
 	if len(fences) != 2 || fences[0] != "0" || fences[1] != "0" {
 		t.Fatalf("expected-last headers %q, want the same fence twice", fences)
+	}
+}
+
+// Deltas published faster than the server stores them reach the stream
+// as fewer events carrying the same text: a UI that concatenates the
+// deltas it sees reads exactly what was published, seq without a gap.
+func TestEventPublisherCoalescesDeltasUnderBackpressure(t *testing.T) {
+	e := natstest.Start(t, natstest.Options{Provision: true, FileStorage: true})
+	ep := turn.NewPublisher(e.NC, turn.PublisherOptions{}).Turn("t1", "", turn.Position{})
+	const n = 3000
+	var want strings.Builder
+	for i := range n {
+		tok := fmt.Sprintf("tok%d \"q\"\n", i)
+		want.WriteString(tok)
+		if _, err := ep.Publish(events.WorkerBlockDelta{BlockDelta: events.TextDelta(0, tok), Step: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ep.Flush(natstest.Context(t)); err != nil {
+		t.Fatal(err)
+	}
+	got := storedEvents(t, e, "llmw.events._.t1.*")
+	if len(got) >= n {
+		t.Fatalf("%d events stored for %d deltas published in a burst: nothing was coalesced", len(got), n)
+	}
+	var text strings.Builder
+	for i, env := range got {
+		if env.Seq != uint64(i+1) || env.Type != events.TypeBlockDelta {
+			t.Fatalf("stored event %d: seq %d type %s", i, env.Seq, env.Type)
+		}
+		if len(env.Data) > turn.MaxCoalescedDelta {
+			t.Fatalf("stored event %d has %d bytes of data, over MaxCoalescedDelta", i, len(env.Data))
+		}
+		var d struct {
+			Index *int    `json:"index"`
+			Text  *string `json:"text"`
+			Step  *int    `json:"step"`
+		}
+		if err := json.Unmarshal(env.Data, &d); err != nil || d.Index == nil || *d.Index != 0 || d.Step == nil || *d.Step != 1 || d.Text == nil {
+			t.Fatalf("stored event %d: %s (%v)", i, env.Data, err)
+		}
+		text.WriteString(*d.Text)
+	}
+	if text.String() != want.String() {
+		t.Fatalf("the stored deltas carry %d bytes of text, want the %d published", text.Len(), want.Len())
+	}
+	if ep.Seq() != uint64(len(got)) {
+		t.Fatalf("Seq() = %d, %d events stored", ep.Seq(), len(got))
+	}
+}
+
+// Which deltas join: only one published while the event before it still
+// waits for the sender, of the same block (step, index, kind). A stand-in
+// for LLMW_EVENTS holds the first publish until every other event is
+// queued, so the queue is known exactly.
+func TestEventPublisherCoalescesOnlyTheSameBlock(t *testing.T) {
+	e := natstest.Start(t, natstest.Options{})
+	type stored struct{ typ, data, seq string }
+	var (
+		mu      sync.Mutex
+		got     []stored
+		arrived = make(chan struct{})
+		release = make(chan struct{})
+	)
+	sub, err := e.NC.Subscribe("q.emit.>", func(m *nats.Msg) {
+		mu.Lock()
+		got = append(got, stored{m.Header.Get(events.HeaderType), string(m.Data), m.Header.Get(events.HeaderSeq)})
+		n := len(got)
+		mu.Unlock()
+		if n == 1 {
+			close(arrived)
+			<-release
+		}
+		_ = m.Respond([]byte(`{"stream":"LLMW_EVENTS","seq":` + fmt.Sprint(n) + `}`))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	ep := turn.NewPublisher(e.NC, turn.PublisherOptions{Prefix: "q"}).Turn("t1", "", turn.Position{})
+	text := func(i, step int, s string) events.WorkerEvent {
+		return events.WorkerBlockDelta{BlockDelta: events.TextDelta(i, s), Step: step}
+	}
+	publish := func(ev events.WorkerEvent, wantSeq uint64) {
+		t.Helper()
+		if seq, err := ep.Publish(ev); err != nil || seq != wantSeq {
+			t.Fatalf("Publish(%+v) = seq %d, %v; want seq %d", ev, seq, err, wantSeq)
+		}
+	}
+	publish(text(0, 1, "in flight"), 1)
+	select {
+	case <-arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first event never reached the stream")
+	}
+	publish(text(0, 1, "He"), 2)
+	publish(text(0, 1, "llo, \"w"), 2)
+	publish(text(0, 1, "orld\"\n"), 2)
+	publish(text(0, 1, "\xff!"), 2) // invalid UTF-8 becomes U+FFFD, as in a delta of its own
+	publish(events.WorkerBlockStop{BlockStop: events.BlockStop{Index: 0, BlockType: events.BlockText}, Step: 1}, 3)
+	publish(events.WorkerBlockDelta{BlockDelta: events.InputJSONDelta(1, `{"a":`), Step: 1}, 4)
+	publish(events.WorkerBlockDelta{BlockDelta: events.InputJSONDelta(1, `1}`), Step: 1}, 4)
+	publish(events.WorkerBlockDelta{BlockDelta: events.ThinkingDelta(1, "hm"), Step: 1}, 5) // another kind
+	publish(text(1, 1, "a"), 6)                                                             // another block
+	publish(text(1, 12, "b"), 7)                                                            // another step
+	publish(text(1, 12, "c"), 7)
+	close(release)
+	if err := ep.Flush(natstest.Context(t)); err != nil {
+		t.Fatal(err)
+	}
+	want := []stored{
+		{events.TypeBlockDelta, `{"index":0,"text":"in flight","step":1}`, "1"},
+		{events.TypeBlockDelta, `{"index":0,"text":"Hello, \"world\"\n\ufffd!","step":1}`, "2"},
+		{events.TypeBlockStop, `{"index":0,"block_type":"text","stop_reason":null,"step":1}`, "3"},
+		{events.TypeBlockDelta, `{"index":1,"input_json":"{\"a\":1}","step":1}`, "4"},
+		{events.TypeBlockDelta, `{"index":1,"thinking":"hm","step":1}`, "5"},
+		{events.TypeBlockDelta, `{"index":1,"text":"a","step":1}`, "6"},
+		{events.TypeBlockDelta, `{"index":1,"text":"bc","step":12}`, "7"},
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != len(want) {
+		t.Fatalf("stored %d events, want %d: %q", len(got), len(want), got)
+	}
+	for i := range want {
+		if got[i].typ != want[i].typ || got[i].seq != want[i].seq || !sameJSON(got[i].data, want[i].data) {
+			t.Errorf("event %d: %s seq %s %s; want %s seq %s %s", i, got[i].typ, got[i].seq, got[i].data, want[i].typ, want[i].seq, want[i].data)
+		}
+	}
+}
+
+// A burst larger than MaxCoalescedDelta is split into deltas of at most
+// that size; with KeepDeltas nothing is coalesced.
+func TestEventPublisherCoalescingLimits(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		t.Run(fmt.Sprint("KeepDeltas=", keep), func(t *testing.T) {
+			e := natstest.Start(t, natstest.Options{})
+			var (
+				mu      sync.Mutex
+				datas   []string
+				arrived = make(chan struct{})
+				release = make(chan struct{})
+			)
+			sub, err := e.NC.Subscribe("q.emit.>", func(m *nats.Msg) {
+				mu.Lock()
+				datas = append(datas, string(m.Data))
+				n := len(datas)
+				mu.Unlock()
+				if n == 1 {
+					close(arrived)
+					<-release
+				}
+				_ = m.Respond([]byte(`{"stream":"LLMW_EVENTS","seq":` + fmt.Sprint(n) + `}`))
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = sub.Unsubscribe() })
+			ep := turn.NewPublisher(e.NC, turn.PublisherOptions{Prefix: "q", KeepDeltas: keep}).Turn("t1", "", turn.Position{})
+			if _, err := ep.Publish(events.TurnStarted{TurnID: "t1"}); err != nil {
+				t.Fatal(err)
+			}
+			<-arrived
+			chunk := strings.Repeat("x", 1000)
+			const chunks = 40 // 40,000 bytes of text
+			for range chunks {
+				if _, err := ep.Publish(events.WorkerBlockDelta{BlockDelta: events.TextDelta(0, chunk), Step: 1}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			close(release)
+			if err := ep.Flush(natstest.Context(t)); err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			deltas := datas[1:]
+			var total int
+			for i, d := range deltas {
+				if len(d) > turn.MaxCoalescedDelta {
+					t.Fatalf("delta %d: %d bytes", i, len(d))
+				}
+				var v struct{ Text string }
+				if err := json.Unmarshal([]byte(d), &v); err != nil {
+					t.Fatal(err)
+				}
+				total += len(v.Text)
+			}
+			if total != chunks*len(chunk) {
+				t.Fatalf("%d bytes of text stored, want %d", total, chunks*len(chunk))
+			}
+			// Without KeepDeltas: 16 chunks fit in 16 KiB with the JSON
+			// around them, so 40 make 3 deltas (16, 16, 8).
+			wantEvents := 3
+			if keep {
+				wantEvents = chunks
+			}
+			if len(deltas) != wantEvents {
+				t.Fatalf("%d deltas stored, want %d", len(deltas), wantEvents)
+			}
+		})
 	}
 }
