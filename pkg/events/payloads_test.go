@@ -5,8 +5,8 @@ import (
 	"errors"
 	"reflect"
 	"strings"
-	"time"
 	"testing"
+	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 
