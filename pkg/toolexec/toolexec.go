@@ -838,7 +838,9 @@ func (s *Server) handle(m jetstream.Msg, h *hosted) {
 	// the call be redelivered meanwhile.
 	stopProgress := s.keepAlive(m)
 	defer stopProgress()
-	s.log.Debug("tool call started", "tool", h.entry.Name, "call_id", req.CallID, "turn_id", req.TurnID, "stream_seq", seq)
+	if s.log.Enabled(context.Background(), slog.LevelDebug) { // its arguments cost 3 allocations per call
+		s.log.Debug("tool call started", "tool", h.entry.Name, "call_id", req.CallID, "turn_id", req.TurnID, "stream_seq", seq)
+	}
 	began := time.Now()
 	res, stopped := s.run(env, h, req)
 	if stopped {
