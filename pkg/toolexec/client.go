@@ -401,11 +401,12 @@ const (
 func retryUntil(ctx context.Context, deadline time.Time, op func(context.Context) error) error {
 	backoff := 50 * time.Millisecond
 	for {
-		actx, cancel := context.WithTimeout(ctx, retryAttemptTimeout)
-		if d, ok := actx.Deadline(); ok && d.After(deadline) && deadline.After(time.Now()) {
-			cancel()
-			actx, cancel = context.WithDeadline(ctx, deadline)
+		now := time.Now()
+		d := now.Add(retryAttemptTimeout)
+		if d.After(deadline) && deadline.After(now) {
+			d = deadline
 		}
+		actx, cancel := context.WithDeadline(ctx, d)
 		err := op(actx)
 		cancel()
 		if err == nil || ctx.Err() != nil {
