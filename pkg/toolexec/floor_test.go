@@ -21,7 +21,9 @@ import (
 // get that finds nothing (the stored-result lookups), a JetStream publish
 // to LLMW_TOOLRESULTS (the result's store), and a publish to
 // LLMW_TOOLCALLS with the delivery to a standing pull and an acknowledged
-// ack (the call's store and its removal from the work queue).
+// ack (the call's store and its removal from the work queue), and the same
+// on a stream like it with limits retention, where an ack removes nothing
+// (for comparison: it shows what the work queue's removal costs).
 //
 //	go test -run '^$' -bench ToolRoundTripParts ./pkg/toolexec/
 func BenchmarkToolRoundTripParts(b *testing.B) {
@@ -64,6 +66,20 @@ func BenchmarkToolRoundTripParts(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Cleanup(it.Stop)
+		if _, err := js.CreateStream(ctx(b), jetstream.StreamConfig{Name: "BENCH_LIMITS", Subjects: []string{"bench.limits.>"},
+			Retention: jetstream.LimitsPolicy, Storage: jetstream.FileStorage, Duplicates: provision.DefaultDuplicateWindow}); err != nil {
+			b.Fatal(err)
+		}
+		lcons, err := js.CreateOrUpdateConsumer(ctx(b), "BENCH_LIMITS", jetstream.ConsumerConfig{
+			Durable: "bench", AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: "bench.limits.call"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		lit, err := lcons.Messages(jetstream.PullMaxMessages(1))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(lit.Stop)
 		c := context.Background()
 		run := func(name string, op func(i int) error) {
 			b.Run(name+"/"+mode, func(b *testing.B) {
@@ -97,15 +113,19 @@ func BenchmarkToolRoundTripParts(b *testing.B) {
 			_, err := js.Publish(c, "llmw.tool.result.bench.r"+strconv.Itoa(i), []byte("x"), jetstream.WithMsgID(id))
 			return err
 		})
-		run("call-store-deliver-ack", func(i int) error {
-			if _, err := js.Publish(c, "llmw.tool.call.bench", []byte("x"), jetstream.WithMsgID(mode+".c"+strconv.Itoa(i))); err != nil {
-				return err
+		storeDeliverAck := func(subject string, it jetstream.MessagesContext) func(int) error {
+			return func(i int) error {
+				if _, err := js.Publish(c, subject, []byte("x"), jetstream.WithMsgID(mode+".c"+strconv.Itoa(i))); err != nil {
+					return err
+				}
+				m, err := it.Next()
+				if err != nil {
+					return err
+				}
+				return m.DoubleAck(c)
 			}
-			m, err := it.Next()
-			if err != nil {
-				return err
-			}
-			return m.DoubleAck(c)
-		})
+		}
+		run("call-store-deliver-ack", storeDeliverAck("llmw.tool.call.bench", it))
+		run("limits-store-deliver-ack", storeDeliverAck("bench.limits.call", lit))
 	}
 }
