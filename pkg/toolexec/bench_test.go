@@ -7,16 +7,47 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/llmworker/llmworker/internal/natsutil"
+	"github.com/llmworker/llmworker/pkg/provision"
 	"github.com/llmworker/llmworker/pkg/toolexec"
 )
 
 // BenchmarkToolRoundTrip measures RemoteTool.Execute → JetStream →
 // toolexec (validate, run an instant tool, publish the result) → result,
-// on an embedded server, one call at a time; p50/p99 are reported.
+// on an embedded server, one call at a time; p50/p99 are reported. The
+// server fsyncs every JetStream write (the default,
+// docs/architecture.md#durability).
 //
 //	go test -run '^$' -bench ToolRoundTrip -benchmem ./pkg/toolexec/
 func BenchmarkToolRoundTrip(b *testing.B) {
-	e := start(b)
+	roundTrips(b, start(b))
+}
+
+// BenchmarkToolRoundTripLazyFsync is BenchmarkToolRoundTrip on a server
+// that fsyncs every two minutes (natsutil.EmbeddedOptions.SyncInterval),
+// the setting an operator who trades durability for throughput picks: it
+// shows what the round trip costs without the per-write fsyncs.
+func BenchmarkToolRoundTripLazyFsync(b *testing.B) {
+	emb, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{SyncInterval: 2 * time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(emb.Shutdown)
+	nc := connect(b, emb.URL())
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := provision.Provision(ctx(b), js, provision.Options{}); err != nil {
+		b.Fatal(err)
+	}
+	roundTrips(b, &env{url: emb.URL(), nc: nc, js: js, tc: toolexec.NewClient(nc, js, toolexec.ClientOptions{})})
+}
+
+// roundTrips runs the calls of the round-trip benchmarks on e.
+func roundTrips(b *testing.B, e *env) {
 	replica(b, e.url, toolexec.Config{}, echo(nil))
 	rt := remote(b, e, "echo")
 	in := json.RawMessage(`{"text":"x"}`)

@@ -121,11 +121,17 @@ func (c *Client) StoredResult(ctx context.Context, turnID, callID string) (event
 // appear in LLMW_TOOLRESULTS.
 const storedWait = 5 * time.Second
 
+// storedPoll is awaitStored's first pause: the result's message reaches
+// the caller while the stream is still storing it (about one disk write),
+// so a lookup that comes too early finds it a fraction of a millisecond
+// later, not several.
+const storedPoll = 200 * time.Microsecond
+
 // awaitStored polls the stored result of req's call until it appears,
 // storedWait passes or ctx ends.
 func (c *Client) awaitStored(ctx context.Context, req events.ToolCallRequest) (events.ToolCallResult, bool) {
 	deadline := time.Now().Add(storedWait)
-	backoff := 2 * time.Millisecond
+	backoff := storedPoll
 	for {
 		actx, cancel := context.WithTimeout(ctx, time.Second)
 		r, ok, err := c.StoredResult(actx, req.TurnID, req.CallID)
@@ -161,8 +167,9 @@ func DecodeResult(h nats.Header, data []byte) (events.ToolCallResult, error) {
 // Call runs a tool call through toolexec and returns its result (which may
 // be an error result: IsError). In order, so that no result is missed and
 // no finished call runs again (docs/architecture.md, "Durability"): subscribe to the result
-// subject, return the stored result if LLMW_TOOLRESULTS has one, pass ctx's
-// fence (pkg/fence: its error is returned and nothing published), publish the
+// subject; look for the stored result in LLMW_TOOLRESULTS and, at the same
+// time, pass ctx's fence (pkg/fence); return the stored result if there is
+// one, else the fence's error if it failed (nothing is published); publish the
 // call with Nats-Msg-Id = <turn id>.<call id>, wait for the result and
 // return it as LLMW_TOOLRESULTS stored it. An empty req.Deadline is set from
 // ctx, then timeout, then the default. Cancelling ctx publishes
@@ -214,25 +221,31 @@ func (c *Client) Call(ctx context.Context, req events.ToolCallRequest, timeout t
 		}
 	}
 
+	// ctx's fence (a flush of the turn's events, pkg/fence) and the
+	// stored-result check are independent waits: they run together, and
+	// the call is published only after both.
+	fenced := make(chan error, 1)
+	go func() { fenced <- fence.Check(ctx) }()
 	// JetStream errors here are usually transient (a stream electing a new
 	// leader after a node loss): retry until the call's deadline rather
 	// than hand the model an error about our plumbing.
 	var stored events.ToolCallResult
 	var ok bool
-	if err := retryUntil(ctx, req.Deadline, func(actx context.Context) error {
+	err = retryUntil(ctx, req.Deadline, func(actx context.Context) error {
 		var err error
 		stored, ok, err = c.StoredResult(actx, req.TurnID, req.CallID)
 		return err
-	}); err != nil {
+	})
+	fenceErr := <-fenced
+	if err != nil {
 		return events.ToolCallResult{}, err
 	} else if ok {
 		return stored, nil
 	}
-
 	// A replica that lost the turn must not publish the call
 	// (docs/architecture.md#fencing).
-	if err := fence.Check(ctx); err != nil {
-		return events.ToolCallResult{}, fmt.Errorf("toolexec: call %s of tool %s not published: %w", req.CallID, req.Name, err)
+	if fenceErr != nil {
+		return events.ToolCallResult{}, fmt.Errorf("toolexec: call %s of tool %s not published: %w", req.CallID, req.Name, fenceErr)
 	}
 	env, err := events.NewEnvelope(c.o.Source, events.TypeToolCall, req)
 	if err != nil {
@@ -388,11 +401,12 @@ const (
 func retryUntil(ctx context.Context, deadline time.Time, op func(context.Context) error) error {
 	backoff := 50 * time.Millisecond
 	for {
-		actx, cancel := context.WithTimeout(ctx, retryAttemptTimeout)
-		if d, ok := actx.Deadline(); ok && d.After(deadline) && deadline.After(time.Now()) {
-			cancel()
-			actx, cancel = context.WithDeadline(ctx, deadline)
+		now := time.Now()
+		d := now.Add(retryAttemptTimeout)
+		if d.After(deadline) && deadline.After(now) {
+			d = deadline
 		}
+		actx, cancel := context.WithDeadline(ctx, d)
 		err := op(actx)
 		cancel()
 		if err == nil || ctx.Err() != nil {

@@ -731,30 +731,47 @@ func (s *Server) pull(ctx context.Context, h *hosted) {
 		if ctx.Err() != nil {
 			return
 		}
-		// Pull requests expire after about AckWait: a replica cut off from
-		// the network keeps its outstanding requests on the server until
-		// they expire, and each would take (and lose) one redelivery.
-		pctx, cancel := context.WithTimeout(ctx, s.pullExpiry())
-		m, err := h.cons.Next(jetstream.FetchContext(pctx))
-		cancel()
-		if err != nil {
-			switch {
-			case ctx.Err() != nil, errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, jetstream.ErrConsumerDeleted):
-				return
-			case errors.Is(err, nats.ErrTimeout), errors.Is(err, jetstream.ErrNoMessages), errors.Is(err, context.DeadlineExceeded):
-				backoff = 50 * time.Millisecond
-				continue
-			}
-			s.log.Warn("toolexec: pull", "tool", h.entry.Name, "err", err)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(backoff):
-			}
-			backoff = min(backoff*2, 2*time.Second)
-			continue
+		handled, err := s.consume(ctx, h)
+		switch {
+		case ctx.Err() != nil, errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, jetstream.ErrConnectionClosed),
+			errors.Is(err, jetstream.ErrConsumerDeleted):
+			return
+		case handled:
+			backoff = 50 * time.Millisecond
 		}
-		backoff = 50 * time.Millisecond
+		s.log.Warn("toolexec: pull", "tool", h.entry.Name, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 2*time.Second)
+	}
+}
+
+// consume runs the calls of one standing pull until it fails or ctx ends.
+// The pull asks for one call at a time, and for the next only when the
+// slot asks (Next): a busy slot holds no call that an idle replica could
+// run. Unlike a Fetch per call, the pull's subscription lives as long as
+// the slot, so a call reaches the slot in one hand-off from the
+// connection's reader, and no subscription is made and removed per call.
+// Pull requests expire after about AckWait: a replica cut off from the
+// network keeps its outstanding requests on the server until they expire,
+// and each would take (and lose) one redelivery.
+// handled is whether it ran at least one call.
+func (s *Server) consume(ctx context.Context, h *hosted) (handled bool, err error) {
+	it, err := h.cons.Messages(jetstream.PullMaxMessages(1), jetstream.PullExpiry(s.pullExpiry()))
+	if err != nil {
+		return false, err
+	}
+	defer it.Stop()
+	defer context.AfterFunc(ctx, it.Stop)()
+	for {
+		m, err := it.Next()
+		if err != nil {
+			return handled, err
+		}
+		handled = true
 		s.handle(m, h)
 	}
 }
@@ -821,7 +838,9 @@ func (s *Server) handle(m jetstream.Msg, h *hosted) {
 	// the call be redelivered meanwhile.
 	stopProgress := s.keepAlive(m)
 	defer stopProgress()
-	s.log.Debug("tool call started", "tool", h.entry.Name, "call_id", req.CallID, "turn_id", req.TurnID, "stream_seq", seq)
+	if s.log.Enabled(context.Background(), slog.LevelDebug) { // its arguments cost 3 allocations per call
+		s.log.Debug("tool call started", "tool", h.entry.Name, "call_id", req.CallID, "turn_id", req.TurnID, "stream_seq", seq)
+	}
 	began := time.Now()
 	res, stopped := s.run(env, h, req)
 	if stopped {
@@ -881,25 +900,29 @@ func (s *Server) end(callID string, answered bool) {
 
 // keepAlive sends in-progress acks while a call runs so that AckWait can be
 // short (fast redelivery when a replica dies) and calls still run long.
+// A timer rather than a goroutine: most calls end before the first one.
 func (s *Server) keepAlive(m jetstream.Msg) (stop func()) {
 	every := max(s.cfg.AckWait/3, 10*time.Millisecond)
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				_ = m.InProgress()
-			}
+	var mu sync.Mutex // orders the acks before stop's return
+	stopped := false
+	var t *time.Timer
+	mu.Lock()
+	t = time.AfterFunc(every, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
 		}
-	}()
-	return func() { close(done); wg.Wait() }
+		_ = m.InProgress()
+		t.Reset(every)
+	})
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		stopped = true
+		mu.Unlock()
+		t.Stop()
+	}
 }
 
 // run executes req on h and turns every failure into an error result the
