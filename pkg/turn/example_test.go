@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -61,6 +62,10 @@ func Example() {
 	if _, err := js.PublishMsg(ctx, msg, jetstream.WithMsgID("t1")); err != nil {
 		panic(err)
 	}
+	// The UI appends the deltas as they come: the model streamed "Hello"
+	// and ", world", which arrive as two deltas or, when the second was
+	// coalesced into the first while it waited to be stored, as one.
+	var text strings.Builder
 	for {
 		m, err := ui.NextMsg(10 * time.Second)
 		if err != nil {
@@ -70,17 +75,17 @@ func Example() {
 		switch e.Type {
 		case events.TypeBlockDelta:
 			d, _ := events.DecodeData[events.WorkerBlockDelta](e)
-			fmt.Printf("seq %d delta %q\n", e.Seq, d.Content)
+			text.WriteString(d.Content)
 		case events.TypeTurnCompleted:
 			c, _ := events.DecodeData[events.TurnCompleted](e)
-			fmt.Printf("seq %d completed: %s\n", e.Seq, c.Messages[len(c.Messages)-1].Text())
+			fmt.Printf("streamed: %s\n", text.String())
+			fmt.Printf("completed: %s\n", c.Messages[len(c.Messages)-1].Text())
 			return
 		}
 	}
 	// Output:
-	// seq 4 delta "Hello"
-	// seq 5 delta ", world"
-	// seq 8 completed: Hello, world
+	// streamed: Hello, world
+	// completed: Hello, world
 }
 
 // A turn's worker events: one seq across channels, subjects by session,
