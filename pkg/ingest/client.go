@@ -1,10 +1,10 @@
 package ingest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -131,7 +131,7 @@ func (c *Client) Stream(ctx context.Context, req *llm.Request) (llm.Stream, erro
 		c.mux.unsubscribe(sub)
 		return nil, err
 	}
-	s := &ingestStream{c: c, ctx: ctx, reqID: req.RequestID, sub: sub, q: q, open: map[int]events.BlockType{}}
+	s := &ingestStream{c: c, ctx: ctx, reqID: req.RequestID, sub: sub, q: q}
 	if c.o.IdleTimeout > 0 {
 		s.timer = time.NewTimer(c.o.IdleTimeout)
 	}
@@ -182,7 +182,7 @@ type ingestStream struct {
 	timer *time.Timer
 
 	lastSeq  uint64
-	open     map[int]events.BlockType
+	open     []openBlock // by index; a stream has few open at once
 	cur      events.Event
 	pending  []events.Event
 	done     bool // a terminal status was received or synthesized
@@ -263,11 +263,11 @@ func (s *ingestStream) handle(m *nats.Msg) (events.Event, bool) {
 	}
 	switch e := ev.(type) {
 	case events.BlockStart:
-		s.open[e.Index] = e.BlockType
+		s.setOpen(e.Index, e.BlockType)
 	case events.BlockStop:
-		delete(s.open, e.Index)
+		s.closeBlock(e.Index)
 	case events.BlockAbort:
-		delete(s.open, e.Index)
+		s.closeBlock(e.Index)
 	case events.StatusEvent:
 		if e.Status.Terminal() {
 			s.done, s.received = true, true
@@ -279,16 +279,38 @@ func (s *ingestStream) handle(m *nats.Msg) (events.Event, bool) {
 // end synthesizes a well-formed end: aborts of the open blocks, the error
 // event if any, the terminal status.
 func (s *ingestStream) end(st events.StreamStatus, reason string, errEv *events.ErrorEvent) {
-	for _, idx := range slices.Sorted(maps.Keys(s.open)) {
-		s.pending = append(s.pending, events.BlockAbort{Index: idx, BlockType: s.open[idx], Reason: reason})
+	slices.SortFunc(s.open, func(a, b openBlock) int { return cmp.Compare(a.index, b.index) })
+	for _, b := range s.open {
+		s.pending = append(s.pending, events.BlockAbort{Index: b.index, BlockType: b.typ, Reason: reason})
 	}
-	clear(s.open)
+	s.open = nil
 	if errEv != nil {
 		s.pending = append(s.pending, *errEv)
 	}
 	s.pending = append(s.pending, events.StatusEvent{Status: st})
 	s.done = true
 	s.release()
+}
+
+type openBlock struct {
+	index int
+	typ   events.BlockType
+}
+
+// setOpen records block index as open with type typ (a repeated start
+// replaces the type).
+func (s *ingestStream) setOpen(index int, typ events.BlockType) {
+	for i := range s.open {
+		if s.open[i].index == index {
+			s.open[i].typ = typ
+			return
+		}
+	}
+	s.open = append(s.open, openBlock{index, typ})
+}
+
+func (s *ingestStream) closeBlock(index int) {
+	s.open = slices.DeleteFunc(s.open, func(b openBlock) bool { return b.index == index })
 }
 
 func (s *ingestStream) release() {

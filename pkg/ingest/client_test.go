@@ -387,3 +387,56 @@ func TestClientCancelBeforeBacklog(t *testing.T) {
 		t.Errorf("got %#v, want status cancelled", got[0])
 	}
 }
+
+// A stream ended by the client aborts every block still open, in index
+// order, with its type, whatever order they were opened and closed in.
+func TestClientAbortsOpenBlocksInIndexOrder(t *testing.T) {
+	e := natstest.Start(t, natstest.Options{})
+	script := []events.Event{
+		events.StatusEvent{Status: events.StatusStarted},
+		events.BlockStart{Index: 2, BlockType: events.BlockToolUse, ID: "call_1", Name: "f"},
+		events.BlockStart{Index: 0, BlockType: events.BlockText},
+		events.BlockStart{Index: 1, BlockType: events.BlockThinking},
+		events.BlockStop{Index: 1, BlockType: events.BlockThinking},
+		events.BlockStart{Index: 3, BlockType: events.BlockText},
+		events.BlockAbort{Index: 3, BlockType: events.BlockText, Reason: "x"},
+	}
+	fakeIngest(t, e.NC, func(events.CompletionRequest, micro.Request) []scripted {
+		out := make([]scripted, len(script))
+		for i, ev := range script {
+			out[i] = scripted{uint64(i + 1), ev}
+		}
+		return out
+	})
+	c := ingest.NewClient(e.NC, ingest.ClientOptions{})
+	ctx, cancel := context.WithCancel(natstest.Context(t))
+	defer cancel()
+	s, err := c.Stream(ctx, completionRequest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range script {
+		if !s.Next() {
+			t.Fatalf("stream ended at event %d", i)
+		}
+	}
+	cancel()
+	var rest []events.Event
+	for s.Next() {
+		rest = append(rest, s.Current())
+	}
+	want := []events.Event{
+		events.BlockAbort{Index: 0, BlockType: events.BlockText, Reason: "cancelled"},
+		events.BlockAbort{Index: 2, BlockType: events.BlockToolUse, Reason: "cancelled"},
+		events.StatusEvent{Status: events.StatusCancelled},
+	}
+	if len(rest) != len(want) {
+		t.Fatalf("after cancel: %v, want %v", rest, want)
+	}
+	for i := range want {
+		if !sameEvent(rest[i], want[i]) {
+			t.Errorf("event %d = %#v, want %#v", i, rest[i], want[i])
+		}
+	}
+}
