@@ -2,6 +2,8 @@ package ingest_test
 
 import (
 	"context"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -124,6 +126,50 @@ func BenchmarkPublishDeltas(b *testing.B) {
 			elapsed := time.Since(start)
 			b.StopTimer()
 			b.ReportMetric(float64(n)/elapsed.Seconds(), "events/s")
+		})
+	}
+}
+
+// BenchmarkClientStream measures the requester's side of a stream: ingest
+// publishes b.N text deltas in all (split over the given number of
+// concurrent streams) and ingest.Client reads them back, so ns/op is the
+// cost of one delta from ingest's publish to the reader's decoded event,
+// ingest included. Run it as
+//
+//	go test -run xxx -bench ClientStream -benchmem ./pkg/ingest/
+func BenchmarkClientStream(b *testing.B) {
+	for _, streams := range []int{1, 16} {
+		b.Run("streams="+strconv.Itoa(streams), func(b *testing.B) {
+			url := startNATS(b)
+			per := max(b.N/streams, 1)
+			prov := llm.ProviderFunc(func(context.Context, *llm.Request) (llm.Stream, error) {
+				return &deltaStream{n: per}, nil
+			})
+			startService(b, url, ingest.Config{Providers: map[string]ingest.Factory{"bench": ingest.Static(prov)}})
+			// Ingest has no flow control: a reader that falls behind by more
+			// than Buffer events loses some, so the buffer holds a whole stream.
+			c := ingest.NewClient(connect(b, url), ingest.ClientOptions{Buffer: per + 4})
+			b.ReportAllocs()
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for range streams {
+				wg.Go(func() {
+					s, err := c.Stream(context.Background(), &llm.Request{Model: "bench:m", Messages: []events.Message{events.UserText("hi")}})
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					defer s.Close()
+					got := 0
+					for s.Next() {
+						got++
+					}
+					if last, ok := s.Current().(events.StatusEvent); !ok || last.Status != events.StatusCompleted || got != per+4 {
+						b.Errorf("stream ended with %#v after %d events, want completed after %d", s.Current(), got, per+4)
+					}
+				})
+			}
+			wg.Wait()
 		})
 	}
 }

@@ -1,10 +1,10 @@
 package ingest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -56,10 +56,11 @@ type ClientOptions struct {
 	// IdleTimeout ends a stream as failed when no event (pings included)
 	// arrives for that long (0 = DefaultClientIdleTimeout, negative = never).
 	IdleTimeout time.Duration
-	// Buffer is the number of stream messages buffered between the NATS
-	// dispatcher and the reader (0 = DefaultStreamBuffer). The dispatcher
-	// never blocks: on overflow NATS drops the message, which the reader
-	// sees as a seq gap.
+	// Buffer is the most messages of one stream that wait for its reader
+	// (0 = DefaultStreamBuffer). A stream's queue grows with the messages
+	// waiting in it, so a stream whose reader keeps up holds none. The NATS
+	// dispatcher never blocks: on overflow the message is dropped, which
+	// the reader sees as a seq gap.
 	Buffer int
 }
 
@@ -69,6 +70,7 @@ type Client struct {
 	nc       *nats.Conn
 	subjects events.Subjects
 	o        ClientOptions
+	mux      *streamMux
 }
 
 var _ llm.Provider = (*Client)(nil)
@@ -87,7 +89,7 @@ func NewClient(nc *nats.Conn, o ClientOptions) *Client {
 	if o.Buffer <= 0 {
 		o.Buffer = DefaultStreamBuffer
 	}
-	return &Client{nc: nc, subjects: events.NewSubjects(o.Prefix), o: o}
+	return &Client{nc: nc, subjects: events.NewSubjects(o.Prefix), o: o, mux: newStreamMux(o.Buffer)}
 }
 
 // Stream sends req (a request id is generated when req.RequestID is empty)
@@ -102,14 +104,13 @@ func (c *Client) Stream(ctx context.Context, req *llm.Request) (llm.Stream, erro
 		return nil, fmt.Errorf("%w: request_id %q is not a subject token", events.ErrInvalid, req.RequestID)
 	}
 	streamSubj := c.subjects.LLMStream(req.RequestID)
-	ch := make(chan *nats.Msg, c.o.Buffer)
-	sub, err := c.nc.ChanSubscribe(streamSubj, ch)
+	sub, q, err := c.mux.subscribe(c.nc, streamSubj, c.o.Buffer)
 	if err != nil {
 		return nil, fmt.Errorf("ingest: subscribe %s: %w", streamSubj, err)
 	}
 	env, err := events.NewEnvelope(c.o.Source, events.TypeLLMComplete, req)
 	if err != nil {
-		_ = sub.Unsubscribe()
+		c.mux.unsubscribe(sub)
 		return nil, err
 	}
 	env.Subject = req.RequestID
@@ -127,10 +128,10 @@ func (c *Client) Stream(ctx context.Context, req *llm.Request) (llm.Stream, erro
 		err = fmt.Errorf("ingest: request %s: %w", c.subjects.LLMComplete(), err)
 	}
 	if err != nil {
-		_ = sub.Unsubscribe()
+		c.mux.unsubscribe(sub)
 		return nil, err
 	}
-	s := &ingestStream{c: c, ctx: ctx, reqID: req.RequestID, sub: sub, ch: ch, open: map[int]events.BlockType{}}
+	s := &ingestStream{c: c, ctx: ctx, reqID: req.RequestID, sub: sub, q: q}
 	if c.o.IdleTimeout > 0 {
 		s.timer = time.NewTimer(c.o.IdleTimeout)
 	}
@@ -177,11 +178,11 @@ type ingestStream struct {
 	ctx   context.Context
 	reqID string
 	sub   *nats.Subscription
-	ch    chan *nats.Msg
+	q     *msgQueue
 	timer *time.Timer
 
 	lastSeq  uint64
-	open     map[int]events.BlockType
+	open     []openBlock // by index; a stream has few open at once
 	cur      events.Event
 	pending  []events.Event
 	done     bool // a terminal status was received or synthesized
@@ -199,16 +200,23 @@ func (s *ingestStream) Next() bool {
 			s.release()
 			return false
 		}
+		// A cancel is seen before the messages that wait: the turn stops
+		// at once, not after its backlog.
+		if s.ctx.Err() == nil {
+			if m, ok := s.q.pop(); ok {
+				if ev, ok := s.handle(m); ok {
+					s.cur = ev
+					return true
+				}
+				continue
+			}
+		}
 		var idle <-chan time.Time
 		if s.timer != nil {
 			idle = s.timer.C
 		}
 		select {
-		case m := <-s.ch:
-			if ev, ok := s.handle(m); ok {
-				s.cur = ev
-				return true
-			}
+		case <-s.q.ready:
 		case <-s.ctx.Done():
 			s.c.publishCancel(s.reqID)
 			s.end(events.StatusCancelled, "cancelled", nil)
@@ -255,11 +263,11 @@ func (s *ingestStream) handle(m *nats.Msg) (events.Event, bool) {
 	}
 	switch e := ev.(type) {
 	case events.BlockStart:
-		s.open[e.Index] = e.BlockType
+		s.setOpen(e.Index, e.BlockType)
 	case events.BlockStop:
-		delete(s.open, e.Index)
+		s.closeBlock(e.Index)
 	case events.BlockAbort:
-		delete(s.open, e.Index)
+		s.closeBlock(e.Index)
 	case events.StatusEvent:
 		if e.Status.Terminal() {
 			s.done, s.received = true, true
@@ -271,10 +279,11 @@ func (s *ingestStream) handle(m *nats.Msg) (events.Event, bool) {
 // end synthesizes a well-formed end: aborts of the open blocks, the error
 // event if any, the terminal status.
 func (s *ingestStream) end(st events.StreamStatus, reason string, errEv *events.ErrorEvent) {
-	for _, idx := range slices.Sorted(maps.Keys(s.open)) {
-		s.pending = append(s.pending, events.BlockAbort{Index: idx, BlockType: s.open[idx], Reason: reason})
+	slices.SortFunc(s.open, func(a, b openBlock) int { return cmp.Compare(a.index, b.index) })
+	for _, b := range s.open {
+		s.pending = append(s.pending, events.BlockAbort{Index: b.index, BlockType: b.typ, Reason: reason})
 	}
-	clear(s.open)
+	s.open = nil
 	if errEv != nil {
 		s.pending = append(s.pending, *errEv)
 	}
@@ -283,12 +292,33 @@ func (s *ingestStream) end(st events.StreamStatus, reason string, errEv *events.
 	s.release()
 }
 
+type openBlock struct {
+	index int
+	typ   events.BlockType
+}
+
+// setOpen records block index as open with type typ (a repeated start
+// replaces the type).
+func (s *ingestStream) setOpen(index int, typ events.BlockType) {
+	for i := range s.open {
+		if s.open[i].index == index {
+			s.open[i].typ = typ
+			return
+		}
+	}
+	s.open = append(s.open, openBlock{index, typ})
+}
+
+func (s *ingestStream) closeBlock(index int) {
+	s.open = slices.DeleteFunc(s.open, func(b openBlock) bool { return b.index == index })
+}
+
 func (s *ingestStream) release() {
 	if s.closed {
 		return
 	}
 	s.closed = true
-	_ = s.sub.Unsubscribe()
+	s.c.mux.unsubscribe(s.sub)
 	if s.timer != nil {
 		s.timer.Stop()
 	}

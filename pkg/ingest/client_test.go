@@ -275,3 +275,168 @@ func TestClientCancel(t *testing.T) {
 		t.Errorf("cancel is not a CloudEvent: %v %v", env, err)
 	}
 }
+
+// A stream whose reader falls more than Buffer messages behind loses the
+// overflow and ends failed with a seq gap, as when NATS drops messages for
+// a slow consumer; the stream's neighbours are not disturbed.
+func TestClientBufferOverflowIsAGap(t *testing.T) {
+	e := natstest.Start(t, natstest.Options{})
+	fakeIngest(t, e.NC, func(events.CompletionRequest, micro.Request) []scripted { return []scripted{} })
+	pub := e.Connect(t)
+	send := func(reqID string, seq uint64, ev events.Event) {
+		t.Helper()
+		pe, _ := events.NewEnvelope("/llmw/ingest/test", ev.EventType(), ev)
+		pe.Seq = seq
+		if err := pub.PublishMsg(&nats.Msg{Subject: "llmw.llm.stream." + reqID, Header: nats.Header(pe.BinaryHeader()), Data: pe.Data}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := ingest.NewClient(e.NC, ingest.ClientOptions{Buffer: 2})
+	slow, other := completionRequest(), completionRequest()
+	s, err := c.Stream(natstest.Context(t), slow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	o, err := c.Stream(natstest.Context(t), other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	// Six events while nobody reads: the first two wait, 3–6 are dropped.
+	send(slow.RequestID, 1, events.StatusEvent{Status: events.StatusStarted})
+	send(slow.RequestID, 2, events.BlockStart{Index: 0, BlockType: events.BlockText})
+	for seq := uint64(3); seq <= 6; seq++ {
+		send(slow.RequestID, seq, events.TextDelta(0, "x"))
+	}
+	send(other.RequestID, 1, events.StatusEvent{Status: events.StatusStarted})
+	if err := pub.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // let the messages reach the queues
+	for i := range 2 {
+		if !s.Next() {
+			t.Fatalf("stream ended at event %d", i)
+		}
+	}
+	send(slow.RequestID, 7, events.TextDelta(0, "y"))
+	var rest []events.Event
+	for s.Next() {
+		rest = append(rest, s.Current())
+	}
+	if len(rest) != 3 {
+		t.Fatalf("after the overflow: %v", rest)
+	}
+	if ab, ok := rest[0].(events.BlockAbort); !ok || ab.Index != 0 {
+		t.Errorf("got %#v, want abort of block 0", rest[0])
+	}
+	if ee, ok := rest[1].(events.ErrorEvent); !ok || ee.Code != ingest.CodeStreamGap || !strings.Contains(ee.Message, "got seq 7, want 3") {
+		t.Errorf("got %#v, want stream_gap got seq 7, want 3", rest[1])
+	}
+	if st, ok := rest[2].(events.StatusEvent); !ok || st.Status != events.StatusFailed {
+		t.Errorf("got %#v, want status failed", rest[2])
+	}
+	// The other stream of the same client got its event.
+	if !o.Next() {
+		t.Fatal("the other stream ended")
+	}
+	if st, ok := o.Current().(events.StatusEvent); !ok || st.Status != events.StatusStarted {
+		t.Errorf("other stream: got %#v, want status started", o.Current())
+	}
+}
+
+// A cancel ends the stream at once even when messages wait: the turn does
+// not read its backlog first.
+func TestClientCancelBeforeBacklog(t *testing.T) {
+	e := natstest.Start(t, natstest.Options{})
+	fakeIngest(t, e.NC, func(events.CompletionRequest, micro.Request) []scripted { return []scripted{} })
+	pub := e.Connect(t)
+	c := ingest.NewClient(e.NC, ingest.ClientOptions{})
+	ctx, cancel := context.WithCancel(natstest.Context(t))
+	defer cancel()
+	req := completionRequest()
+	s, err := c.Stream(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for seq := uint64(1); seq <= 5; seq++ {
+		var ev events.Event = events.StatusEvent{Status: events.StatusStarted}
+		if seq > 1 {
+			ev = events.UsageEvent{InputTokens: events.Int64(int64(seq))}
+		}
+		pe, _ := events.NewEnvelope("/llmw/ingest/test", ev.EventType(), ev)
+		pe.Seq = seq
+		if err := pub.PublishMsg(&nats.Msg{Subject: "llmw.llm.stream." + req.RequestID, Header: nats.Header(pe.BinaryHeader()), Data: pe.Data}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pub.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	cancel()
+	var got []events.Event
+	for s.Next() {
+		got = append(got, s.Current())
+	}
+	if len(got) != 1 {
+		t.Fatalf("got %v, want only status cancelled", got)
+	}
+	if st, ok := got[0].(events.StatusEvent); !ok || st.Status != events.StatusCancelled {
+		t.Errorf("got %#v, want status cancelled", got[0])
+	}
+}
+
+// A stream ended by the client aborts every block still open, in index
+// order, with its type, whatever order they were opened and closed in.
+func TestClientAbortsOpenBlocksInIndexOrder(t *testing.T) {
+	e := natstest.Start(t, natstest.Options{})
+	script := []events.Event{
+		events.StatusEvent{Status: events.StatusStarted},
+		events.BlockStart{Index: 2, BlockType: events.BlockToolUse, ID: "call_1", Name: "f"},
+		events.BlockStart{Index: 0, BlockType: events.BlockText},
+		events.BlockStart{Index: 1, BlockType: events.BlockThinking},
+		events.BlockStop{Index: 1, BlockType: events.BlockThinking},
+		events.BlockStart{Index: 3, BlockType: events.BlockText},
+		events.BlockAbort{Index: 3, BlockType: events.BlockText, Reason: "x"},
+	}
+	fakeIngest(t, e.NC, func(events.CompletionRequest, micro.Request) []scripted {
+		out := make([]scripted, len(script))
+		for i, ev := range script {
+			out[i] = scripted{uint64(i + 1), ev}
+		}
+		return out
+	})
+	c := ingest.NewClient(e.NC, ingest.ClientOptions{})
+	ctx, cancel := context.WithCancel(natstest.Context(t))
+	defer cancel()
+	s, err := c.Stream(ctx, completionRequest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range script {
+		if !s.Next() {
+			t.Fatalf("stream ended at event %d", i)
+		}
+	}
+	cancel()
+	var rest []events.Event
+	for s.Next() {
+		rest = append(rest, s.Current())
+	}
+	want := []events.Event{
+		events.BlockAbort{Index: 0, BlockType: events.BlockText, Reason: "cancelled"},
+		events.BlockAbort{Index: 2, BlockType: events.BlockToolUse, Reason: "cancelled"},
+		events.StatusEvent{Status: events.StatusCancelled},
+	}
+	if len(rest) != len(want) {
+		t.Fatalf("after cancel: %v, want %v", rest, want)
+	}
+	for i := range want {
+		if !sameEvent(rest[i], want[i]) {
+			t.Errorf("event %d = %#v, want %#v", i, rest[i], want[i])
+		}
+	}
+}

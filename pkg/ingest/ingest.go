@@ -275,6 +275,10 @@ func parseRequest(h map[string][]string, data []byte, maxPayload int) (*request,
 	if err != nil {
 		return nil, invalid("", err)
 	}
+	// The request is decoded; its raw JSON (the whole transcript, and the
+	// NATS message's buffer it points into) need not live as long as the
+	// stream.
+	env.Data = nil
 	p, m := cr.Provider()
 	return &request{env: env, req: cr, provider: p, model: m}, nil
 }
