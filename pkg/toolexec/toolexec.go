@@ -859,6 +859,9 @@ func (s *Server) handle(m jetstream.Msg, h *hosted) {
 	}
 	answered = true
 	_ = m.Ack()
+	if s.log.Enabled(context.Background(), slog.LevelDebug) {
+		s.log.Debug("tool call answered", "tool", h.entry.Name, "call_id", req.CallID, "turn_id", req.TurnID, "is_error", res.IsError)
+	}
 }
 
 // What begin found.

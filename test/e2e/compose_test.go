@@ -265,11 +265,28 @@ func TestComposeTurns(t *testing.T) {
 		t.Errorf("history:\n%s", strings.Join(bad, "\n"))
 	}
 
-	// Kill the replica running a call (SIGKILL, no drain).
-	const id = "compose-kill"
+	// Kill the replica running a call (SIGKILL, no drain). The kill must
+	// land while the call runs: on a loaded machine the replica may have
+	// answered it before the test saw it start (its log says so), and then
+	// nothing is redelivered; the scenario is tried again with a new turn.
+	for attempt := 1; ; attempt++ {
+		id := "compose-kill-" + strconv.Itoa(attempt)
+		victim, killed, early := s.killMidCall(t, id)
+		if early && attempt < 3 {
+			t.Logf("attempt %d: %.12s answered the call of %s before the kill; again", attempt, victim, id)
+			continue
+		}
+		s.requireRedelivered(t, id, victim, killed)
+		return
+	}
+}
+
+// killMidCall submits a turn, kills the toolexec replica that starts its
+// call and says whether that replica had answered the call already.
+func (s *composeStack) killMidCall(t *testing.T, id string) (victim string, killed time.Time, early bool) {
+	t.Helper()
 	f := s.follow(id)
 	s.submit(id, "anthropic")
-	var victim string
 	s.eventually(time.Minute, "a toolexec replica runs the call", func() (bool, string) {
 		victim = s.runner(id)
 		return victim != "", "no replica logged the call yet"
@@ -277,7 +294,7 @@ func TestComposeTurns(t *testing.T) {
 	if out, err := exec.Command("docker", "kill", victim).CombinedOutput(); err != nil {
 		t.Fatalf("docker kill %s: %v\n%s", victim, err, out)
 	}
-	killed := time.Now()
+	killed = time.Now()
 	done := f.completed(3 * time.Minute)
 	callIDs := s.checkTranscript(id, "anthropic", done)
 	if len(callIDs) != 1 {
@@ -286,6 +303,27 @@ func TestComposeTurns(t *testing.T) {
 	if n := s.toolResults(id)[callIDs[0]]; n != 1 {
 		t.Errorf("%d results for the call, want 1", n)
 	}
+	out, _ := exec.Command("docker", "logs", victim).CombinedOutput()
+	return victim, killed, answeredTurn(string(out), id)
+}
+
+// answeredTurn says whether a replica's log has "tool call answered" for
+// the turn.
+func answeredTurn(logs, turnID string) bool {
+	sc := bufio.NewScanner(strings.NewReader(logs))
+	for sc.Scan() {
+		var rec map[string]any
+		if json.Unmarshal(sc.Bytes(), &rec) == nil && rec["msg"] == "tool call answered" && rec["turn_id"] == turnID {
+			return true
+		}
+	}
+	return false
+}
+
+// requireRedelivered checks that a replica other than the killed one ran
+// the call, and the turn's history.
+func (s *composeStack) requireRedelivered(t *testing.T, id, victim string, killed time.Time) {
+	t.Helper()
 	var by string
 	for _, other := range s.toolexecs() {
 		if other == victim {

@@ -258,9 +258,20 @@ func (f *follower) completed(timeout time.Duration) events.TurnCompleted {
 	if err != nil {
 		f.c.t.Fatalf("turn %s: completed data: %v", f.turnID, err)
 	}
-	// What the stream holds, whatever the follower got so far.
+	// What the stream holds, whatever the follower got so far, up to the
+	// end found: a replica that is behind may answer a message get
+	// without the last events yet.
 	f.stopConsumer()
-	all := f.c.readAll(f.turnID)
+	var all []*events.Envelope
+	f.c.eventually(time.Minute, fmt.Sprintf("turn %s: the stored events up to its end", f.turnID), func() (bool, string) {
+		all = f.c.readAll(f.turnID)
+		for _, e := range all {
+			if e.ID == end.ID {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d events read, the end (%s) not among them", len(all), end.ID)
+	})
 	f.mu.Lock()
 	f.evs, f.done = all, true
 	f.mu.Unlock()
