@@ -49,7 +49,9 @@ const UnnamedTool = "_unnamed"
 // cancelled or IdleTimeout is set the source is read by one goroutine, which
 // ends when the source returns from Next after Close (or after the terminal
 // status, when Normalize closes the source itself). Sources must therefore
-// let Close unblock a pending Next, as SDK streams over HTTP bodies do.
+// let Close unblock a pending Next, as SDK streams over HTTP bodies do. A
+// source that bounds its waits itself (SelfBounded: the built-in provider
+// adapters) is read inline instead, and enforces its own idle timeout.
 //
 // A panic in the source's Next or Close is a source error like any other
 // (error {code: "stream_error"}, status failed): a broken provider fails
@@ -81,8 +83,11 @@ func Normalize(ctx context.Context, s Stream, o NormalizeOptions) Stream {
 	// A source whose events are in memory (SliceStream: scripted models,
 	// replays) never makes Next wait, so there is no wait to cancel or to
 	// time either: it is read inline too, sparing a goroutine per model call.
+	// A source that ends its own waits on cancel and on silence needs no
+	// goroutine to bound them either.
 	_, inMemory := s.(*sliceStream)
-	ns.pumped = !inMemory && (ctx.Done() != nil || o.IdleTimeout > 0)
+	_, bounded := s.(SelfBounded)
+	ns.pumped = !inMemory && !bounded && (ctx.Done() != nil || o.IdleTimeout > 0)
 	if ns.pumped {
 		ns.pipe.ready = make(chan struct{}, 1)
 		ns.pipe.space = make(chan struct{}, 1)

@@ -19,6 +19,12 @@ import (
 // tell that its events are in memory and reads it with its pump.
 type opaque struct{ llm.Stream }
 
+// selfBounded says its source bounds its own waits, so that Normalize
+// reads it inline whatever ctx and IdleTimeout are.
+type selfBounded struct{ llm.Stream }
+
+func (selfBounded) SelfBounded() {}
+
 // normalizeBoth runs raw through Normalize inline (no cancellable ctx, no
 // idle limit) and through the goroutine path (a cancellable ctx): both must
 // give the same, well-formed result.
@@ -40,6 +46,13 @@ func normalizeBoth(t *testing.T, raw []events.Event, srcErr error) []string {
 	async, err := llm.Collect(llm.Normalize(ctx, opaque{src()}, llm.NormalizeOptions{IdleTimeout: time.Hour}))
 	if err != nil {
 		t.Fatalf("Collect: %v", err)
+	}
+	bounded, err := llm.Collect(llm.Normalize(ctx, selfBounded{src()}, llm.NormalizeOptions{IdleTimeout: time.Hour}))
+	if err != nil {
+		t.Fatalf("Collect: %v", err)
+	}
+	if c := show(t, bounded); strings.Join(c, "\n") != strings.Join(show(t, inline), "\n") {
+		t.Fatalf("inline and SelfBounded paths differ:\n%s\n---\n%s", strings.Join(show(t, inline), "\n"), strings.Join(c, "\n"))
 	}
 	for _, evs := range [][]events.Event{inline, async} {
 		if err := llm.CheckWellFormed(evs); err != nil {
@@ -656,4 +669,77 @@ func TestNormalizeCancelWhileThePumpWaits(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// slowBounded is a SelfBounded source: a text delta, then a silence of gap
+// (cut short by Close or by ctx), then its own idle verdict as events.
+type slowBounded struct {
+	ctx    context.Context
+	gap    time.Duration
+	closed chan struct{}
+	once   sync.Once
+	evs    []events.Event
+	cur    events.Event
+	waited bool
+}
+
+func (s *slowBounded) SelfBounded() {}
+func (s *slowBounded) Next() bool {
+	if len(s.evs) == 0 {
+		return false
+	}
+	if !s.waited && len(s.evs) == 2 {
+		s.waited = true
+		select {
+		case <-time.After(s.gap):
+		case <-s.ctx.Done():
+			s.evs = []events.Event{events.StatusEvent{Status: events.StatusCancelled}}
+		case <-s.closed:
+			return false
+		}
+	}
+	s.cur, s.evs = s.evs[0], s.evs[1:]
+	return true
+}
+func (s *slowBounded) Current() events.Event { return s.cur }
+func (s *slowBounded) Err() error            { return nil }
+func (s *slowBounded) Close() error {
+	s.once.Do(func() { close(s.closed) })
+	return nil
+}
+
+func newSlowBounded(ctx context.Context, gap time.Duration) *slowBounded {
+	return &slowBounded{ctx: ctx, gap: gap, closed: make(chan struct{}), evs: []events.Event{
+		events.TextDelta(0, "a"),
+		events.ErrorEvent{Code: llm.CodeIdleTimeout, Message: "the source's own verdict"},
+		events.StatusEvent{Status: events.StatusFailed},
+	}}
+}
+
+// TestNormalizeSelfBounded: a SelfBounded source is read inline, so its own
+// idle verdict applies and Normalize's shorter IdleTimeout does not; a
+// cancel still ends it cancelled, through the source.
+func TestNormalizeSelfBounded(t *testing.T) {
+	src := newSlowBounded(context.Background(), 100*time.Millisecond)
+	evs, err := llm.Collect(llm.Normalize(t.Context(), src, llm.NormalizeOptions{IdleTimeout: 5 * time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantShown(t, show(t, evs), "status started", "start 0 text", `delta 0 text "a"`,
+		"error idle_timeout: the source's own verdict", "abort 0 text: provider failed", "status failed")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	src = newSlowBounded(ctx, time.Hour)
+	s := llm.Normalize(ctx, src, llm.NormalizeOptions{IdleTimeout: time.Hour})
+	defer s.Close()
+	evs = nil
+	for s.Next() {
+		evs = append(evs, s.Current())
+		if _, ok := s.Current().(events.BlockDelta); ok {
+			cancel()
+		}
+	}
+	wantShown(t, show(t, evs), "status started", "start 0 text", `delta 0 text "a"`,
+		"abort 0 text: cancelled", "status cancelled")
 }
