@@ -216,11 +216,18 @@ func (s *normStream) pull() {
 		return
 	}
 	if !s.pumped {
-		if s.srcNext() {
-			s.n.feed(s.src.Current())
-		} else {
-			s.sourceEnded(s.srcErr())
+		if !s.srcNext() {
+			s.feedEnd(s.srcErr())
+			return
 		}
+		ev := s.src.Current()
+		if s.ctx.Err() != nil {
+			// Cancelled while the source was read: what it says after
+			// the cancel is not the answer (the same as from the pump).
+			s.n.terminate(events.StatusCancelled, nil, "cancelled")
+			return
+		}
+		s.n.feed(ev)
 		return
 	}
 	if !s.started {

@@ -21,6 +21,7 @@ import (
 // terminal event, which carries the stop reason.
 type stream struct {
 	ctx context.Context
+	g   *openai.Guard
 	sdk *ssestream.Stream[responses.ResponseStreamEventUnion]
 	em  openai.Emitter
 
@@ -43,11 +44,15 @@ type item struct {
 	pendArgs strings.Builder // function_call args before its name
 }
 
-var _ llm.Stream = (*stream)(nil)
+var _ llm.SelfBounded = (*stream)(nil)
 
-func newStream(ctx context.Context, s *ssestream.Stream[responses.ResponseStreamEventUnion]) *stream {
-	return &stream{ctx: ctx, sdk: s, items: map[int64]*item{}, sigs: map[*openai.Block]string{}}
+func newStream(ctx context.Context, g *openai.Guard, s *ssestream.Stream[responses.ResponseStreamEventUnion]) *stream {
+	return &stream{ctx: ctx, g: g, sdk: s, items: map[int64]*item{}, sigs: map[*openai.Block]string{}}
 }
+
+// SelfBounded implements llm.SelfBounded: the request runs under the
+// Guard, which the caller's cancel, the idle timer and Close cancel.
+func (s *stream) SelfBounded() {}
 
 func (s *stream) Next() bool {
 	for {
@@ -63,6 +68,7 @@ func (s *stream) Next() bool {
 			continue
 		}
 		if !s.terminal && s.sdk.Next() {
+			s.g.Touch()
 			s.event(s.sdk.Current())
 			continue
 		}
@@ -73,7 +79,13 @@ func (s *stream) Next() bool {
 
 func (s *stream) Current() events.Event { return s.em.Current() }
 func (s *stream) Err() error            { return nil }
-func (s *stream) Close() error          { return s.sdk.Close() }
+
+// Close may be called concurrently with Next: cancelling the request ends
+// a read in progress.
+func (s *stream) Close() error {
+	s.g.Stop()
+	return s.sdk.Close()
+}
 
 func (s *stream) event(ev responses.ResponseStreamEventUnion) {
 	switch ev.Type {
@@ -337,6 +349,8 @@ func (s *stream) end(err error) {
 	switch {
 	case s.terminal:
 		// the terminal event queued everything
+	case s.g.Idle():
+		s.g.IdleEvent(&s.em)
 	case s.ctx.Err() != nil:
 		s.em.EndCtx(s.ctx.Err())
 	case err != nil:
