@@ -12,11 +12,22 @@ import (
 )
 
 // BenchmarkNormalizeOpenIdle measures what an open model call costs while
-// the model is silent: b.N normalized streams of a network-like source (read
-// by the pump) that yielded its first events and now blocks. It reports the
-// heap and the goroutine stacks held per open stream (the stream, its pump
-// and the source; the source's own share is the scripted stream's).
+// the model is silent: b.N normalized streams of a network-like source that
+// yielded its first events and now blocks, read by the pump ("pumped") or
+// inline ("selfbounded", as the built-in adapters' streams are). It reports
+// the heap and the goroutine stacks held per open stream (the stream, its
+// pump if any, and the scripted source with its own goroutine).
 func BenchmarkNormalizeOpenIdle(b *testing.B) {
+	for _, bounded := range []bool{false, true} {
+		name := "pumped"
+		if bounded {
+			name = "selfbounded"
+		}
+		b.Run(name, func(b *testing.B) { benchOpenIdle(b, bounded) })
+	}
+}
+
+func benchOpenIdle(b *testing.B, bounded bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	p := llmtest.NewScripted()
@@ -33,8 +44,12 @@ func BenchmarkNormalizeOpenIdle(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		if bounded {
+			raw = selfBounded{raw}
+		}
 		s := llm.Normalize(ctx, raw, llm.NormalizeOptions{IdleTimeout: time.Hour})
-		// status started, block start, delta "a": then the source blocks.
+		// status started, block start, delta "a": then the source blocks
+		// (read ahead by the pump, or on the next Next when inline).
 		for j := 0; j < 3; j++ {
 			if !s.Next() {
 				b.Fatal("stream ended early")
