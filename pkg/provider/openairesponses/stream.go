@@ -37,7 +37,7 @@ type item struct {
 	id       string
 	block    *openai.Block           // reasoning, function_call
 	parts    map[int64]*openai.Block // message: output_text parts by content_index
-	summary  []string                // reasoning: summary parts as streamed
+	summary  []*strings.Builder      // reasoning: summary parts as streamed
 	args     bool                    // function_call: argument deltas were sent
 	callID   string
 	name     string
@@ -107,7 +107,7 @@ func (s *stream) event(ev responses.ResponseStreamEventUnion) {
 		if len(it.summary) > 0 {
 			s.em.Push(events.ThinkingDelta(it.block.Index, "\n\n"))
 		}
-		it.summary = append(it.summary, "")
+		it.summary = append(it.summary, new(strings.Builder))
 	case "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
 		if ev.Delta == "" {
 			return
@@ -115,9 +115,11 @@ func (s *stream) event(ev responses.ResponseStreamEventUnion) {
 		it := s.reasoning(ev.OutputIndex, ev.ItemID)
 		if ev.Type == "response.reasoning_summary_text.delta" {
 			if len(it.summary) == 0 {
-				it.summary = append(it.summary, "")
+				it.summary = append(it.summary, new(strings.Builder))
 			}
-			it.summary[len(it.summary)-1] += ev.Delta
+			// Appended, not concatenated: a long summary streamed in
+			// small deltas would be copied whole at every delta.
+			it.summary[len(it.summary)-1].WriteString(ev.Delta)
 		}
 		s.em.Push(events.ThinkingDelta(it.block.Index, ev.Delta))
 	case "response.function_call_arguments.delta":
@@ -252,7 +254,9 @@ func (s *stream) itemDone(idx int64, oi *responses.ResponseOutputItemUnion) {
 			sig.Summary = append(sig.Summary, p.Text)
 		}
 		if len(oi.Summary) == 0 {
-			sig.Summary = it.summary
+			for _, p := range it.summary {
+				sig.Summary = append(sig.Summary, p.String())
+			}
 		}
 		s.em.Stop(it.block, "", marshalSig(sig))
 	case "function_call":
