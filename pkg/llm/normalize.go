@@ -76,7 +76,7 @@ func Normalize(ctx context.Context, s Stream, o NormalizeOptions) Stream {
 	if s == nil {
 		s = &failedStream{err: ErrNilStream}
 	}
-	ns := &normStream{ctx: ctx, src: s, opt: o, done: make(chan struct{})}
+	ns := &normStream{ctx: ctx, src: s, opt: o}
 	// Without a way to be cancelled and without an idle limit, waiting for
 	// the source is all Next could do anyway: read it inline and spare the
 	// goroutine.
@@ -89,6 +89,7 @@ func Normalize(ctx context.Context, s Stream, o NormalizeOptions) Stream {
 	_, bounded := s.(SelfBounded)
 	ns.pumped = !inMemory && !bounded && (ctx.Done() != nil || o.IdleTimeout > 0)
 	if ns.pumped {
+		ns.done = make(chan struct{})
 		ns.pipe.ready = make(chan struct{}, 1)
 		ns.pipe.space = make(chan struct{}, 1)
 	}
@@ -141,7 +142,7 @@ type normStream struct {
 	started bool
 
 	closed    atomic.Bool
-	done      chan struct{} // closed when the consumer stops reading
+	done      chan struct{} // closed when the consumer stops reading (pumped only)
 	doneOnce  sync.Once
 	closeOnce sync.Once
 	closeErr  error
@@ -406,7 +407,9 @@ func (s *normStream) put(ev events.Event) bool {
 
 // release stops the pump and closes the source, without waiting.
 func (s *normStream) release() {
-	s.doneOnce.Do(func() { close(s.done) })
+	if s.done != nil {
+		s.doneOnce.Do(func() { close(s.done) })
+	}
 	s.closeOnce.Do(func() { s.closeErr = s.srcClose() })
 }
 
