@@ -53,3 +53,17 @@ type WellFormed interface {
 	Stream
 	WellFormed()
 }
+
+// SelfBounded is implemented by sources that bound their own waits, as the
+// built-in provider adapters' streams do (they cancel their HTTP request):
+// Next returns when the context the stream was opened with is cancelled
+// (the stream then ends cancelled) and when the provider is silent for the
+// idle timeout the source was given (it then ends with error idle_timeout
+// and status failed), and Close may be called from any goroutine,
+// concurrently with Next. Normalize reads such a source inline, without the
+// goroutine and read-ahead it otherwise needs to bound a wait; the source's
+// own idle timeout applies.
+type SelfBounded interface {
+	Stream
+	SelfBounded()
+}

@@ -49,7 +49,9 @@ const UnnamedTool = "_unnamed"
 // cancelled or IdleTimeout is set the source is read by one goroutine, which
 // ends when the source returns from Next after Close (or after the terminal
 // status, when Normalize closes the source itself). Sources must therefore
-// let Close unblock a pending Next, as SDK streams over HTTP bodies do.
+// let Close unblock a pending Next, as SDK streams over HTTP bodies do. A
+// source that bounds its waits itself (SelfBounded: the built-in provider
+// adapters) is read inline instead, and enforces its own idle timeout.
 //
 // A panic in the source's Next or Close is a source error like any other
 // (error {code: "stream_error"}, status failed): a broken provider fails
@@ -74,20 +76,22 @@ func Normalize(ctx context.Context, s Stream, o NormalizeOptions) Stream {
 	if s == nil {
 		s = &failedStream{err: ErrNilStream}
 	}
-	ns := &normStream{ctx: ctx, src: s, opt: o, done: make(chan struct{})}
+	ns := &normStream{ctx: ctx, src: s, opt: o}
 	// Without a way to be cancelled and without an idle limit, waiting for
 	// the source is all Next could do anyway: read it inline and spare the
 	// goroutine.
 	// A source whose events are in memory (SliceStream: scripted models,
 	// replays) never makes Next wait, so there is no wait to cancel or to
-	// time either: it is read inline too, sparing a goroutine and its
-	// read-ahead buffer (about 10 KB) per model call.
+	// time either: it is read inline too, sparing a goroutine per model call.
+	// A source that ends its own waits on cancel and on silence needs no
+	// goroutine to bound them either.
 	_, inMemory := s.(*sliceStream)
-	if !inMemory && (ctx.Done() != nil || o.IdleTimeout > 0) {
-		// Buffered so that the pump reads ahead while the consumer works:
-		// an unbuffered hand-off costs a goroutine switch per event.
-		ns.items = make(chan item, pumpBuffer)
-		ns.pumpDone = make(chan struct{})
+	_, bounded := s.(SelfBounded)
+	ns.pumped = !inMemory && !bounded && (ctx.Done() != nil || o.IdleTimeout > 0)
+	if ns.pumped {
+		ns.done = make(chan struct{})
+		ns.pipe.ready = make(chan struct{}, 1)
+		ns.pipe.space = make(chan struct{}, 1)
 	}
 	return ns
 }
@@ -95,10 +99,25 @@ func Normalize(ctx context.Context, s Stream, o NormalizeOptions) Stream {
 // pumpBuffer is how many events the pump may read ahead of the consumer.
 const pumpBuffer = 256
 
-type item struct {
-	ev  events.Event
-	end bool
-	err error
+// keepBuffer is the largest queue capacity (in events) kept while the
+// consumer waits for the source: a burst may grow the queue, a slow model
+// must not keep paying for it.
+const keepBuffer = 32
+
+// pipe hands events from the pump to the consumer. The pump appends to in;
+// the consumer swaps in for its drained batch, so one lock and at most one
+// wake-up deliver every event read ahead, and the two slices are reused for
+// the whole stream. Its memory grows with what is actually buffered: nothing
+// while the model is silent.
+type pipe struct {
+	mu      sync.Mutex
+	in      []events.Event
+	ended   bool  // the source ended (after the events in in)
+	err     error // the source's error when ended
+	waiting bool  // the consumer waits on ready
+	full    bool  // the pump waits on space
+	ready   chan struct{}
+	space   chan struct{}
 }
 
 type normStream struct {
@@ -108,10 +127,14 @@ type normStream struct {
 	n   normalizer
 	cur events.Event
 
-	// items and pumpDone are nil when the source is read inline.
-	items    chan item
-	pumpDone chan struct{}
-	timer    *time.Timer
+	// pumped is set when the source is read by the pump goroutine, not
+	// inline; pipe, batch and pumpWG are used only then.
+	pumped bool
+	pipe   pipe
+	batch  []events.Event // taken from the pipe, consumed from bi
+	bi     int
+	pumpWG sync.WaitGroup
+	timer  *time.Timer
 
 	// startMu orders starting the pump against Close, so that Close knows
 	// whether it has a pump to wait for.
@@ -119,7 +142,7 @@ type normStream struct {
 	started bool
 
 	closed    atomic.Bool
-	done      chan struct{} // closed when the consumer stops reading
+	done      chan struct{} // closed when the consumer stops reading (pumped only)
 	doneOnce  sync.Once
 	closeOnce sync.Once
 	closeErr  error
@@ -193,12 +216,19 @@ func (s *normStream) pull() {
 		s.n.terminate(events.StatusCancelled, nil, "cancelled")
 		return
 	}
-	if s.items == nil {
-		if s.srcNext() {
-			s.n.feed(s.src.Current())
-		} else {
-			s.sourceEnded(s.srcErr())
+	if !s.pumped {
+		if !s.srcNext() {
+			s.feedEnd(s.srcErr())
+			return
 		}
+		ev := s.src.Current()
+		if s.ctx.Err() != nil {
+			// Cancelled while the source was read: what it says after
+			// the cancel is not the answer (the same as from the pump).
+			s.n.terminate(events.StatusCancelled, nil, "cancelled")
+			return
+		}
+		s.n.feed(ev)
 		return
 	}
 	if !s.started {
@@ -208,15 +238,13 @@ func (s *normStream) pull() {
 			return
 		}
 		s.started = true
+		s.pumpWG.Add(1)
 		go s.pump()
 		s.startMu.Unlock()
 	}
 	// Fast path: an event is already waiting, so there is nothing to time.
-	select {
-	case it := <-s.items:
-		s.take(it)
+	if s.take() {
 		return
-	default:
 	}
 	var idle <-chan time.Time
 	if s.opt.IdleTimeout > 0 {
@@ -227,35 +255,93 @@ func (s *normStream) pull() {
 		}
 		idle = s.timer.C
 	}
-	select {
-	case it := <-s.items:
-		s.take(it)
-	case <-s.ctx.Done():
-		s.n.terminate(events.StatusCancelled, nil, "cancelled")
-	case <-idle:
-		msg := fmt.Sprintf("no event from the provider for %s", s.opt.IdleTimeout)
-		s.n.terminate(events.StatusFailed, &events.ErrorEvent{Code: CodeIdleTimeout, Message: msg}, "idle timeout")
-	case <-s.done:
-		// Closed concurrently; Next sees s.closed.
+	for {
+		select {
+		case <-s.pipe.ready:
+			if s.take() {
+				s.stopTimer()
+				return
+			}
+			// Spurious (the events were taken before the wake-up): wait on.
+			continue
+		case <-s.ctx.Done():
+			s.n.terminate(events.StatusCancelled, nil, "cancelled")
+		case <-idle:
+			msg := fmt.Sprintf("no event from the provider for %s", s.opt.IdleTimeout)
+			s.n.terminate(events.StatusFailed, &events.ErrorEvent{Code: CodeIdleTimeout, Message: msg}, "idle timeout")
+		case <-s.done:
+			// Closed concurrently; Next sees s.closed.
+		}
+		s.stopTimer()
+		return
 	}
+}
+
+func (s *normStream) stopTimer() {
 	if s.timer != nil {
 		s.timer.Stop()
 	}
 }
 
-// take feeds one item from the pump to the normalizer.
-func (s *normStream) take(it item) {
+// take feeds the next event from the pump (or the source's end) to the
+// normalizer. When none is buffered it returns false, and the pump will
+// signal ready when one is.
+func (s *normStream) take() bool {
+	if s.bi == len(s.batch) {
+		p := &s.pipe
+		p.mu.Lock()
+		if len(p.in) == 0 && !p.ended {
+			p.waiting = true
+			// Nothing buffered: the model is slow. Give back what a burst
+			// made the queues grow to.
+			if cap(p.in) > keepBuffer {
+				p.in = nil
+			}
+			p.mu.Unlock()
+			if cap(s.batch) > keepBuffer {
+				s.batch = nil
+			}
+			s.bi = 0
+			return false
+		}
+		clear(s.batch)
+		s.batch, p.in = p.in, s.batch[:0]
+		s.bi = 0
+		ended, err := p.ended && len(s.batch) == 0, p.err
+		wake := p.full
+		p.full = false
+		p.mu.Unlock()
+		if wake {
+			select {
+			case p.space <- struct{}{}:
+			default:
+			}
+		}
+		if ended {
+			s.feedEnd(err)
+			return true
+		}
+	}
+	ev := s.batch[s.bi]
+	s.batch[s.bi] = nil
+	s.bi++
 	if s.ctx.Err() != nil {
 		// The source may have failed because ctx was cancelled; say
 		// cancelled, not failed.
 		s.n.terminate(events.StatusCancelled, nil, "cancelled")
+		return true
+	}
+	s.n.feed(ev)
+	return true
+}
+
+// feedEnd takes the source's end from the pump.
+func (s *normStream) feedEnd(err error) {
+	if s.ctx.Err() != nil {
+		s.n.terminate(events.StatusCancelled, nil, "cancelled")
 		return
 	}
-	if it.end {
-		s.sourceEnded(it.err)
-	} else {
-		s.n.feed(it.ev)
-	}
+	s.sourceEnded(err)
 }
 
 func (s *normStream) sourceEnded(err error) {
@@ -271,23 +357,59 @@ func (s *normStream) sourceEnded(err error) {
 // pump reads the source ahead of the consumer. It stops when the source
 // ends or the consumer is done.
 func (s *normStream) pump() {
-	defer close(s.pumpDone)
+	defer s.pumpWG.Done()
 	for s.srcNext() {
-		select {
-		case s.items <- item{ev: s.src.Current()}:
-		case <-s.done:
+		if !s.put(s.src.Current()) {
 			return
 		}
 	}
+	err := s.srcErr()
+	p := &s.pipe
+	p.mu.Lock()
+	p.ended, p.err = true, err
+	wake := p.waiting
+	p.waiting = false
+	p.mu.Unlock()
+	if wake {
+		p.ready <- struct{}{} // never blocks: one signal per wait
+	}
+}
+
+// put queues ev for the consumer, waiting while pumpBuffer events are
+// queued. It returns false when the consumer is done.
+func (s *normStream) put(ev events.Event) bool {
+	p := &s.pipe
+	p.mu.Lock()
+	for len(p.in) >= pumpBuffer {
+		p.full = true
+		p.mu.Unlock()
+		select {
+		case <-p.space:
+		case <-s.done:
+			return false
+		}
+		p.mu.Lock()
+	}
+	p.in = append(p.in, ev)
+	wake := p.waiting
+	p.waiting = false
+	p.mu.Unlock()
+	if wake {
+		p.ready <- struct{}{} // never blocks: one signal per wait
+	}
 	select {
-	case s.items <- item{end: true, err: s.srcErr()}:
 	case <-s.done:
+		return false
+	default:
+		return true
 	}
 }
 
 // release stops the pump and closes the source, without waiting.
 func (s *normStream) release() {
-	s.doneOnce.Do(func() { close(s.done) })
+	if s.done != nil {
+		s.doneOnce.Do(func() { close(s.done) })
+	}
 	s.closeOnce.Do(func() { s.closeErr = s.srcClose() })
 }
 
@@ -304,7 +426,7 @@ func (s *normStream) Close() error {
 	s.startMu.Unlock()
 	s.release()
 	if started {
-		<-s.pumpDone
+		s.pumpWG.Wait()
 	}
 	return s.closeErr
 }

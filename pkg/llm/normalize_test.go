@@ -15,6 +15,16 @@ import (
 	"github.com/llmworker/llmworker/pkg/llm/llmtest"
 )
 
+// opaque hides the concrete type of a source, so that Normalize cannot
+// tell that its events are in memory and reads it with its pump.
+type opaque struct{ llm.Stream }
+
+// selfBounded says its source bounds its own waits, so that Normalize
+// reads it inline whatever ctx and IdleTimeout are.
+type selfBounded struct{ llm.Stream }
+
+func (selfBounded) SelfBounded() {}
+
 // normalizeBoth runs raw through Normalize inline (no cancellable ctx, no
 // idle limit) and through the goroutine path (a cancellable ctx): both must
 // give the same, well-formed result.
@@ -32,9 +42,17 @@ func normalizeBoth(t *testing.T, raw []events.Event, srcErr error) []string {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	async, err := llm.Collect(llm.Normalize(ctx, src(), llm.NormalizeOptions{IdleTimeout: time.Hour}))
+	// opaque hides the SliceStream, which Normalize would read inline.
+	async, err := llm.Collect(llm.Normalize(ctx, opaque{src()}, llm.NormalizeOptions{IdleTimeout: time.Hour}))
 	if err != nil {
 		t.Fatalf("Collect: %v", err)
+	}
+	bounded, err := llm.Collect(llm.Normalize(ctx, selfBounded{src()}, llm.NormalizeOptions{IdleTimeout: time.Hour}))
+	if err != nil {
+		t.Fatalf("Collect: %v", err)
+	}
+	if c := show(t, bounded); strings.Join(c, "\n") != strings.Join(show(t, inline), "\n") {
+		t.Fatalf("inline and SelfBounded paths differ:\n%s\n---\n%s", strings.Join(show(t, inline), "\n"), strings.Join(c, "\n"))
 	}
 	for _, evs := range [][]events.Event{inline, async} {
 		if err := llm.CheckWellFormed(evs); err != nil {
@@ -557,5 +575,171 @@ func TestNormalizeInMemoryCancelMidStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantShown(t, show(t, evs), "status started", "start 0 text", `delta 0 text "Hel"`,
+		"abort 0 text: cancelled", "status cancelled")
+}
+
+// gated is a source that yields n text deltas and then ends, waiting on
+// gate before each event after the first burst events, so that a test
+// controls how far the pump can read ahead.
+type gated struct {
+	n, burst, i int
+	gate        chan struct{}
+	cur         events.Event
+}
+
+func (g *gated) Next() bool {
+	if g.i >= g.n {
+		return false
+	}
+	if g.i >= g.burst {
+		<-g.gate
+	}
+	g.cur = events.TextDelta(0, string(rune('a'+g.i%26)))
+	g.i++
+	return true
+}
+func (g *gated) Current() events.Event { return g.cur }
+func (g *gated) Err() error            { return nil }
+func (g *gated) Close() error          { return nil }
+
+// TestNormalizePumpOrderAndBackpressure: a burst far larger than the pump's
+// read-ahead (the consumer lets the pump fill it before reading), then
+// events one at a time with the consumer waiting for each: every event
+// comes through once, in order, with the idle timer running throughout.
+func TestNormalizePumpOrderAndBackpressure(t *testing.T) {
+	const burst, n = 1000, 1050
+	src := &gated{n: n, burst: burst, gate: make(chan struct{})}
+	s := llm.Normalize(t.Context(), src, llm.NormalizeOptions{IdleTimeout: time.Minute})
+	defer s.Close()
+	var got strings.Builder
+	var evs []events.Event
+	for s.Next() {
+		evs = append(evs, s.Current())
+		if d, ok := s.Current().(events.BlockDelta); ok {
+			got.WriteString(d.Content)
+		}
+		if len(evs) == 1 {
+			time.Sleep(20 * time.Millisecond) // the pump fills its read-ahead and waits
+		}
+		if len(evs) >= 2+burst && len(evs) < 2+n {
+			go func() { src.gate <- struct{}{} }()
+		}
+	}
+	if err := llm.CheckWellFormed(evs); err != nil {
+		t.Fatal(err)
+	}
+	var want strings.Builder
+	for i := 0; i < n; i++ {
+		want.WriteByte(byte('a' + i%26))
+	}
+	if got.String() != want.String() {
+		t.Fatalf("deltas %q, want %q", got.String(), want.String())
+	}
+	// status started, block start, n deltas, block stop, status completed.
+	if len(evs) != n+4 || evs[len(evs)-1] != completed {
+		t.Fatalf("%d events ending with %v, want %d ending with completed", len(evs), evs[len(evs)-1], n+4)
+	}
+}
+
+// TestNormalizeCancelWhileThePumpWaits: the consumer stops reading while the
+// pump is blocked on a full read-ahead; a cancel ends the stream cancelled,
+// and Close returns (goleak checks the pump is gone).
+func TestNormalizeCancelWhileThePumpWaits(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	src := &gated{n: 5000, burst: 5000}
+	s := llm.Normalize(ctx, src, llm.NormalizeOptions{IdleTimeout: time.Minute})
+	if !s.Next() {
+		t.Fatal("no first event")
+	}
+	time.Sleep(20 * time.Millisecond) // the pump fills its read-ahead and waits
+	cancel()
+	var last events.Event
+	n := 1
+	for s.Next() {
+		last = s.Current()
+		n++
+	}
+	if last != (events.StatusEvent{Status: events.StatusCancelled}) {
+		t.Fatalf("last event %v, want status cancelled", last)
+	}
+	if n > 5000 {
+		t.Fatalf("%d events: the source was read to its end after the cancel", n)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// slowBounded is a SelfBounded source: a text delta, then a silence of gap
+// (cut short by Close or by ctx), then its own idle verdict as events.
+type slowBounded struct {
+	ctx    context.Context
+	gap    time.Duration
+	closed chan struct{}
+	once   sync.Once
+	evs    []events.Event
+	cur    events.Event
+	waited bool
+}
+
+func (s *slowBounded) SelfBounded() {}
+func (s *slowBounded) Next() bool {
+	if len(s.evs) == 0 {
+		return false
+	}
+	if !s.waited && len(s.evs) == 2 {
+		s.waited = true
+		select {
+		case <-time.After(s.gap):
+		case <-s.ctx.Done():
+			s.evs = []events.Event{events.StatusEvent{Status: events.StatusCancelled}}
+		case <-s.closed:
+			return false
+		}
+	}
+	s.cur, s.evs = s.evs[0], s.evs[1:]
+	return true
+}
+func (s *slowBounded) Current() events.Event { return s.cur }
+func (s *slowBounded) Err() error            { return nil }
+func (s *slowBounded) Close() error {
+	s.once.Do(func() { close(s.closed) })
+	return nil
+}
+
+func newSlowBounded(ctx context.Context, gap time.Duration) *slowBounded {
+	return &slowBounded{ctx: ctx, gap: gap, closed: make(chan struct{}), evs: []events.Event{
+		events.TextDelta(0, "a"),
+		events.ErrorEvent{Code: llm.CodeIdleTimeout, Message: "the source's own verdict"},
+		events.StatusEvent{Status: events.StatusFailed},
+	}}
+}
+
+// TestNormalizeSelfBounded: a SelfBounded source is read inline, so its own
+// idle verdict applies and Normalize's shorter IdleTimeout does not; a
+// cancel still ends it cancelled, through the source.
+func TestNormalizeSelfBounded(t *testing.T) {
+	src := newSlowBounded(context.Background(), 100*time.Millisecond)
+	evs, err := llm.Collect(llm.Normalize(t.Context(), src, llm.NormalizeOptions{IdleTimeout: 5 * time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantShown(t, show(t, evs), "status started", "start 0 text", `delta 0 text "a"`,
+		"error idle_timeout: the source's own verdict", "abort 0 text: provider failed", "status failed")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	src = newSlowBounded(ctx, time.Hour)
+	s := llm.Normalize(ctx, src, llm.NormalizeOptions{IdleTimeout: time.Hour})
+	defer s.Close()
+	evs = nil
+	for s.Next() {
+		evs = append(evs, s.Current())
+		if _, ok := s.Current().(events.BlockDelta); ok {
+			cancel()
+		}
+	}
+	wantShown(t, show(t, evs), "status started", "start 0 text", `delta 0 text "a"`,
 		"abort 0 text: cancelled", "status cancelled")
 }

@@ -64,9 +64,9 @@ func (n *normalizer) feed(ev events.Event) {
 	n.ensureStarted()
 	switch e := ev.(type) {
 	case events.BlockDelta:
-		n.delta(e)
+		n.delta(ev, e)
 	case events.PingEvent, events.UsageEvent:
-		n.emit(e)
+		n.emit(ev) // as received: boxing e again would allocate
 	case events.ErrorEvent:
 		if e.Message == "" {
 			e.Message = "provider error"
@@ -245,7 +245,8 @@ func newCallID() string {
 	return "call_" + hex.EncodeToString(b[:])
 }
 
-func (n *normalizer) delta(d events.BlockDelta) {
+// delta takes d, which is ev unboxed.
+func (n *normalizer) delta(ev events.Event, d events.BlockDelta) {
 	if n.dropped[d.Index] {
 		return
 	}
@@ -273,6 +274,12 @@ func (n *normalizer) delta(d events.BlockDelta) {
 	}
 	b := n.open[i]
 	if !deltaFits(d.Kind, b.typ) {
+		return
+	}
+	if d.Index == b.out {
+		// The usual case: passed on as received, without boxing a copy
+		// (an allocation per delta).
+		n.emit(ev)
 		return
 	}
 	d.Index = b.out

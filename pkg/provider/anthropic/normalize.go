@@ -10,8 +10,8 @@ import (
 )
 
 // normalize wraps the translated stream. The translator already produces a
-// well-formed stream; llm.Normalize is the shared safety net (and owns the
-// idle timeout of streams that never return from a read).
+// well-formed stream and bounds its own waits (llm.SelfBounded); llm.Normalize
+// is the shared safety net for what it yields.
 func normalize(ctx context.Context, s llm.Stream, idle time.Duration) llm.Stream {
 	return llm.Normalize(ctx, s, llm.NormalizeOptions{IdleTimeout: idle})
 }

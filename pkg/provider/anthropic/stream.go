@@ -75,7 +75,13 @@ type stream struct {
 	usage    events.UsageEvent
 }
 
-var _ llm.Stream = (*stream)(nil)
+var _ llm.SelfBounded = (*stream)(nil)
+
+// SelfBounded implements llm.SelfBounded: the caller's cancel and the idle
+// timer both cancel the request, which ends a read in progress, and Close
+// may be called concurrently with Next. llm.Normalize then reads the stream
+// inline, without a goroutine and read-ahead buffer per call.
+func (s *stream) SelfBounded() {}
 
 func newStream(ctx, rctx context.Context, cancel context.CancelCauseFunc, src sdkStream, idle time.Duration) *stream {
 	s := &stream{ctx: ctx, rctx: rctx, cancel: cancel, src: src, idle: idle, q: make([]events.Event, 0, 8)}

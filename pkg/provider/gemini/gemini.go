@@ -115,7 +115,11 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) (llm.Stream, er
 	tp := &tap{}
 	rctx, cancel := context.WithCancelCause(ctx)
 	rctx = withTap(rctx, tp)
-	next, stop := iter.Pull2(p.client.Models.GenerateContentStream(rctx, model, contents, config))
+	seq := p.client.Models.GenerateContentStream(rctx, model, contents, config)
+	next, stop := iter.Pull2(func(yield func(*genai.GenerateContentResponse, error) bool) {
+		growStack(0)
+		seq(yield)
+	})
 	s := newStream(ctx, rctx, cancel, tp, next, stop, p.idle)
 	// Read the first chunk here, so that a rejected request is an error of
 	// Stream (after the transport's retries), not a stream.
@@ -132,4 +136,26 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) (llm.Stream, er
 	}
 	s.first, s.firstErr, s.firstOK = resp, err, ok
 	return normalize(ctx, s, p.idle), nil
+}
+
+// decodeStack is about the stack genai needs to decode a chunk (its JSON is
+// decoded into maps, re-encoded and decoded again into the typed response):
+// more than 16 KB, so the iterator's goroutine reaches 32 KB on its own
+// anyway, by three copies.
+const decodeStack = 32 << 10
+
+// stackIndex is a variable so that the compiler keeps growStack's frame.
+var stackIndex = 0
+
+// growStack grows the stack of the iterator's goroutine (new per stream:
+// iter.Pull) to decodeStack at once, while it holds nothing: growing it by
+// doublings deep in the first chunk's decoding copies the frames in use
+// each time, a cost per stream the SDK alone, decoding on a grown stack,
+// does not pay.
+//
+//go:noinline
+func growStack(i int) byte {
+	var b [decodeStack]byte
+	b[stackIndex] = byte(i)
+	return b[i]
 }

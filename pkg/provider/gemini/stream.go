@@ -82,7 +82,13 @@ type stream struct {
 	finish   *genai.Candidate // the candidate that carried the finish reason
 }
 
-var _ llm.Stream = (*stream)(nil)
+var _ llm.SelfBounded = (*stream)(nil)
+
+// SelfBounded implements llm.SelfBounded: the caller's cancel and the idle
+// timer both cancel the request, which ends a read in progress, and Close
+// may be called concurrently with Next. llm.Normalize then reads the stream
+// inline, without a goroutine and read-ahead buffer per call.
+func (s *stream) SelfBounded() {}
 
 func newStream(ctx, rctx context.Context, cancel context.CancelCauseFunc, tp *tap,
 	next func() (*genai.GenerateContentResponse, error, bool), stop func(), idle time.Duration) *stream {
@@ -472,7 +478,8 @@ func (s *stream) finishWith(c *genai.Candidate) {
 }
 
 // normalize wraps the translated stream. The translator already produces a
-// well-formed stream; llm.Normalize is the shared safety net.
+// well-formed stream and bounds its own waits; llm.Normalize is the shared
+// safety net for what it yields.
 func normalize(ctx context.Context, s llm.Stream, idle time.Duration) llm.Stream {
 	return llm.Normalize(ctx, s, llm.NormalizeOptions{IdleTimeout: idle})
 }

@@ -52,7 +52,9 @@
 // A mid-stream error (`event: error` or a chunk with an "error" object)
 // aborts the open blocks and ends with an error event carrying the
 // provider's code and message, then status failed; so does a stream that
-// ends without a finish_reason. Everything goes through llm.Normalize with
-// the idle timeout, so a silent server ends with error idle_timeout instead
-// of hanging, and a cancelled context ends with status cancelled.
+// ends without a finish_reason. The request runs under a Guard: a server
+// silent for the idle timeout ends the stream with error idle_timeout
+// instead of hanging, and a cancelled context ends it with status
+// cancelled. Everything goes through llm.Normalize, which reads the stream
+// inline (llm.SelfBounded).
 package openai

@@ -41,10 +41,13 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) (llm.Stream, er
 	if err != nil {
 		return nil, err
 	}
-	s := p.client.Chat.Completions.NewStreaming(ctx, params)
+	g := NewGuard(ctx, p.idle)
+	s := p.client.Chat.Completions.NewStreaming(g.Context(), params)
 	if err := s.Err(); err != nil {
 		_ = s.Close()
+		g.Stop()
 		return nil, RequestError(err)
 	}
-	return Wrap(ctx, newChatStream(ctx, s), p.idle), nil
+	g.Start()
+	return Wrap(ctx, newChatStream(ctx, g, s), p.idle), nil
 }

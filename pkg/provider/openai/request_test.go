@@ -153,3 +153,32 @@ func TestCancel(t *testing.T) {
 		return ok && d.Content == "he"
 	})
 }
+
+// Close from another goroutine ends a Next that waits for a silent provider
+// (the stream is read inline by llm.Normalize: the adapter's Close must
+// cancel the request itself).
+func TestCloseUnblocksAStalledRead(t *testing.T) {
+	srv := providertest.NewServer(t, providertest.Response{
+		Body:  []byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"he\"}}]}\n\n"),
+		Stall: true,
+	})
+	providertest.CheckCloseUnblocks(t, newProvider(t, srv, func(c *openai.Config) { c.IdleTimeout = time.Hour }), simpleRequest())
+}
+
+// The idle timeout's error names the limit, as llm.Normalize's does.
+func TestIdleTimeoutMessage(t *testing.T) {
+	srv := providertest.NewServer(t, providertest.Response{
+		Body:  []byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"he\"}}]}\n\n"),
+		Stall: true,
+	})
+	p := newProvider(t, srv, func(c *openai.Config) { c.IdleTimeout = 150 * time.Millisecond })
+	for _, ev := range providertest.MustRun(t, p, simpleRequest()) {
+		if e, ok := ev.(events.ErrorEvent); ok {
+			if e.Code != "idle_timeout" || e.Message != "no event from the provider for 150ms" {
+				t.Fatalf("error %+v", e)
+			}
+			return
+		}
+	}
+	t.Fatal("no error event")
+}

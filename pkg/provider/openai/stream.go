@@ -24,6 +24,7 @@ type chatStream struct {
 	model, responseID string
 
 	ctx context.Context
+	g   *Guard
 	sdk *ssestream.Stream[sdk.ChatCompletionChunk]
 	em  Emitter
 
@@ -41,11 +42,15 @@ type toolCall struct {
 	block    *Block
 }
 
-var _ llm.Stream = (*chatStream)(nil)
+var _ llm.SelfBounded = (*chatStream)(nil)
 
-func newChatStream(ctx context.Context, s *ssestream.Stream[sdk.ChatCompletionChunk]) *chatStream {
-	return &chatStream{ctx: ctx, sdk: s}
+func newChatStream(ctx context.Context, g *Guard, s *ssestream.Stream[sdk.ChatCompletionChunk]) *chatStream {
+	return &chatStream{ctx: ctx, g: g, sdk: s}
 }
+
+// SelfBounded implements llm.SelfBounded: the request runs under the
+// Guard, which the caller's cancel, the idle timer and Close cancel.
+func (s *chatStream) SelfBounded() {}
 
 func (s *chatStream) Next() bool {
 	for {
@@ -61,6 +66,7 @@ func (s *chatStream) Next() bool {
 			continue
 		}
 		if s.sdk.Next() {
+			s.g.Touch()
 			s.chunk(s.sdk.Current())
 			continue
 		}
@@ -71,7 +77,13 @@ func (s *chatStream) Next() bool {
 
 func (s *chatStream) Current() events.Event { return s.em.Current() }
 func (s *chatStream) Err() error            { return nil }
-func (s *chatStream) Close() error          { return s.sdk.Close() }
+
+// Close may be called concurrently with Next: cancelling the request ends
+// a read in progress.
+func (s *chatStream) Close() error {
+	s.g.Stop()
+	return s.sdk.Close()
+}
 
 func (s *chatStream) chunk(c sdk.ChatCompletionChunk) {
 	if c.Model != "" {
@@ -238,6 +250,8 @@ func (s *chatStream) finish(reason string) {
 
 func (s *chatStream) end(err error) {
 	switch {
+	case s.g.Idle():
+		s.g.IdleEvent(&s.em)
 	case s.ctx.Err() != nil:
 		s.em.EndCtx(s.ctx.Err())
 	case err != nil:

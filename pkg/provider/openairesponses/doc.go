@@ -46,6 +46,8 @@
 // tokens, cached_tokens, cache_write_tokens and reasoning_tokens. An error
 // event or response.failed aborts the open blocks and ends with an error
 // event (the API's code and message) and status failed; a stream that ends
-// before its terminal event fails with code incomplete_stream. Everything
-// goes through llm.Normalize with the configured idle timeout.
+// before its terminal event fails with code incomplete_stream. A server
+// silent for the configured idle timeout ends the stream with error
+// idle_timeout (openai.Guard). Everything goes through llm.Normalize, which
+// reads the stream inline (llm.SelfBounded).
 package openairesponses

@@ -190,3 +190,14 @@ func TestIdleTimeout(t *testing.T) {
 		t.Fatalf("got %+v", got)
 	}
 }
+
+// Close from another goroutine ends a Next that waits for a silent provider
+// (the stream is read inline by llm.Normalize: the adapter's Close must
+// cancel the request itself).
+func TestCloseUnblocksAStalledRead(t *testing.T) {
+	srv := providertest.NewServer(t, providertest.Response{
+		Body:  sse(t, `{"type":"response.output_text.delta","output_index":0,"content_index":0,"item_id":"m","delta":"he"}`),
+		Stall: true,
+	})
+	providertest.CheckCloseUnblocks(t, newProvider(t, srv, func(c *openairesponses.Config) { c.IdleTimeout = time.Hour }), simpleRequest())
+}

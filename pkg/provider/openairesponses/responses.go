@@ -45,10 +45,13 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) (llm.Stream, er
 	if err != nil {
 		return nil, err
 	}
-	s := p.client.Responses.NewStreaming(ctx, params)
+	g := openai.NewGuard(ctx, p.idle)
+	s := p.client.Responses.NewStreaming(g.Context(), params)
 	if err := s.Err(); err != nil {
 		_ = s.Close()
+		g.Stop()
 		return nil, openai.RequestError(err)
 	}
-	return openai.Wrap(ctx, newStream(ctx, s), p.idle), nil
+	g.Start()
+	return openai.Wrap(ctx, newStream(ctx, g, s), p.idle), nil
 }

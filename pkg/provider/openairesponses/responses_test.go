@@ -346,3 +346,26 @@ func TestMissingAPIKey(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// An output_item.done without its summary (as some compatible servers send
+// it): the signature carries the summary parts as streamed, each the
+// concatenation of its deltas.
+func TestReasoningSummaryFromDeltas(t *testing.T) {
+	body := sse(t,
+		`{"type":"response.output_item.added","output_index":0,"item":{"type":"reasoning","id":"rs_1","summary":[]}}`,
+		`{"type":"response.reasoning_summary_part.added","output_index":0,"item_id":"rs_1","summary_index":0,"part":{"type":"summary_text","text":""}}`,
+		`{"type":"response.reasoning_summary_text.delta","output_index":0,"item_id":"rs_1","summary_index":0,"delta":"Sim"}`,
+		`{"type":"response.reasoning_summary_text.delta","output_index":0,"item_id":"rs_1","summary_index":0,"delta":"ple."}`,
+		`{"type":"response.reasoning_summary_part.added","output_index":0,"item_id":"rs_1","summary_index":1,"part":{"type":"summary_text","text":""}}`,
+		`{"type":"response.reasoning_summary_text.delta","output_index":0,"item_id":"rs_1","summary_index":1,"delta":"Then "}`,
+		`{"type":"response.reasoning_summary_text.delta","output_index":0,"item_id":"rs_1","summary_index":1,"delta":"more."}`,
+		`{"type":"response.output_item.done","output_index":0,"item":{"type":"reasoning","id":"rs_1","encrypted_content":"gAAA","summary":[]}}`,
+		`{"type":"response.completed","response":{"id":"r","status":"completed","output":[]}}`,
+	)
+	srv := providertest.NewServer(t, providertest.SSE(body))
+	got := summarize(t, providertest.MustRun(t, newProvider(t, srv), simpleRequest()))
+	want := []reasoning{{ID: "rs_1", EncryptedContent: "gAAA", Summary: []string{"Simple.", "Then more."}}}
+	if js(got.Reasoning) != js(want) || got.Thinking != "Simple.\n\nThen more." {
+		t.Fatalf("reasoning %s, thinking %q", js(got.Reasoning), got.Thinking)
+	}
+}

@@ -21,6 +21,7 @@ import (
 // terminal event, which carries the stop reason.
 type stream struct {
 	ctx context.Context
+	g   *openai.Guard
 	sdk *ssestream.Stream[responses.ResponseStreamEventUnion]
 	em  openai.Emitter
 
@@ -36,18 +37,22 @@ type item struct {
 	id       string
 	block    *openai.Block           // reasoning, function_call
 	parts    map[int64]*openai.Block // message: output_text parts by content_index
-	summary  []string                // reasoning: summary parts as streamed
+	summary  []*strings.Builder      // reasoning: summary parts as streamed
 	args     bool                    // function_call: argument deltas were sent
 	callID   string
 	name     string
 	pendArgs strings.Builder // function_call args before its name
 }
 
-var _ llm.Stream = (*stream)(nil)
+var _ llm.SelfBounded = (*stream)(nil)
 
-func newStream(ctx context.Context, s *ssestream.Stream[responses.ResponseStreamEventUnion]) *stream {
-	return &stream{ctx: ctx, sdk: s, items: map[int64]*item{}, sigs: map[*openai.Block]string{}}
+func newStream(ctx context.Context, g *openai.Guard, s *ssestream.Stream[responses.ResponseStreamEventUnion]) *stream {
+	return &stream{ctx: ctx, g: g, sdk: s, items: map[int64]*item{}, sigs: map[*openai.Block]string{}}
 }
+
+// SelfBounded implements llm.SelfBounded: the request runs under the
+// Guard, which the caller's cancel, the idle timer and Close cancel.
+func (s *stream) SelfBounded() {}
 
 func (s *stream) Next() bool {
 	for {
@@ -63,6 +68,7 @@ func (s *stream) Next() bool {
 			continue
 		}
 		if !s.terminal && s.sdk.Next() {
+			s.g.Touch()
 			s.event(s.sdk.Current())
 			continue
 		}
@@ -73,7 +79,13 @@ func (s *stream) Next() bool {
 
 func (s *stream) Current() events.Event { return s.em.Current() }
 func (s *stream) Err() error            { return nil }
-func (s *stream) Close() error          { return s.sdk.Close() }
+
+// Close may be called concurrently with Next: cancelling the request ends
+// a read in progress.
+func (s *stream) Close() error {
+	s.g.Stop()
+	return s.sdk.Close()
+}
 
 func (s *stream) event(ev responses.ResponseStreamEventUnion) {
 	switch ev.Type {
@@ -95,7 +107,7 @@ func (s *stream) event(ev responses.ResponseStreamEventUnion) {
 		if len(it.summary) > 0 {
 			s.em.Push(events.ThinkingDelta(it.block.Index, "\n\n"))
 		}
-		it.summary = append(it.summary, "")
+		it.summary = append(it.summary, new(strings.Builder))
 	case "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
 		if ev.Delta == "" {
 			return
@@ -103,9 +115,11 @@ func (s *stream) event(ev responses.ResponseStreamEventUnion) {
 		it := s.reasoning(ev.OutputIndex, ev.ItemID)
 		if ev.Type == "response.reasoning_summary_text.delta" {
 			if len(it.summary) == 0 {
-				it.summary = append(it.summary, "")
+				it.summary = append(it.summary, new(strings.Builder))
 			}
-			it.summary[len(it.summary)-1] += ev.Delta
+			// Appended, not concatenated: a long summary streamed in
+			// small deltas would be copied whole at every delta.
+			it.summary[len(it.summary)-1].WriteString(ev.Delta)
 		}
 		s.em.Push(events.ThinkingDelta(it.block.Index, ev.Delta))
 	case "response.function_call_arguments.delta":
@@ -240,7 +254,9 @@ func (s *stream) itemDone(idx int64, oi *responses.ResponseOutputItemUnion) {
 			sig.Summary = append(sig.Summary, p.Text)
 		}
 		if len(oi.Summary) == 0 {
-			sig.Summary = it.summary
+			for _, p := range it.summary {
+				sig.Summary = append(sig.Summary, p.String())
+			}
 		}
 		s.em.Stop(it.block, "", marshalSig(sig))
 	case "function_call":
@@ -337,6 +353,8 @@ func (s *stream) end(err error) {
 	switch {
 	case s.terminal:
 		// the terminal event queued everything
+	case s.g.Idle():
+		s.g.IdleEvent(&s.em)
 	case s.ctx.Err() != nil:
 		s.em.EndCtx(s.ctx.Err())
 	case err != nil:

@@ -522,3 +522,37 @@ func AssertJSON(t testing.TB, got []byte, want string) {
 		t.Fatalf("request body\n got %s\nwant %s", gb, wb)
 	}
 }
+
+// CheckCloseUnblocks streams req from p (whose server stalls after its first
+// events, with no idle timeout in reach), reads until the first delta, then
+// closes the stream from another goroutine while Next waits for the
+// provider: Next must return within 10s. llm.Normalize reads the built-in
+// adapters' streams inline (llm.SelfBounded), so it is the adapter's Close
+// that must end the wait.
+func CheckCloseUnblocks(t *testing.T, p llm.Provider, req *llm.Request) {
+	t.Helper()
+	s, err := p.Stream(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s.Next() {
+		if _, ok := s.Current().(events.BlockDelta); ok {
+			break
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for s.Next() {
+		}
+	}()
+	time.Sleep(20 * time.Millisecond) // let Next wait for the provider
+	if err := s.Close(); err != nil {
+		t.Logf("close: %v", err)
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Next still waits 10s after Close")
+	}
+}
