@@ -31,3 +31,26 @@ func CallFrom(ctx context.Context) (CallInfo, bool) {
 	c, ok := ctx.Value(callKey{}).(CallInfo)
 	return c, ok
 }
+
+// WithCallProgress is WithProgress(WithCall(ctx, c), f) as one context
+// (one allocation instead of three): the worker sets both for every tool
+// execution.
+func WithCallProgress(ctx context.Context, c CallInfo, f ProgressFunc) context.Context {
+	return &callCtx{Context: ctx, call: c, progress: f}
+}
+
+type callCtx struct {
+	context.Context
+	call     CallInfo
+	progress ProgressFunc
+}
+
+func (c *callCtx) Value(key any) any {
+	switch key.(type) {
+	case callKey:
+		return c.call
+	case progressKey:
+		return c.progress
+	}
+	return c.Context.Value(key)
+}
