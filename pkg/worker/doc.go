@@ -31,7 +31,8 @@
 //     (continue, possibly with a rewritten call; skip: the model reads an
 //     error result naming the hook; abort: the turn aborts; pause: see
 //     below), the state is checkpointed, the allowed calls run in parallel
-//     (each in its own goroutine, with the tool's timeout and a CallInfo in
+//     (the first on the goroutine that called Run, each other one in a
+//     goroutine of its own; each with the tool's timeout and a CallInfo in
 //     its context), and after_tool_call runs per result in call order as
 //     soon as that result is there. The results are appended as one tool
 //     message, in call order, and the loop goes on with step 1.

@@ -109,9 +109,17 @@ func (r *run) gate(ctx context.Context, p *PendingCall) *Result {
 		r.settleError(p, r.unknownToolMessage(p.Call.Name))
 		return nil
 	}
-	in := &hook.ToolCallInput{Turn: r.turn, Call: p.Call, Tool: tool.Definition(t), Impl: t}
-	out := r.chain.RunBeforeToolCall(ctx, in)
-	r.syncVars()
+	// Without before_tool_call hooks the outcome is "continue" with the
+	// call as it is: their input (with a copy of the tool's schema) is only
+	// built for hooks that read it.
+	var out hook.Outcome[hook.BeforeToolCallResult]
+	call := p.Call
+	if r.chain.HasBeforeToolCall() {
+		in := &hook.ToolCallInput{Turn: r.turn, Call: p.Call, Tool: tool.Definition(t), Impl: t}
+		out = r.chain.RunBeforeToolCall(ctx, in)
+		r.syncVars()
+		call = in.Call
+	}
 	if ctx.Err() != nil {
 		return r.cancelled(ctx)
 	}
@@ -134,7 +142,6 @@ func (r *run) gate(ctx context.Context, p *PendingCall) *Result {
 		p.State = CallPaused
 		p.Hook, p.Reason = out.Hook, out.Result.Reason
 	default:
-		call := in.Call
 		call.ID = p.Call.ID // the id ties the result to the model's call
 		if len(bytes.TrimSpace(call.Input)) == 0 {
 			call.Input = json.RawMessage("{}")
@@ -159,17 +166,27 @@ func isJSONObject(b json.RawMessage) bool {
 	return len(b) > 0 && b[0] == '{' && json.Valid(b)
 }
 
+// job is one tool execution of a step. The jobs of a step are one
+// allocation; the Run goroutine reads out only after the job's index came
+// back on the step's done channel (or after running it itself).
 type job struct {
-	done chan struct{}
-	out  ToolOutput
+	r        *run
+	t        tool.Tool // nil: the call does not run in this step
+	call     events.ToolCall
+	info     tool.CallInfo
+	throttle tool.Throttler
+	out      ToolOutput
+	finished bool // out is there (only the Run goroutine reads and sets it)
+	result   events.ToolResult
 }
 
-// execute runs the allowed calls that have no output yet, each in its own
-// goroutine, and settles every allowed call in order as soon as its output
-// is there: after_tool_call, then llmw.tool.result. When the turn ends
-// early (cancel, a hook abort, a checkpoint error) the running tools are
-// cancelled and waited for, so that no tool of the turn runs after Run
-// returned.
+// execute runs the allowed calls that have no output yet, in parallel: the
+// first on the goroutine that called Run (a step with one call starts no
+// goroutine), each other one in a goroutine of its own. It settles every
+// allowed call in order as soon as its output is there: after_tool_call,
+// then llmw.tool.result. When the turn ends early (cancel, a hook abort, a
+// checkpoint error) the running tools are cancelled and waited for, so
+// that no tool of the turn runs after Run returned.
 func (r *run) execute(ctx context.Context) *Result {
 	tctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -183,7 +200,9 @@ func (r *run) execute(ctx context.Context) *Result {
 		r.stopTools()
 		r.stopTools = nil
 	}()
-	jobs := make([]*job, len(r.st.Pending))
+	jobs := make([]job, len(r.st.Pending))
+	var done chan int // the index of each job that ended in a goroutine
+	inline := -1
 	for i := range r.st.Pending {
 		p := &r.st.Pending[i]
 		if p.State != CallAllowed || p.Output != nil {
@@ -194,51 +213,48 @@ func (r *run) execute(ctx context.Context) *Result {
 			r.settleError(p, r.unknownToolMessage(p.Call.Name))
 			continue
 		}
-		j := &job{done: make(chan struct{})}
-		jobs[i] = j
-		call := p.Call
-		r.em.emit(events.ToolStarted{CallID: call.ID, Name: call.Name, Input: call.Input})
-		info := tool.CallInfo{TurnID: r.st.TurnID, SessionID: r.st.SessionID, CallID: call.ID, Name: call.Name, Step: r.st.Step}
+		j := &jobs[i]
+		j.r, j.t, j.call = r, t, p.Call
+		j.info = tool.CallInfo{TurnID: r.st.TurnID, SessionID: r.st.SessionID, CallID: p.Call.ID, Name: p.Call.Name, Step: r.st.Step}
+		if r.em.observed() {
+			r.em.emit(events.ToolStarted{CallID: j.call.ID, Name: j.call.Name, Input: j.call.Input})
+		}
+		if inline < 0 {
+			inline = i // runs below, once the others are started
+			continue
+		}
+		if done == nil {
+			done = make(chan int, len(jobs))
+		}
 		wg.Add(1)
-		// The tool's progress reports become llmw.tool.progress events,
-		// throttled, and none after the call ended.
-		progress, stopProgress := tool.Throttle(func(p tool.Progress) {
-			r.em.emit(events.ToolProgress{CallID: call.ID, Name: call.Name, Progress: p.Progress, Total: p.Total, Message: p.Message})
-		}, 0)
 		go func() {
 			defer wg.Done()
-			defer close(j.done)
-			cctx, span := startTool(tool.WithProgress(tool.WithCall(tctx, info), progress), info.TurnID, call)
-			defer span.End()
-			began := time.Now()
-			j.out = runTool(cctx, t, call)
-			stopProgress()
-			if telemetry.CaptureContent() && span.IsRecording() {
-				span.SetAttributes(telemetry.GenAIToolCallArguments.String(string(call.Input)), telemetry.GenAIToolCallResult.String(j.out.Content))
-			}
-			errType := ""
-			if j.out.IsError {
-				errType = "tool_error"
-				telemetry.Fail(span, errType, nil)
-			}
-			telemetry.RecordTool(cctx, call.Name, time.Since(began), errType)
+			j.exec(tctx)
+			done <- i // buffered for every job: never blocks
 		}()
+	}
+	if inline >= 0 {
+		jobs[inline].exec(tctx)
+		jobs[inline].finished = true
 	}
 	for i := range r.st.Pending {
 		p := &r.st.Pending[i]
 		if p.State != CallAllowed {
 			continue
 		}
-		if j := jobs[i]; j != nil {
-			select {
-			case <-j.done:
-			case <-ctx.Done():
-				return r.cancelled(ctx)
+		j := &jobs[i]
+		if j.t != nil {
+			for !j.finished {
+				select {
+				case k := <-done:
+					jobs[k].finished = true
+				case <-ctx.Done():
+					return r.cancelled(ctx)
+				}
 			}
-			out := j.out
-			p.Output = &out
+			p.Output = &j.out
 		}
-		if res := r.settle(ctx, p); res != nil {
+		if res := r.settle(ctx, p, &j.result); res != nil {
 			return res
 		}
 		if r.cfg.CheckpointToolResults {
@@ -250,36 +266,73 @@ func (r *run) execute(ctx context.Context) *Result {
 	return nil
 }
 
-// settle runs the after_tool_call hooks on an allowed call's output and
-// makes the result final.
-func (r *run) settle(ctx context.Context, p *PendingCall) *Result {
-	def := events.ToolDefinition{Name: p.Call.Name}
-	t, ok := r.cfg.lookup(p.Call.Name)
-	if ok {
-		def = tool.Definition(t)
+// exec runs the job's call under ctx (the step's tool context) with its
+// CallInfo and progress listener, and traces and measures it.
+func (j *job) exec(ctx context.Context) {
+	call := j.call
+	cctx, span := startTool(tool.WithCallProgress(ctx, j.info, j.progress), j.info.TurnID, call)
+	defer span.End()
+	began := time.Now()
+	j.out = runTool(cctx, j.t, call)
+	j.throttle.Stop()
+	if telemetry.CaptureContent() && span.IsRecording() {
+		span.SetAttributes(telemetry.GenAIToolCallArguments.String(string(call.Input)), telemetry.GenAIToolCallResult.String(j.out.Content))
 	}
-	in := &hook.ToolResultInput{Turn: r.turn, Call: p.Call, Tool: def, Impl: t,
-		Result: events.ToolResult{ToolUseID: p.Call.ID, Content: p.Output.Content, IsError: p.Output.IsError}}
-	out := r.chain.RunAfterToolCall(ctx, in)
-	r.syncVars()
-	if ctx.Err() != nil {
+	errType := ""
+	if j.out.IsError {
+		errType = "tool_error"
+		telemetry.Fail(span, errType, nil)
+	}
+	telemetry.RecordTool(cctx, call.Name, time.Since(began), errType)
+}
+
+// progress turns the tool's progress reports into llmw.tool.progress
+// events, throttled, and none after the call ended.
+func (j *job) progress(p tool.Progress) {
+	j.throttle.Report(p, j.emitProgress)
+}
+
+func (j *job) emitProgress(p tool.Progress) {
+	j.r.em.emit(events.ToolProgress{CallID: j.call.ID, Name: j.call.Name, Progress: p.Progress, Total: p.Total, Message: p.Message})
+}
+
+// settle runs the after_tool_call hooks on an allowed call's output and
+// makes the result final; dst is where the result is kept.
+func (r *run) settle(ctx context.Context, p *PendingCall, dst *events.ToolResult) *Result {
+	*dst = events.ToolResult{ToolUseID: p.Call.ID, Content: p.Output.Content, IsError: p.Output.IsError}
+	// As in gate: the hooks' input only for hooks that read it.
+	if r.chain.HasAfterToolCall() {
+		def := events.ToolDefinition{Name: p.Call.Name}
+		t, ok := r.cfg.lookup(p.Call.Name)
+		if ok {
+			def = tool.Definition(t)
+		}
+		in := &hook.ToolResultInput{Turn: r.turn, Call: p.Call, Tool: def, Impl: t, Result: *dst}
+		out := r.chain.RunAfterToolCall(ctx, in)
+		r.syncVars()
+		if ctx.Err() != nil {
+			return r.cancelled(ctx)
+		}
+		if out.Failed {
+			return r.hookFailed(ctx, out.Hook, out.Err)
+		}
+		if out.Result.Action == hook.ResultAbort {
+			reason := fmt.Sprintf("after_tool_call hook %q aborted the turn at the result of tool %q (%s)%s",
+				out.Hook, p.Call.Name, p.Call.ID, suffix(out.Result.Reason))
+			return r.end(ctx, StatusAborted, CodeHookAbort, ErrHookAbort, reason, out.Hook, nil)
+		}
+		*dst = in.Result
+		dst.ToolUseID = p.Call.ID
+	} else if ctx.Err() != nil {
 		return r.cancelled(ctx)
 	}
-	if out.Failed {
-		return r.hookFailed(ctx, out.Hook, out.Err)
-	}
-	if out.Result.Action == hook.ResultAbort {
-		reason := fmt.Sprintf("after_tool_call hook %q aborted the turn at the result of tool %q (%s)%s",
-			out.Hook, p.Call.Name, p.Call.ID, suffix(out.Result.Reason))
-		return r.end(ctx, StatusAborted, CodeHookAbort, ErrHookAbort, reason, out.Hook, nil)
-	}
-	res := in.Result
-	res.ToolUseID = p.Call.ID
-	p.Result = &res
+	p.Result = dst
 	p.State = CallDone
-	r.em.emit(events.ToolCallResult{
-		CallID: p.Call.ID, Name: p.Call.Name, Content: res.Content, IsError: res.IsError,
-		DurationMS: p.Output.DurationMS})
+	if r.em.observed() {
+		r.em.emit(events.ToolCallResult{
+			CallID: p.Call.ID, Name: p.Call.Name, Content: dst.Content, IsError: dst.IsError,
+			DurationMS: p.Output.DurationMS})
+	}
 	return nil
 }
 
