@@ -8,14 +8,20 @@ import (
 
 type ctxKey struct{}
 
-// WithCallProgress answers CallFrom and ProgressFrom like WithCall and
+type reportLog []Progress
+
+func (l *reportLog) ReportProgress(p Progress) { *l = append(*l, p) }
+
+// A CallContext answers CallFrom and ProgressFrom like WithCall and
 // WithProgress together, and passes every other key and the cancellation
 // of its parent through.
-func TestWithCallProgress(t *testing.T) {
+func TestCallContext(t *testing.T) {
 	parent, cancel := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, "outer"))
 	info := CallInfo{TurnID: "t1", SessionID: "s1", CallID: "c1", Name: "echo", Step: 3}
-	var got []Progress
-	ctx := WithCallProgress(parent, info, func(p Progress) { got = append(got, p) })
+	var got reportLog
+	var cc CallContext
+	cc.Set(parent, info, &got)
+	var ctx context.Context = &cc
 
 	if c, ok := CallFrom(ctx); !ok || c != info {
 		t.Errorf("CallFrom = %+v, %v; want %+v", c, ok, info)
@@ -46,6 +52,15 @@ func TestWithCallProgress(t *testing.T) {
 	}
 	if _, ok := CallFrom(context.Background()); ok {
 		t.Error("CallFrom of a bare context reports a call")
+	}
+
+	// Without a reporter, progress goes to the parent's listener.
+	var outer []Progress
+	var bare CallContext
+	bare.Set(WithProgress(context.Background(), func(p Progress) { outer = append(outer, p) }), info, nil)
+	ReportProgress(&bare, Progress{Progress: 7})
+	if len(outer) != 1 || outer[0].Progress != 7 {
+		t.Errorf("parent listener got %+v", outer)
 	}
 }
 
