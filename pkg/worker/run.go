@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/llmworker/llmworker/pkg/events"
@@ -37,10 +38,12 @@ type run struct {
 	// continueHook is the on_turn_end hook whose continue_with_messages led
 	// to the next model call, for the max_steps reason.
 	continueHook string
-	// stopTools cancels and waits for the running tools (set while they
-	// run).
-	stopTools func()
-	nonce     string
+	// toolsWG counts the tool goroutines of the step under way and
+	// cancelTools cancels their context (set while they run); see
+	// stopTools.
+	toolsWG     sync.WaitGroup
+	cancelTools context.CancelFunc
+	nonce       string
 	// firstChunk is when the model call under way sent its first event.
 	firstChunk time.Time
 	// completed is the completed status of the model call under way (the
@@ -366,7 +369,7 @@ func assembleFrom(texts []timeline.CollectedText, thinks []timeline.CollectedThi
 		index int
 		part  events.Part
 	}
-	var parts []indexed
+	parts := make([]indexed, 0, len(texts)+len(thinks)+len(collected))
 	for _, b := range texts {
 		parts = append(parts, indexed{b.Index, events.Part{Type: events.PartText, Text: b.Text, Signature: b.Signature}})
 	}
@@ -378,6 +381,9 @@ func assembleFrom(texts []timeline.CollectedText, thinks []timeline.CollectedThi
 	for _, c := range collected {
 		if c.Server {
 			continue
+		}
+		if calls == nil {
+			calls = make([]timeline.CollectedCall, 0, len(collected))
 		}
 		calls = append(calls, c)
 		parts = append(parts, indexed{c.Index, events.Part{Type: events.PartToolUse, ID: c.ID, Name: c.Name,
@@ -512,9 +518,7 @@ func (r *run) hookFailed(ctx context.Context, name string, err error) *Result {
 // on_abort hooks run (detached from ctx, which may be what was cancelled),
 // then the terminal event is sent.
 func (r *run) end(ctx context.Context, status Status, code string, kind error, reason, hookName string, cause error) *Result {
-	if r.stopTools != nil {
-		r.stopTools()
-	}
+	r.stopTools()
 	if errors.Is(cause, ErrDetached) {
 		// The turn goes on elsewhere: no trace here (see ErrDetached).
 		r.syncVars()

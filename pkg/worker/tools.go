@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/llmworker/llmworker/pkg/events"
@@ -174,6 +173,7 @@ type job struct {
 	t        tool.Tool // nil: the call does not run in this step
 	call     events.ToolCall
 	info     tool.CallInfo
+	ctx      tool.CallContext
 	throttle tool.Throttler
 	out      ToolOutput
 	finished bool // out is there (only the Run goroutine reads and sets it)
@@ -189,17 +189,10 @@ type job struct {
 // that no tool of the turn runs after Run returned.
 func (r *run) execute(ctx context.Context) *Result {
 	tctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
 	// end calls stopTools before the on_abort hooks, so the tools are
 	// cancelled and gone before the turn reports its end.
-	r.stopTools = func() {
-		cancel()
-		wg.Wait()
-	}
-	defer func() {
-		r.stopTools()
-		r.stopTools = nil
-	}()
+	r.cancelTools = cancel
+	defer r.stopTools()
 	jobs := make([]job, len(r.st.Pending))
 	var done chan int // the index of each job that ended in a goroutine
 	inline := -1
@@ -226,9 +219,9 @@ func (r *run) execute(ctx context.Context) *Result {
 		if done == nil {
 			done = make(chan int, len(jobs))
 		}
-		wg.Add(1)
+		r.toolsWG.Add(1)
 		go func() {
-			defer wg.Done()
+			defer r.toolsWG.Done()
 			j.exec(tctx)
 			done <- i // buffered for every job: never blocks
 		}()
@@ -266,11 +259,23 @@ func (r *run) execute(ctx context.Context) *Result {
 	return nil
 }
 
+// stopTools cancels the running tools of the step under way, if any, and
+// waits for them.
+func (r *run) stopTools() {
+	if r.cancelTools == nil {
+		return
+	}
+	r.cancelTools()
+	r.toolsWG.Wait()
+	r.cancelTools = nil
+}
+
 // exec runs the job's call under ctx (the step's tool context) with its
 // CallInfo and progress listener, and traces and measures it.
 func (j *job) exec(ctx context.Context) {
 	call := j.call
-	cctx, span := startTool(tool.WithCallProgress(ctx, j.info, j.progress), j.info.TurnID, call)
+	j.ctx.Set(ctx, j.info, j)
+	cctx, span := startTool(&j.ctx, j.info.TurnID, call)
 	defer span.End()
 	began := time.Now()
 	j.out = runTool(cctx, j.t, call)
@@ -286,9 +291,10 @@ func (j *job) exec(ctx context.Context) {
 	telemetry.RecordTool(cctx, call.Name, time.Since(began), errType)
 }
 
-// progress turns the tool's progress reports into llmw.tool.progress
-// events, throttled, and none after the call ended.
-func (j *job) progress(p tool.Progress) {
+// ReportProgress implements tool.ProgressReporter: the tool's progress
+// reports become llmw.tool.progress events, throttled, and none after the
+// call ended.
+func (j *job) ReportProgress(p tool.Progress) {
 	j.throttle.Report(p, j.emitProgress)
 }
 
