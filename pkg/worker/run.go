@@ -362,40 +362,49 @@ func (r *run) assemble() (events.Message, []timeline.CollectedCall) {
 	return assembleFrom(r.texts.TakeBlocks(), r.thinks.TakeCollected(), r.calls.TakeCollected())
 }
 
-// assembleFrom is assemble of collected blocks (taken, or only looked at
-// for a span's gen_ai.output.messages).
+// assembleFrom is assemble of collected blocks (taken, or copies looked
+// at for a span's gen_ai.output.messages): the slices are the caller's
+// own, and collected is reused for the calls it returns.
 func assembleFrom(texts []timeline.CollectedText, thinks []timeline.CollectedThinking, collected []timeline.CollectedCall) (events.Message, []timeline.CollectedCall) {
-	type indexed struct {
-		index int
-		part  events.Part
+	n := len(texts) + len(thinks) + len(collected)
+	content := make([]events.Part, 0, n)
+	var small [16]int
+	index := small[:0] // content[i]'s block index
+	if n > len(small) {
+		index = make([]int, 0, n)
 	}
-	parts := make([]indexed, 0, len(texts)+len(thinks)+len(collected))
 	for _, b := range texts {
-		parts = append(parts, indexed{b.Index, events.Part{Type: events.PartText, Text: b.Text, Signature: b.Signature}})
+		content = append(content, events.Part{Type: events.PartText, Text: b.Text, Signature: b.Signature})
+		index = append(index, b.Index)
 	}
 	for _, b := range thinks {
-		parts = append(parts, indexed{b.Index, events.Part{Type: events.PartThinking, Thinking: b.Thinking,
-			Signature: b.Signature, Redacted: b.Thinking == "" && b.Signature != ""}})
+		content = append(content, events.Part{Type: events.PartThinking, Thinking: b.Thinking,
+			Signature: b.Signature, Redacted: b.Thinking == "" && b.Signature != ""})
+		index = append(index, b.Index)
 	}
-	var calls []timeline.CollectedCall
+	calls := collected[:0]
 	for _, c := range collected {
 		if c.Server {
 			continue
 		}
-		if calls == nil {
-			calls = make([]timeline.CollectedCall, 0, len(collected))
-		}
 		calls = append(calls, c)
-		parts = append(parts, indexed{c.Index, events.Part{Type: events.PartToolUse, ID: c.ID, Name: c.Name,
-			Input: c.Input, Signature: c.Signature}})
+		content = append(content, events.Part{Type: events.PartToolUse, ID: c.ID, Name: c.Name,
+			Input: c.Input, Signature: c.Signature})
+		index = append(index, c.Index)
 	}
-	slices.SortStableFunc(parts, func(a, b indexed) int { return a.index - b.index })
+	// A stable insertion sort of both by block index: the parts are few
+	// and almost always in order already.
+	for i := 1; i < len(content); i++ {
+		for j := i; j > 0 && index[j-1] > index[j]; j-- {
+			index[j-1], index[j] = index[j], index[j-1]
+			content[j-1], content[j] = content[j], content[j-1]
+		}
+	}
 	slices.SortStableFunc(calls, func(a, b timeline.CollectedCall) int { return a.Index - b.Index })
-	msg := events.Message{Role: events.RoleAssistant, Content: make([]events.Part, len(parts))}
-	for i, p := range parts {
-		msg.Content[i] = p.part
+	if len(calls) == 0 {
+		calls = nil
 	}
-	return msg, calls
+	return events.Message{Role: events.RoleAssistant, Content: content}, calls
 }
 
 // turnEnd runs on_turn_end after a response without tool calls.

@@ -170,10 +170,9 @@ func isJSONObject(b json.RawMessage) bool {
 // back on the step's done channel (or after running it itself).
 type job struct {
 	r        *run
-	t        tool.Tool // nil: the call does not run in this step
-	call     events.ToolCall
-	info     tool.CallInfo
-	ctx      tool.CallContext
+	t        tool.Tool        // nil: the call does not run in this step
+	call     *events.ToolCall // the pending call's, not changed while it runs
+	ctx      tool.CallContext // the call's context, with its CallInfo
 	throttle tool.Throttler
 	out      ToolOutput
 	finished bool // out is there (only the Run goroutine reads and sets it)
@@ -207,8 +206,8 @@ func (r *run) execute(ctx context.Context) *Result {
 			continue
 		}
 		j := &jobs[i]
-		j.r, j.t, j.call = r, t, p.Call
-		j.info = tool.CallInfo{TurnID: r.st.TurnID, SessionID: r.st.SessionID, CallID: p.Call.ID, Name: p.Call.Name, Step: r.st.Step}
+		j.r, j.t, j.call = r, t, &p.Call
+		j.ctx.Set(tctx, tool.CallInfo{TurnID: r.st.TurnID, SessionID: r.st.SessionID, CallID: p.Call.ID, Name: p.Call.Name, Step: r.st.Step}, j)
 		if r.em.observed() {
 			r.em.emit(events.ToolStarted{CallID: j.call.ID, Name: j.call.Name, Input: j.call.Input})
 		}
@@ -222,12 +221,12 @@ func (r *run) execute(ctx context.Context) *Result {
 		r.toolsWG.Add(1)
 		go func() {
 			defer r.toolsWG.Done()
-			j.exec(tctx)
+			j.exec()
 			done <- i // buffered for every job: never blocks
 		}()
 	}
 	if inline >= 0 {
-		jobs[inline].exec(tctx)
+		jobs[inline].exec()
 		jobs[inline].finished = true
 	}
 	for i := range r.st.Pending {
@@ -270,12 +269,11 @@ func (r *run) stopTools() {
 	r.cancelTools = nil
 }
 
-// exec runs the job's call under ctx (the step's tool context) with its
-// CallInfo and progress listener, and traces and measures it.
-func (j *job) exec(ctx context.Context) {
-	call := j.call
-	j.ctx.Set(ctx, j.info, j)
-	cctx, span := startTool(&j.ctx, j.info.TurnID, call)
+// exec runs the job's call under its context (the step's tool context with
+// the CallInfo and the progress listener), and traces and measures it.
+func (j *job) exec() {
+	call := *j.call
+	cctx, span := startTool(&j.ctx, j.r.st.TurnID, call)
 	defer span.End()
 	began := time.Now()
 	j.out = runTool(cctx, j.t, call)
