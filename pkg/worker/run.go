@@ -43,7 +43,12 @@ type run struct {
 	// stopTools.
 	toolsWG     sync.WaitGroup
 	cancelTools context.CancelFunc
-	nonce       string
+	// workers hands calls to the turn's tool goroutines (nworkers of them,
+	// counted by workersWG); see startWorkers.
+	workers   chan *job
+	nworkers  int
+	workersWG sync.WaitGroup
+	nonce     string
 	// firstChunk is when the model call under way sent its first event.
 	firstChunk time.Time
 	// completed is the completed status of the model call under way (the
@@ -88,6 +93,7 @@ func (w *Worker) newRun(st *Checkpoint) *run {
 }
 
 func (r *run) loop(ctx context.Context) *Result {
+	defer r.stopWorkers()
 	for {
 		var res *Result
 		switch r.st.Phase {

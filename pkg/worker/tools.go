@@ -177,11 +177,49 @@ type job struct {
 	out      ToolOutput
 	finished bool // out is there (only the Run goroutine reads and sets it)
 	result   events.ToolResult
+	// For a job that runs in a worker goroutine: its index in the step's
+	// jobs, sent on done when it ended.
+	index int
+	done  chan<- int
+}
+
+// startWorkers makes sure the turn has at least n tool goroutines (all idle
+// between steps: execute returns only once every call of its step ended).
+// They live until the turn's loop ends (stopWorkers), so that a turn of
+// many steps starts a few goroutines rather than some per step, and the
+// stack each one grew running a tool (JSON decoding is deep) is grown once.
+func (r *run) startWorkers(n int) {
+	if r.workers == nil {
+		r.workers = make(chan *job)
+	}
+	for ; r.nworkers < n; r.nworkers++ {
+		r.workersWG.Add(1)
+		go r.work()
+	}
+}
+
+func (r *run) work() {
+	defer r.workersWG.Done()
+	for j := range r.workers {
+		j.exec()
+		j.done <- j.index // buffered for every job of the step: never blocks
+		r.toolsWG.Done()
+	}
+}
+
+// stopWorkers ends the tool goroutines once the turn's loop is over.
+func (r *run) stopWorkers() {
+	if r.workers != nil {
+		close(r.workers)
+		r.workersWG.Wait()
+		r.workers, r.nworkers = nil, 0
+	}
 }
 
 // execute runs the allowed calls that have no output yet, in parallel: the
-// first on the goroutine that called Run (a step with one call starts no
-// goroutine), each other one in a goroutine of its own. It settles every
+// first on the goroutine that called Run (a step with one call needs no
+// other goroutine), each other one on a tool goroutine of the turn of its
+// own (startWorkers). It settles every
 // allowed call in order as soon as its output is there: after_tool_call,
 // then llmw.tool.result. When the turn ends early (cancel, a hook abort, a
 // checkpoint error) the running tools are cancelled and waited for, so
@@ -194,7 +232,7 @@ func (r *run) execute(ctx context.Context) *Result {
 	defer r.stopTools()
 	jobs := make([]job, len(r.st.Pending))
 	var done chan int // the index of each job that ended in a goroutine
-	inline := -1
+	inline, queued := -1, 0
 	for i := range r.st.Pending {
 		p := &r.st.Pending[i]
 		if p.State != CallAllowed || p.Output != nil {
@@ -218,12 +256,17 @@ func (r *run) execute(ctx context.Context) *Result {
 		if done == nil {
 			done = make(chan int, len(jobs))
 		}
-		r.toolsWG.Add(1)
-		go func() {
-			defer r.toolsWG.Done()
-			j.exec()
-			done <- i // buffered for every job: never blocks
-		}()
+		j.index, j.done = i, done
+		queued++
+	}
+	if queued > 0 {
+		r.startWorkers(queued)
+		for i := range jobs {
+			if j := &jobs[i]; j.done != nil {
+				r.toolsWG.Add(1)
+				r.workers <- j // an idle worker takes it: there is one per job
+			}
+		}
 	}
 	if inline >= 0 {
 		jobs[inline].exec()

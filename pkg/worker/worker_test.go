@@ -6,11 +6,14 @@ import (
 	"errors"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/tool"
@@ -394,4 +397,60 @@ func TestFirstResultSettledWhileOthersRun(t *testing.T) {
 	if res.Status != worker.StatusCompleted || !reflect.DeepEqual(res.Messages[2].Content, want) {
 		t.Fatalf("status %s (%s), results %s", res.Status, res.Reason, jsonString(t, res.Messages))
 	}
+}
+
+// The calls of every step run at the same time, also when a later step has
+// more calls than an earlier one (the turn's tool goroutines are reused
+// and added to), and no goroutine of the turn outlives Run.
+func TestParallelCallsAcrossSteps(t *testing.T) {
+	type args struct {
+		Group string `json:"group"`
+		Size  int    `json:"size"`
+	}
+	var mu sync.Mutex
+	arrived := map[string]int{}
+	met := map[string]chan struct{}{}
+	meet := tool.Must("meet", "waits until size calls of its group run", func(ctx context.Context, a args) (string, error) {
+		mu.Lock()
+		if met[a.Group] == nil {
+			met[a.Group] = make(chan struct{})
+		}
+		ch := met[a.Group]
+		if arrived[a.Group]++; arrived[a.Group] == a.Size {
+			close(ch)
+		}
+		mu.Unlock()
+		select {
+		case <-ch:
+			return "met", nil
+		case <-time.After(10 * time.Second):
+			return "", errors.New("the calls of the step did not run at the same time")
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	})
+	group := func(g string, n int) []call {
+		var calls []call
+		for i := range n {
+			calls = append(calls, call{g + "-" + strconv.Itoa(i), "meet", `{"group":"` + g + `","size":` + strconv.Itoa(n) + `}`})
+		}
+		return calls
+	}
+	p := newScripted(toolStep(group("a", 2)...), toolStep(group("b", 4)...), toolStep(group("c", 3)...), toolStep(group("d", 1)...), textStep("ok"))
+	w := mustNew(t, worker.Config{Provider: p, Tools: []tool.Tool{meet}})
+	res := mustRun(t, w, events.UserText("go"))
+	if res.Status != worker.StatusCompleted {
+		t.Fatalf("status %s: %s", res.Status, res.Reason)
+	}
+	for _, m := range res.Messages {
+		for _, part := range m.Content {
+			if part.Type == events.PartToolResult && (part.Content != "met" || part.IsError) {
+				t.Fatalf("result of %s: %q", part.ToolUseID, part.Content)
+			}
+		}
+	}
+	if got := len(res.Messages); got != 10 { // user, 4 × (assistant, tool), assistant
+		t.Fatalf("%d messages", got)
+	}
+	goleak.VerifyNone(t)
 }
