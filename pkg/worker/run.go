@@ -54,6 +54,10 @@ type run struct {
 	// completed is the completed status of the model call under way (the
 	// model that answered, the response id), zero until it arrives.
 	completed events.StatusEvent
+	// defs are the tool definitions of the turn's model calls, once made
+	// (see definitions).
+	defs     []events.ToolDefinition
+	defsMade bool
 }
 
 func (w *Worker) newRun(st *Checkpoint) *run {
@@ -269,7 +273,7 @@ func (r *run) stream(ctx context.Context, step, attempt int, msgs []events.Messa
 
 	req := &llm.Request{
 		RequestID: r.requestID(step, attempt), Model: r.cfg.Model, System: r.cfg.System,
-		Messages: msgs, Tools: r.cfg.definitions(), MaxTokens: r.cfg.MaxTokens,
+		Messages: msgs, Tools: r.definitions(), MaxTokens: r.cfg.MaxTokens,
 		Temperature: r.cfg.Temperature, Thinking: r.cfg.Thinking,
 	}
 	ctx, span := r.startChat(ctx, step, attempt)
@@ -339,6 +343,20 @@ func (r *run) read(ctx context.Context, req *llm.Request) (events.UsageEvent, *s
 		return usage, &streamFailure{reason: "model call failed: the provider cancelled the stream", code: "cancelled", opened: true}
 	}
 	return usage, &streamFailure{reason: "model call failed: the stream ended without a result", code: llm.CodeProviderFailed, opened: true}
+}
+
+// definitions are the tools offered to the model call. Without a
+// Registry the offered tools cannot change during the turn, so they are
+// made once per turn and shared by its requests (a Provider must not
+// modify a request); a Registry's tools may come and go between steps.
+func (r *run) definitions() []events.ToolDefinition {
+	if r.cfg.Registry != nil {
+		return r.cfg.definitions()
+	}
+	if !r.defsMade {
+		r.defs, r.defsMade = r.cfg.definitions(), true
+	}
+	return r.defs[:len(r.defs):len(r.defs)]
 }
 
 func (r *run) requestID(step, attempt int) string {

@@ -113,7 +113,8 @@ func (r *run) gate(ctx context.Context, p *PendingCall) *Result {
 	// built for hooks that read it.
 	var out hook.Outcome[hook.BeforeToolCallResult]
 	call := p.Call
-	if r.chain.HasBeforeToolCall() {
+	hooked := r.chain.HasBeforeToolCall()
+	if hooked {
 		in := &hook.ToolCallInput{Turn: r.turn, Call: p.Call, Tool: tool.Definition(t), Impl: t}
 		out = r.chain.RunBeforeToolCall(ctx, in)
 		r.syncVars()
@@ -146,8 +147,11 @@ func (r *run) gate(ctx context.Context, p *PendingCall) *Result {
 			call.Input = json.RawMessage("{}")
 		}
 		p.Call = call
+		// Without hooks the input is the model's, which is valid JSON
+		// (timeline.CollectedCall.Input, or a checkpoint's, checked by
+		// Checkpoint.Validate): only whether it is an object is left.
 		switch {
-		case !isJSONObject(call.Input):
+		case hooked && !isJSONObject(call.Input) || !hooked && bytes.TrimSpace(call.Input)[0] != '{':
 			r.settleError(p, fmt.Sprintf("invalid input for tool %q: a before_tool_call hook rewrote it to something that is not a JSON object", call.Name))
 		default:
 			if _, ok := r.cfg.lookup(call.Name); !ok {
