@@ -38,9 +38,9 @@ type run struct {
 	// continueHook is the on_turn_end hook whose continue_with_messages led
 	// to the next model call, for the max_steps reason.
 	continueHook string
-	// toolsWG counts the tool goroutines of the step under way and
-	// cancelTools cancels their context (set while they run); see
-	// stopTools.
+	// toolsWG counts the calls of the step under way that run on tool
+	// goroutines, and cancelTools cancels the step's tool context (set
+	// while its calls run); see stopTools.
 	toolsWG     sync.WaitGroup
 	cancelTools context.CancelFunc
 	// workers hands calls to the turn's tool goroutines (nworkers of them,

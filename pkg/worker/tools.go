@@ -222,12 +222,12 @@ func (r *run) stopWorkers() {
 
 // execute runs the allowed calls that have no output yet, in parallel: the
 // first on the goroutine that called Run (a step with one call needs no
-// other goroutine), each other one on a tool goroutine of the turn of its
-// own (startWorkers). It settles every
-// allowed call in order as soon as its output is there: after_tool_call,
-// then llmw.tool.result. When the turn ends early (cancel, a hook abort, a
-// checkpoint error) the running tools are cancelled and waited for, so
-// that no tool of the turn runs after Run returned.
+// other goroutine), the others on the turn's tool goroutines
+// (startWorkers), one each. It settles every allowed call in order as soon
+// as its output is there: after_tool_call, then llmw.tool.result. When the
+// turn ends early (cancel, a hook abort, a checkpoint error) the running
+// tools are cancelled and waited for, so that no tool of the turn runs
+// after Run returned.
 func (r *run) execute(ctx context.Context) *Result {
 	tctx, cancel := context.WithCancel(ctx)
 	// end calls stopTools before the on_abort hooks, so the tools are
