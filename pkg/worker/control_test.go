@@ -592,3 +592,33 @@ func TestToolsOfferedPerStep(t *testing.T) {
 		}
 	}
 }
+
+// Cancelling a turn while several calls of a step run (nothing observes
+// the results one by one: no after_tool_call hook, observer or checkpoint
+// per result) stops every call before Run returns.
+func TestCancelWhileParallelToolsRun(t *testing.T) {
+	var started, stopped atomic.Int32
+	allIn := make(chan struct{})
+	hang := tool.Must("hang", "hangs", func(ctx context.Context, _ struct{}) (string, error) {
+		if started.Add(1) == 3 {
+			close(allIn)
+		}
+		<-ctx.Done()
+		stopped.Add(1)
+		return "", ctx.Err()
+	})
+	p := newScripted(toolStep(call{"c1", "hang", `{}`}, call{"c2", "hang", `{}`}, call{"c3", "hang", `{}`}))
+	w := mustNew(t, worker.Config{Provider: p, Tools: []tool.Tool{hang}})
+	ctx, cancel := context.WithCancelCause(context.Background())
+	go func() {
+		<-allIn
+		cancel(errors.New("user pressed stop"))
+	}()
+	res, _ := w.Run(ctx, []events.Message{events.UserText("go")})
+	if res.Status != worker.StatusAborted || res.Code != worker.CodeCancelled || !strings.Contains(res.Reason, "user pressed stop") {
+		t.Fatalf("result %+v", res)
+	}
+	if stopped.Load() != 3 {
+		t.Fatalf("%d of 3 calls had stopped when Run returned", stopped.Load())
+	}
+}

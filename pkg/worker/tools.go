@@ -276,6 +276,17 @@ func (r *run) execute(ctx context.Context) *Result {
 		jobs[inline].exec()
 		jobs[inline].finished = true
 	}
+	if queued > 0 && !r.chain.HasAfterToolCall() && !r.em.observed() && !r.cfg.CheckpointToolResults {
+		// Nothing can see a result settle before the step ends (no
+		// after_tool_call hook, observer or checkpoint per result): wait
+		// for the calls together, woken once rather than per call. A
+		// cancel reaches them through tctx, and Run would wait for them
+		// before it returns anyway (stopTools).
+		r.toolsWG.Wait()
+		for i := range jobs {
+			jobs[i].finished = true
+		}
+	}
 	for i := range r.st.Pending {
 		p := &r.st.Pending[i]
 		if p.State != CallAllowed {
