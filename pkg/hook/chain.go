@@ -204,6 +204,21 @@ func (c *Chain) HasTurnEnd() bool {
 	return l != nil && len(*l) > 0
 }
 
+// HasBeforeToolCall reports whether before_tool_call hooks are
+// registered (see HasMessageSend; whether one matches a given tool is
+// not looked at).
+func (c *Chain) HasBeforeToolCall() bool {
+	l := c.before.list.Load()
+	return l != nil && len(*l) > 0
+}
+
+// HasAfterToolCall reports whether after_tool_call hooks are registered
+// (see HasBeforeToolCall).
+func (c *Chain) HasAfterToolCall() bool {
+	l := c.after.list.Load()
+	return l != nil && len(*l) > 0
+}
+
 // List returns the registered hooks, by hook point (in the order a turn
 // reaches them) and within one in the order they run.
 func (c *Chain) List() []Info {

@@ -956,3 +956,33 @@ func TestHasMessageSendAndTurnEnd(t *testing.T) {
 		t.Fatal("hooks reported after both were removed")
 	}
 }
+
+// TestHasBeforeAndAfterToolCall: the worker skips building the tool hook
+// inputs only while no hook of that point is registered, whatever tool
+// the hook matches.
+func TestHasBeforeAndAfterToolCall(t *testing.T) {
+	c := &hook.Chain{}
+	if c.HasBeforeToolCall() || c.HasAfterToolCall() {
+		t.Fatal("an empty chain reports tool hooks")
+	}
+	if err := c.BeforeToolCall(hooktest.Always[hook.ToolCallInput](hook.BeforeToolCallResult{}), hook.Options{Name: "before", Matcher: "^other$"}); err != nil {
+		t.Fatal(err)
+	}
+	if !c.HasBeforeToolCall() || c.HasAfterToolCall() {
+		t.Fatalf("after BeforeToolCall: HasBeforeToolCall %v, HasAfterToolCall %v; want true, false", c.HasBeforeToolCall(), c.HasAfterToolCall())
+	}
+	if err := c.AfterToolCall(hooktest.Always[hook.ToolResultInput](hook.AfterToolCallResult{}), hook.Options{Name: "after"}); err != nil {
+		t.Fatal(err)
+	}
+	if !c.HasAfterToolCall() {
+		t.Fatal("after AfterToolCall: HasAfterToolCall false")
+	}
+	c.Remove("before")
+	if c.HasBeforeToolCall() || !c.HasAfterToolCall() {
+		t.Fatalf("after removing before: HasBeforeToolCall %v, HasAfterToolCall %v; want false, true", c.HasBeforeToolCall(), c.HasAfterToolCall())
+	}
+	c.Remove("after")
+	if c.HasAfterToolCall() {
+		t.Fatal("after hook reported after it was removed")
+	}
+}

@@ -3,6 +3,7 @@ package timeline
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -221,11 +222,20 @@ func (c CollectedCall) ToolCall() events.ToolCall {
 // ToolCallScope is the scope of a ToolCallCollector: the input JSON of the
 // block so far.
 type ToolCallScope struct {
+	// one is the input while it came in at most one delta (buf empty): the
+	// usual case of providers that send a call's input whole, kept
+	// without a copy.
+	one string
 	buf strings.Builder
 }
 
 // InputJSON returns the input JSON streamed in the current block so far.
-func (s *ToolCallScope) InputJSON() string { return s.buf.String() }
+func (s *ToolCallScope) InputJSON() string {
+	if s.buf.Len() == 0 {
+		return s.one
+	}
+	return s.buf.String()
+}
 
 // ToolCallCollector collects the tool calls of tool_use blocks that stop,
 // parsing their input JSON at the stop. Aborted blocks are not kept. Its
@@ -245,12 +255,23 @@ func NewToolCallCollector() *ToolCallCollector { return &ToolCallCollector{} }
 func (c *ToolCallCollector) OnEvent(s *ToolCallScope, ev ToolUseBlockEvent) {
 	switch ev.Phase {
 	case PhaseStart:
+		s.one = ""
 		s.buf.Reset()
 	case PhaseDelta:
-		s.buf.WriteString(ev.InputJSON)
+		switch {
+		case s.buf.Len() > 0:
+			s.buf.WriteString(ev.InputJSON)
+		case s.one == "":
+			s.one = ev.InputJSON
+		case ev.InputJSON != "":
+			s.buf.Grow(len(s.one) + len(ev.InputJSON))
+			s.buf.WriteString(s.one)
+			s.buf.WriteString(ev.InputJSON)
+			s.one = ""
+		}
 	case PhaseStop:
 		call := CollectedCall{Index: ev.Index, ID: ev.ID, Name: ev.Name, Server: ev.Server,
-			Signature: ev.Signature, RawInput: s.buf.String()}
+			Signature: ev.Signature, RawInput: s.InputJSON()}
 		call.Input, call.Err = parseInput(call.RawInput)
 		if call.Err != nil {
 			call.Err = fmt.Errorf("%w for call %q of tool %q: %w", ErrInvalidToolInput, ev.ID, ev.Name, call.Err)
@@ -272,10 +293,15 @@ func parseInput(raw string) (json.RawMessage, error) {
 	if len(in) == 0 {
 		return json.RawMessage("{}"), nil
 	}
-	// Unmarshalling into a RawMessage checks validity and gives a syntax
-	// error with an offset, which json.Valid does not.
-	var v json.RawMessage
-	if err := json.Unmarshal(in, &v); err != nil {
+	// json.Valid checks without allocating; for invalid input,
+	// unmarshalling into a RawMessage gives a syntax error with an offset,
+	// which json.Valid does not.
+	if !json.Valid(in) {
+		var v json.RawMessage
+		err := json.Unmarshal(in, &v)
+		if err == nil { // cannot happen: the two agree on validity
+			err = errors.New("invalid JSON")
+		}
 		return json.RawMessage("{}"), err
 	}
 	if in[0] != '{' {

@@ -285,4 +285,33 @@ func TestToolCallScopeInputJSON(t *testing.T) {
 	if seen != `{"x":1` {
 		t.Fatalf("scope input = %q", seen)
 	}
+	// Empty deltas anywhere, the input whole in one delta, in three: the
+	// scope holds the concatenation so far, and the call the whole of it.
+	for _, deltas := range [][]string{
+		{"", `{"y":2}`},
+		{`{"y":2}`},
+		{`{"y":2}`, ""},
+		{`{`, "", `"y":`, `2}`},
+		{"", "", `{"y"`, `:2}`},
+	} {
+		evs := []events.Event{events.BlockStart{Index: 1, BlockType: events.BlockToolUse, ID: "c", Name: "d"}}
+		want := ""
+		for _, d := range deltas {
+			evs = append(evs, events.InputJSONDelta(1, d))
+		}
+		for _, ev := range evs {
+			tl.Dispatch(ev)
+			if d, ok := ev.(events.BlockDelta); ok {
+				want += d.Content
+				if seen != want {
+					t.Fatalf("deltas %q: scope input %q, want %q", deltas, seen, want)
+				}
+			}
+		}
+		tl.Dispatch(events.BlockStop{Index: 1, BlockType: events.BlockToolUse})
+		calls := c.TakeCollected()
+		if len(calls) != 1 || calls[0].RawInput != `{"y":2}` || string(calls[0].Input) != `{"y":2}` || calls[0].Err != nil {
+			t.Fatalf("deltas %q: collected %+v", deltas, calls)
+		}
+	}
 }

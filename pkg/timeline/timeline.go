@@ -28,7 +28,13 @@ type Timeline struct {
 	// interleave blocks by index are handled too, at the cost of a short
 	// linear search (almost always of length one).
 	open []openBlock
+	// spare holds the scope slices of ended blocks (all nil) for the next
+	// blocks: one allocation less per block.
+	spare [][]any
 }
+
+// maxSpare bounds Timeline.spare: blocks open at the same time are few.
+const maxSpare = 8
 
 // New returns an empty Timeline.
 func New() *Timeline { return &Timeline{} }
@@ -221,7 +227,12 @@ func (t *Timeline) push(index int, typ events.BlockType) *openBlock {
 	b := openBlock{index: index, typ: typ}
 	n := t.handlerCount(typ)
 	if n > 0 {
-		b.scopes = make([]any, n)
+		if k := len(t.spare); k > 0 && cap(t.spare[k-1]) >= n {
+			b.scopes = t.spare[k-1][:n]
+			t.spare = t.spare[:k-1]
+		} else {
+			b.scopes = make([]any, n)
+		}
 		switch typ {
 		case events.BlockText, events.BlockToolResult:
 			newScopes(t.text, b.scopes)
@@ -315,7 +326,10 @@ func (t *Timeline) end(i int, ph Phase, reason events.StopReason, sig, why strin
 		endAll(t.toolUse, b, ev)
 	}
 	// Handlers cannot change t.open (re-entrant Dispatch is not supported),
-	// so i is still the block's position.
+	// so i is still the block's position. endAll dropped every scope.
+	if b.scopes != nil && len(t.spare) < maxSpare {
+		t.spare = append(t.spare, b.scopes[:0])
+	}
 	copy(t.open[i:], t.open[i+1:])
 	t.open[len(t.open)-1] = openBlock{} // let the scopes be collected
 	t.open = t.open[:len(t.open)-1]

@@ -28,6 +28,49 @@ func WithCall(ctx context.Context, c CallInfo) context.Context {
 
 // CallFrom returns the CallInfo of the tool call ctx belongs to.
 func CallFrom(ctx context.Context) (CallInfo, bool) {
-	c, ok := ctx.Value(callKey{}).(CallInfo)
-	return c, ok
+	switch c := ctx.Value(callKey{}).(type) {
+	case CallInfo:
+		return c, true
+	case *CallInfo: // a CallContext's
+		return *c, true
+	}
+	return CallInfo{}, false
+}
+
+// CallContext is the context of one tool execution: a parent context
+// plus the call's CallInfo and progress listener, as WithProgress and
+// WithCall would add them, but as a value its user allocates, e.g. inside a
+// struct it keeps per call (the worker: one allocation for all the calls of
+// a step). Set it with Set before use; its pointer is the context.
+type CallContext struct {
+	context.Context
+	info     CallInfo
+	progress ProgressReporter
+}
+
+// ProgressReporter receives the progress reports of a call whose context is
+// a CallContext.
+type ProgressReporter interface {
+	ReportProgress(Progress)
+}
+
+// Set makes c the context of call info under parent, with r receiving the
+// call's progress reports (none are taken when r is nil: ReportProgress
+// then goes to parent's listener, if any).
+func (c *CallContext) Set(parent context.Context, info CallInfo, r ProgressReporter) {
+	c.Context, c.info, c.progress = parent, info, r
+}
+
+// Value answers the keys of CallFrom and ProgressFrom, and passes the
+// others to the parent.
+func (c *CallContext) Value(key any) any {
+	switch key.(type) {
+	case callKey:
+		return &c.info
+	case progressKey:
+		if c.progress != nil {
+			return ProgressFunc(c.progress.ReportProgress)
+		}
+	}
+	return c.Context.Value(key)
 }

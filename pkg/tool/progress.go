@@ -53,24 +53,45 @@ const DefaultProgressEvery = 200 * time.Millisecond
 // one (Total set and reached). The returned stop makes it drop everything
 // after (a report that races the call's end must not follow its result).
 func Throttle(f ProgressFunc, every time.Duration) (_ ProgressFunc, stop func()) {
+	t := &Throttler{Every: every}
+	return func(p Progress) { t.Report(p, f) }, t.Stop
+}
+
+// Throttler applies Throttle's rule to the reports passed to it, for a
+// caller that keeps one per call inside a struct of its own rather than
+// the closures Throttle allocates (the worker, once per tool call). The
+// zero value passes on at most one report per DefaultProgressEvery.
+type Throttler struct {
+	// Every is the least time between two reports passed on (0 =
+	// DefaultProgressEvery). Set it before the first Report.
+	Every   time.Duration
+	mu      sync.Mutex
+	last    time.Time
+	stopped bool
+}
+
+// Report calls f with p unless the rule drops p or Stop was called. f runs
+// under the Throttler's lock, so that Stop returns only after a report in
+// flight was passed on.
+func (t *Throttler) Report(p Progress, f ProgressFunc) {
+	every := t.Every
 	if every <= 0 {
 		every = DefaultProgressEvery
 	}
-	var mu sync.Mutex
-	var last time.Time
-	stopped := false
-	return func(p Progress) {
-			mu.Lock()
-			defer mu.Unlock()
-			final := p.Total > 0 && p.Progress >= p.Total
-			if stopped || (!final && !last.IsZero() && time.Since(last) < every) {
-				return
-			}
-			last = time.Now()
-			f(p)
-		}, func() {
-			mu.Lock()
-			stopped = true
-			mu.Unlock()
-		}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	final := p.Total > 0 && p.Progress >= p.Total
+	if t.stopped || (!final && !t.last.IsZero() && time.Since(t.last) < every) {
+		return
+	}
+	t.last = time.Now()
+	f(p)
+}
+
+// Stop makes the Throttler drop every report after it (a report that
+// races the call's end must not follow its result).
+func (t *Throttler) Stop() {
+	t.mu.Lock()
+	t.stopped = true
+	t.mu.Unlock()
 }

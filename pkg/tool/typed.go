@@ -84,6 +84,15 @@ func (t *Typed[Args, Result]) Execute(ctx context.Context, input json.RawMessage
 		if err != nil {
 			return err
 		}
+		// Strings, the usual result, without boxing them into an any.
+		switch r := any(res).(type) {
+		case string:
+			out = r
+			return nil
+		case []byte:
+			out = string(r)
+			return nil
+		}
 		out, err = encodeResult(res)
 		return err
 	})

@@ -29,6 +29,9 @@ type Validator struct {
 	raw    json.RawMessage
 	doc    any // the schema as parsed JSON, to list allowed properties
 	schema *jsonschema.Schema
+	// fast accepts, without building a tree of the input, the inputs it
+	// can tell are valid; everything else goes to schema (fastcheck.go).
+	fast *fastNode
 }
 
 // schemaURL is where the schema lives for the compiler; it is never fetched.
@@ -61,7 +64,7 @@ func NewValidator(schema json.RawMessage) (*Validator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidSchema, err)
 	}
-	return &Validator{raw: slices.Clone(schema), doc: doc, schema: s}, nil
+	return &Validator{raw: slices.Clone(schema), doc: doc, schema: s, fast: compileFast(doc)}, nil
 }
 
 type noLoader struct{}
@@ -85,6 +88,9 @@ func (v *Validator) Validate(input json.RawMessage) error {
 // check validates and returns the normalized input (empty → {}).
 func (v *Validator) check(input json.RawMessage) (json.RawMessage, error) {
 	input = normalizeInput(input)
+	if v.fast.accepts(input) {
+		return input, nil
+	}
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(input))
 	if err != nil {
 		return nil, &InvalidArgumentError{Problems: []Problem{{Message: "is not valid JSON (" + err.Error() + "); send a JSON object"}}}

@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 
 	"go.opentelemetry.io/otel"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/llm/llmtest"
 	"github.com/llmworker/llmworker/pkg/tool"
 	"github.com/llmworker/llmworker/pkg/worker"
 )
@@ -84,3 +86,57 @@ func BenchmarkTurn10StepsTraced(b *testing.B) {
 	})
 	benchTurn(b, worker.Config{})
 }
+
+// peersModel is the scripted model of bench/peers' llmworker-inproc side:
+// llm.SliceStream of normalized events, par calls of the echo tool at each
+// of the first nine steps (input {"n":…}), then a text answer.
+func peersModel(par int) llm.Provider {
+	return llm.ProviderFunc(func(_ context.Context, req *llm.Request) (llm.Stream, error) {
+		results := 0
+		for _, m := range req.Messages {
+			for _, p := range m.Content {
+				if p.Type == events.PartToolResult {
+					results++
+				}
+			}
+		}
+		step := results / par
+		if step >= 9 {
+			return llm.SliceStream(llmtest.TextStep("done").Events...), nil
+		}
+		calls := make([]llmtest.ToolCallSpec, par)
+		for i := range calls {
+			n := step*par + i
+			calls[i] = llmtest.ToolCallSpec{ID: "call_" + strconv.Itoa(n), Name: "echo", Input: `{"n":` + strconv.Itoa(n) + `}`}
+		}
+		return llm.SliceStream(llmtest.ToolStep(calls...).Events...), nil
+	})
+}
+
+func benchPeersTurn(b *testing.B, par int) {
+	type echoArgs struct {
+		N int `json:"n"`
+	}
+	echo := tool.Must("echo", "echoes n", func(_ context.Context, a echoArgs) (string, error) {
+		return strconv.Itoa(a.N), nil
+	})
+	w, err := worker.New(worker.Config{Provider: peersModel(par), Tools: []tool.Tool{echo}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	msgs := []events.Message{events.UserText("go")}
+	b.ReportAllocs()
+	for b.Loop() {
+		res, err := w.Run(context.Background(), msgs)
+		if err != nil || res.Status != worker.StatusCompleted || res.Steps != 10 {
+			b.Fatalf("res %+v err %v", res, err)
+		}
+	}
+}
+
+// BenchmarkTurn10StepsPeers1 and BenchmarkTurn10StepsPeers4 are the turn
+// of bench/peers' llmworker-inproc side (1 and 4 parallel calls of a typed
+// tool per step, the model's stream an llm.SliceStream), for
+// allocation-exact comparisons without building that module.
+func BenchmarkTurn10StepsPeers1(b *testing.B) { benchPeersTurn(b, 1) }
+func BenchmarkTurn10StepsPeers4(b *testing.B) { benchPeersTurn(b, 4) }

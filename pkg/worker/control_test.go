@@ -544,3 +544,81 @@ func TestWithLLMScripted(t *testing.T) {
 		}
 	})
 }
+
+// The tools offered to each model call of a turn are the Registry's at
+// that call: a tool registered during the turn is offered from the next
+// step on. Without a Registry every call of the turn offers the same tools.
+func TestToolsOfferedPerStep(t *testing.T) {
+	reg, err := tool.NewRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := tool.Must("late", "registered during the turn", func(context.Context, struct{}) (string, error) { return "", nil })
+	adder := tool.Must("add", "registers late", func(context.Context, struct{}) (string, error) {
+		return "added", reg.Register(late)
+	})
+	if err := reg.Register(adder); err != nil {
+		t.Fatal(err)
+	}
+	p := newScripted(toolStep(call{"c1", "add", `{}`}), textStep("ok"))
+	w := mustNew(t, worker.Config{Provider: p, Registry: reg})
+	if res := mustRun(t, w, events.UserText("go")); res.Status != worker.StatusCompleted {
+		t.Fatalf("status %s: %s", res.Status, res.Reason)
+	}
+	names := func(req int) []string {
+		var out []string
+		for _, d := range p.requests()[req].Tools {
+			out = append(out, d.Name)
+		}
+		return out
+	}
+	if got := names(0); !slices.Equal(got, []string{"add"}) {
+		t.Fatalf("step 1 offered %v", got)
+	}
+	if got := names(1); !slices.Equal(got, []string{"add", "late"}) {
+		t.Fatalf("step 2 offered %v", got)
+	}
+
+	// Static tools: the same definitions, schema included, at every step.
+	p2 := newScripted(toolStep(call{"c1", "add", `{}`}), toolStep(call{"c2", "add", `{}`}), textStep("ok"))
+	w2 := mustNew(t, worker.Config{Provider: p2, Tools: []tool.Tool{adder}})
+	if res := mustRun(t, w2, events.UserText("go")); res.Status != worker.StatusCompleted {
+		t.Fatalf("status %s: %s", res.Status, res.Reason)
+	}
+	want := []events.ToolDefinition{tool.Definition(adder)}
+	for i, req := range p2.requests() {
+		if !reflect.DeepEqual(req.Tools, want) {
+			t.Fatalf("request %d offered %+v, want %+v", i, req.Tools, want)
+		}
+	}
+}
+
+// Cancelling a turn while several calls of a step run (nothing observes
+// the results one by one: no after_tool_call hook, observer or checkpoint
+// per result) stops every call before Run returns.
+func TestCancelWhileParallelToolsRun(t *testing.T) {
+	var started, stopped atomic.Int32
+	allIn := make(chan struct{})
+	hang := tool.Must("hang", "hangs", func(ctx context.Context, _ struct{}) (string, error) {
+		if started.Add(1) == 3 {
+			close(allIn)
+		}
+		<-ctx.Done()
+		stopped.Add(1)
+		return "", ctx.Err()
+	})
+	p := newScripted(toolStep(call{"c1", "hang", `{}`}, call{"c2", "hang", `{}`}, call{"c3", "hang", `{}`}))
+	w := mustNew(t, worker.Config{Provider: p, Tools: []tool.Tool{hang}})
+	ctx, cancel := context.WithCancelCause(context.Background())
+	go func() {
+		<-allIn
+		cancel(errors.New("user pressed stop"))
+	}()
+	res, _ := w.Run(ctx, []events.Message{events.UserText("go")})
+	if res.Status != worker.StatusAborted || res.Code != worker.CodeCancelled || !strings.Contains(res.Reason, "user pressed stop") {
+		t.Fatalf("result %+v", res)
+	}
+	if stopped.Load() != 3 {
+		t.Fatalf("%d of 3 calls had stopped when Run returned", stopped.Load())
+	}
+}

@@ -31,8 +31,10 @@
 //     (continue, possibly with a rewritten call; skip: the model reads an
 //     error result naming the hook; abort: the turn aborts; pause: see
 //     below), the state is checkpointed, the allowed calls run in parallel
-//     (each in its own goroutine, with the tool's timeout and a CallInfo in
-//     its context), and after_tool_call runs per result in call order as
+//     (the first on the goroutine that called Run, each other one on one of
+//     the goroutines the turn keeps for its tool calls until Run returns;
+//     each with the tool's timeout and a CallInfo in its context), and
+//     after_tool_call runs per result in call order as
 //     soon as that result is there. The results are appended as one tool
 //     message, in call order, and the loop goes on with step 1.
 //  5. No tool calls: on_turn_end decides: finish (completed),

@@ -519,3 +519,38 @@ func TestCheckpointValidate(t *testing.T) {
 }
 
 func itoa(i int) string { return string(rune('0' + i)) }
+
+// A checkpoint's new calls (from another replica, no before_tool_call
+// hooks here) whose input is valid JSON but no object are answered with an
+// error result, not run; an object input runs.
+func TestRunFromCheckpointNewCallNotAnObject(t *testing.T) {
+	var ran atomic.Int32
+	echo := tool.Must("echo", "echo", func(_ context.Context, a struct {
+		X int `json:"x"`
+	}) (string, error) {
+		ran.Add(1)
+		return itoa(a.X), nil
+	})
+	cp := &worker.Checkpoint{
+		Version: worker.CheckpointVersion, TurnID: "tn", Phase: worker.PhaseTools, Step: 1,
+		Messages: []events.Message{events.UserText("go"), {Role: events.RoleAssistant, Content: []events.Part{
+			events.ToolUsePart("c1", "echo", json.RawMessage(`[1]`)), events.ToolUsePart("c2", "echo", json.RawMessage(` {"x":2}`))}}},
+		Pending: []worker.PendingCall{
+			{Call: events.ToolCall{ID: "c1", Name: "echo", Input: json.RawMessage(`[1]`)}, State: worker.CallNew},
+			{Call: events.ToolCall{ID: "c2", Name: "echo", Input: json.RawMessage(` {"x":2}`)}, State: worker.CallNew},
+		},
+	}
+	w := mustNew(t, worker.Config{Provider: newScripted(textStep("ok")), Tools: []tool.Tool{echo}})
+	res, err := w.RunFrom(context.Background(), cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != worker.StatusCompleted {
+		t.Fatalf("status %s: %s", res.Status, res.Reason)
+	}
+	results := res.Messages[2].Content
+	if len(results) != 2 || !results[0].IsError || !strings.Contains(results[0].Content, "not a JSON object") ||
+		results[1].IsError || results[1].Content != "2" || ran.Load() != 1 {
+		t.Fatalf("results %s, tool ran %d times", jsonString(t, results), ran.Load())
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/llmworker/llmworker/pkg/events"
@@ -37,15 +38,26 @@ type run struct {
 	// continueHook is the on_turn_end hook whose continue_with_messages led
 	// to the next model call, for the max_steps reason.
 	continueHook string
-	// stopTools cancels and waits for the running tools (set while they
-	// run).
-	stopTools func()
+	// toolsWG counts the calls of the step under way that run on tool
+	// goroutines, and cancelTools cancels the step's tool context (set
+	// while its calls run); see stopTools.
+	toolsWG     sync.WaitGroup
+	cancelTools context.CancelFunc
+	// workers hands calls to the turn's tool goroutines (nworkers of them,
+	// counted by workersWG); see startWorkers.
+	workers   chan *job
+	nworkers  int
+	workersWG sync.WaitGroup
 	nonce     string
 	// firstChunk is when the model call under way sent its first event.
 	firstChunk time.Time
 	// completed is the completed status of the model call under way (the
 	// model that answered, the response id), zero until it arrives.
 	completed events.StatusEvent
+	// defs are the tool definitions of the turn's model calls, once made
+	// (see definitions).
+	defs     []events.ToolDefinition
+	defsMade bool
 }
 
 func (w *Worker) newRun(st *Checkpoint) *run {
@@ -85,6 +97,7 @@ func (w *Worker) newRun(st *Checkpoint) *run {
 }
 
 func (r *run) loop(ctx context.Context) *Result {
+	defer r.stopWorkers()
 	for {
 		var res *Result
 		switch r.st.Phase {
@@ -260,7 +273,7 @@ func (r *run) stream(ctx context.Context, step, attempt int, msgs []events.Messa
 
 	req := &llm.Request{
 		RequestID: r.requestID(step, attempt), Model: r.cfg.Model, System: r.cfg.System,
-		Messages: msgs, Tools: r.cfg.definitions(), MaxTokens: r.cfg.MaxTokens,
+		Messages: msgs, Tools: r.definitions(), MaxTokens: r.cfg.MaxTokens,
 		Temperature: r.cfg.Temperature, Thinking: r.cfg.Thinking,
 	}
 	ctx, span := r.startChat(ctx, step, attempt)
@@ -332,6 +345,20 @@ func (r *run) read(ctx context.Context, req *llm.Request) (events.UsageEvent, *s
 	return usage, &streamFailure{reason: "model call failed: the stream ended without a result", code: llm.CodeProviderFailed, opened: true}
 }
 
+// definitions are the tools offered to the model call. Without a
+// Registry the offered tools cannot change during the turn, so they are
+// made once per turn and shared by its requests (a Provider must not
+// modify a request); a Registry's tools may come and go between steps.
+func (r *run) definitions() []events.ToolDefinition {
+	if r.cfg.Registry != nil {
+		return r.cfg.definitions()
+	}
+	if !r.defsMade {
+		r.defs, r.defsMade = r.cfg.definitions(), true
+	}
+	return r.defs[:len(r.defs):len(r.defs)]
+}
+
 func (r *run) requestID(step, attempt int) string {
 	id := r.st.TurnID + "-" + strconv.Itoa(step)
 	if attempt > 1 {
@@ -359,37 +386,49 @@ func (r *run) assemble() (events.Message, []timeline.CollectedCall) {
 	return assembleFrom(r.texts.TakeBlocks(), r.thinks.TakeCollected(), r.calls.TakeCollected())
 }
 
-// assembleFrom is assemble of collected blocks (taken, or only looked at
-// for a span's gen_ai.output.messages).
+// assembleFrom is assemble of collected blocks (taken, or copies looked
+// at for a span's gen_ai.output.messages): the slices are the caller's
+// own, and collected is reused for the calls it returns.
 func assembleFrom(texts []timeline.CollectedText, thinks []timeline.CollectedThinking, collected []timeline.CollectedCall) (events.Message, []timeline.CollectedCall) {
-	type indexed struct {
-		index int
-		part  events.Part
+	n := len(texts) + len(thinks) + len(collected)
+	content := make([]events.Part, 0, n)
+	var small [16]int
+	index := small[:0] // content[i]'s block index
+	if n > len(small) {
+		index = make([]int, 0, n)
 	}
-	var parts []indexed
 	for _, b := range texts {
-		parts = append(parts, indexed{b.Index, events.Part{Type: events.PartText, Text: b.Text, Signature: b.Signature}})
+		content = append(content, events.Part{Type: events.PartText, Text: b.Text, Signature: b.Signature})
+		index = append(index, b.Index)
 	}
 	for _, b := range thinks {
-		parts = append(parts, indexed{b.Index, events.Part{Type: events.PartThinking, Thinking: b.Thinking,
-			Signature: b.Signature, Redacted: b.Thinking == "" && b.Signature != ""}})
+		content = append(content, events.Part{Type: events.PartThinking, Thinking: b.Thinking,
+			Signature: b.Signature, Redacted: b.Thinking == "" && b.Signature != ""})
+		index = append(index, b.Index)
 	}
-	var calls []timeline.CollectedCall
+	calls := collected[:0]
 	for _, c := range collected {
 		if c.Server {
 			continue
 		}
 		calls = append(calls, c)
-		parts = append(parts, indexed{c.Index, events.Part{Type: events.PartToolUse, ID: c.ID, Name: c.Name,
-			Input: c.Input, Signature: c.Signature}})
+		content = append(content, events.Part{Type: events.PartToolUse, ID: c.ID, Name: c.Name,
+			Input: c.Input, Signature: c.Signature})
+		index = append(index, c.Index)
 	}
-	slices.SortStableFunc(parts, func(a, b indexed) int { return a.index - b.index })
+	// A stable insertion sort of both by block index: the parts are few
+	// and almost always in order already.
+	for i := 1; i < len(content); i++ {
+		for j := i; j > 0 && index[j-1] > index[j]; j-- {
+			index[j-1], index[j] = index[j], index[j-1]
+			content[j-1], content[j] = content[j], content[j-1]
+		}
+	}
 	slices.SortStableFunc(calls, func(a, b timeline.CollectedCall) int { return a.Index - b.Index })
-	msg := events.Message{Role: events.RoleAssistant, Content: make([]events.Part, len(parts))}
-	for i, p := range parts {
-		msg.Content[i] = p.part
+	if len(calls) == 0 {
+		calls = nil
 	}
-	return msg, calls
+	return events.Message{Role: events.RoleAssistant, Content: content}, calls
 }
 
 // turnEnd runs on_turn_end after a response without tool calls.
@@ -512,9 +551,7 @@ func (r *run) hookFailed(ctx context.Context, name string, err error) *Result {
 // on_abort hooks run (detached from ctx, which may be what was cancelled),
 // then the terminal event is sent.
 func (r *run) end(ctx context.Context, status Status, code string, kind error, reason, hookName string, cause error) *Result {
-	if r.stopTools != nil {
-		r.stopTools()
-	}
+	r.stopTools()
 	if errors.Is(cause, ErrDetached) {
 		// The turn goes on elsewhere: no trace here (see ErrDetached).
 		r.syncVars()

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/llmworker/llmworker/pkg/events"
@@ -109,9 +108,18 @@ func (r *run) gate(ctx context.Context, p *PendingCall) *Result {
 		r.settleError(p, r.unknownToolMessage(p.Call.Name))
 		return nil
 	}
-	in := &hook.ToolCallInput{Turn: r.turn, Call: p.Call, Tool: tool.Definition(t), Impl: t}
-	out := r.chain.RunBeforeToolCall(ctx, in)
-	r.syncVars()
+	// Without before_tool_call hooks the outcome is "continue" with the
+	// call as it is: their input (with a copy of the tool's schema) is only
+	// built for hooks that read it.
+	var out hook.Outcome[hook.BeforeToolCallResult]
+	call := p.Call
+	hooked := r.chain.HasBeforeToolCall()
+	if hooked {
+		in := &hook.ToolCallInput{Turn: r.turn, Call: p.Call, Tool: tool.Definition(t), Impl: t}
+		out = r.chain.RunBeforeToolCall(ctx, in)
+		r.syncVars()
+		call = in.Call
+	}
 	if ctx.Err() != nil {
 		return r.cancelled(ctx)
 	}
@@ -134,14 +142,16 @@ func (r *run) gate(ctx context.Context, p *PendingCall) *Result {
 		p.State = CallPaused
 		p.Hook, p.Reason = out.Hook, out.Result.Reason
 	default:
-		call := in.Call
 		call.ID = p.Call.ID // the id ties the result to the model's call
 		if len(bytes.TrimSpace(call.Input)) == 0 {
 			call.Input = json.RawMessage("{}")
 		}
 		p.Call = call
+		// Without hooks the input is the model's, which is valid JSON
+		// (timeline.CollectedCall.Input, or a checkpoint's, checked by
+		// Checkpoint.Validate): only whether it is an object is left.
 		switch {
-		case !isJSONObject(call.Input):
+		case hooked && !isJSONObject(call.Input) || !hooked && bytes.TrimSpace(call.Input)[0] != '{':
 			r.settleError(p, fmt.Sprintf("invalid input for tool %q: a before_tool_call hook rewrote it to something that is not a JSON object", call.Name))
 		default:
 			if _, ok := r.cfg.lookup(call.Name); !ok {
@@ -159,31 +169,74 @@ func isJSONObject(b json.RawMessage) bool {
 	return len(b) > 0 && b[0] == '{' && json.Valid(b)
 }
 
+// job is one tool execution of a step. The jobs of a step are one
+// allocation; the Run goroutine reads out only after the job's index came
+// back on the step's done channel (or after running it itself).
 type job struct {
-	done chan struct{}
-	out  ToolOutput
+	r        *run
+	t        tool.Tool        // nil: the call does not run in this step
+	call     *events.ToolCall // the pending call's, not changed while it runs
+	ctx      tool.CallContext // the call's context, with its CallInfo
+	throttle tool.Throttler
+	out      ToolOutput
+	finished bool // out is there (only the Run goroutine reads and sets it)
+	result   events.ToolResult
+	// For a job that runs in a worker goroutine: its index in the step's
+	// jobs, sent on done when it ended.
+	index int
+	done  chan<- int
 }
 
-// execute runs the allowed calls that have no output yet, each in its own
-// goroutine, and settles every allowed call in order as soon as its output
-// is there: after_tool_call, then llmw.tool.result. When the turn ends
-// early (cancel, a hook abort, a checkpoint error) the running tools are
-// cancelled and waited for, so that no tool of the turn runs after Run
-// returned.
+// startWorkers makes sure the turn has at least n tool goroutines (all idle
+// between steps: execute returns only once every call of its step ended).
+// They live until the turn's loop ends (stopWorkers), so that a turn of
+// many steps starts a few goroutines rather than some per step, and the
+// stack each one grew running a tool (JSON decoding is deep) is grown once.
+func (r *run) startWorkers(n int) {
+	if r.workers == nil {
+		r.workers = make(chan *job)
+	}
+	for ; r.nworkers < n; r.nworkers++ {
+		r.workersWG.Add(1)
+		go r.work()
+	}
+}
+
+func (r *run) work() {
+	defer r.workersWG.Done()
+	for j := range r.workers {
+		j.exec()
+		j.done <- j.index // buffered for every job of the step: never blocks
+		r.toolsWG.Done()
+	}
+}
+
+// stopWorkers ends the tool goroutines once the turn's loop is over.
+func (r *run) stopWorkers() {
+	if r.workers != nil {
+		close(r.workers)
+		r.workersWG.Wait()
+		r.workers, r.nworkers = nil, 0
+	}
+}
+
+// execute runs the allowed calls that have no output yet, in parallel: the
+// first on the goroutine that called Run (a step with one call needs no
+// other goroutine), the others on the turn's tool goroutines
+// (startWorkers), one each. It settles every allowed call in order as soon
+// as its output is there: after_tool_call, then llmw.tool.result. When the
+// turn ends early (cancel, a hook abort, a checkpoint error) the running
+// tools are cancelled and waited for, so that no tool of the turn runs
+// after Run returned.
 func (r *run) execute(ctx context.Context) *Result {
 	tctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
 	// end calls stopTools before the on_abort hooks, so the tools are
 	// cancelled and gone before the turn reports its end.
-	r.stopTools = func() {
-		cancel()
-		wg.Wait()
-	}
-	defer func() {
-		r.stopTools()
-		r.stopTools = nil
-	}()
-	jobs := make([]*job, len(r.st.Pending))
+	r.cancelTools = cancel
+	defer r.stopTools()
+	jobs := make([]job, len(r.st.Pending))
+	var done chan int // the index of each job that ended in a goroutine
+	inline, queued := -1, 0
 	for i := range r.st.Pending {
 		p := &r.st.Pending[i]
 		if p.State != CallAllowed || p.Output != nil {
@@ -194,51 +247,64 @@ func (r *run) execute(ctx context.Context) *Result {
 			r.settleError(p, r.unknownToolMessage(p.Call.Name))
 			continue
 		}
-		j := &job{done: make(chan struct{})}
-		jobs[i] = j
-		call := p.Call
-		r.em.emit(events.ToolStarted{CallID: call.ID, Name: call.Name, Input: call.Input})
-		info := tool.CallInfo{TurnID: r.st.TurnID, SessionID: r.st.SessionID, CallID: call.ID, Name: call.Name, Step: r.st.Step}
-		wg.Add(1)
-		// The tool's progress reports become llmw.tool.progress events,
-		// throttled, and none after the call ended.
-		progress, stopProgress := tool.Throttle(func(p tool.Progress) {
-			r.em.emit(events.ToolProgress{CallID: call.ID, Name: call.Name, Progress: p.Progress, Total: p.Total, Message: p.Message})
-		}, 0)
-		go func() {
-			defer wg.Done()
-			defer close(j.done)
-			cctx, span := startTool(tool.WithProgress(tool.WithCall(tctx, info), progress), info.TurnID, call)
-			defer span.End()
-			began := time.Now()
-			j.out = runTool(cctx, t, call)
-			stopProgress()
-			if telemetry.CaptureContent() && span.IsRecording() {
-				span.SetAttributes(telemetry.GenAIToolCallArguments.String(string(call.Input)), telemetry.GenAIToolCallResult.String(j.out.Content))
+		j := &jobs[i]
+		j.r, j.t, j.call = r, t, &p.Call
+		j.ctx.Set(tctx, tool.CallInfo{TurnID: r.st.TurnID, SessionID: r.st.SessionID, CallID: p.Call.ID, Name: p.Call.Name, Step: r.st.Step}, j)
+		if r.em.observed() {
+			r.em.emit(events.ToolStarted{CallID: j.call.ID, Name: j.call.Name, Input: j.call.Input})
+		}
+		if inline < 0 {
+			inline = i // runs below, once the others are started
+			continue
+		}
+		if done == nil {
+			done = make(chan int, len(jobs))
+		}
+		j.index, j.done = i, done
+		queued++
+	}
+	if queued > 0 {
+		r.startWorkers(queued)
+		for i := range jobs {
+			if j := &jobs[i]; j.done != nil {
+				r.toolsWG.Add(1)
+				r.workers <- j // an idle worker takes it: there is one per job
 			}
-			errType := ""
-			if j.out.IsError {
-				errType = "tool_error"
-				telemetry.Fail(span, errType, nil)
-			}
-			telemetry.RecordTool(cctx, call.Name, time.Since(began), errType)
-		}()
+		}
+	}
+	if inline >= 0 {
+		jobs[inline].exec()
+		jobs[inline].finished = true
+	}
+	if queued > 0 && !r.chain.HasAfterToolCall() && !r.em.observed() && !r.cfg.CheckpointToolResults {
+		// Nothing can see a result settle before the step ends (no
+		// after_tool_call hook, observer or checkpoint per result): wait
+		// for the calls together, woken once rather than per call. A
+		// cancel reaches them through tctx, and Run would wait for them
+		// before it returns anyway (stopTools).
+		r.toolsWG.Wait()
+		for i := range jobs {
+			jobs[i].finished = true
+		}
 	}
 	for i := range r.st.Pending {
 		p := &r.st.Pending[i]
 		if p.State != CallAllowed {
 			continue
 		}
-		if j := jobs[i]; j != nil {
-			select {
-			case <-j.done:
-			case <-ctx.Done():
-				return r.cancelled(ctx)
+		j := &jobs[i]
+		if j.t != nil {
+			for !j.finished {
+				select {
+				case k := <-done:
+					jobs[k].finished = true
+				case <-ctx.Done():
+					return r.cancelled(ctx)
+				}
 			}
-			out := j.out
-			p.Output = &out
+			p.Output = &j.out
 		}
-		if res := r.settle(ctx, p); res != nil {
+		if res := r.settle(ctx, p, &j.result); res != nil {
 			return res
 		}
 		if r.cfg.CheckpointToolResults {
@@ -250,36 +316,85 @@ func (r *run) execute(ctx context.Context) *Result {
 	return nil
 }
 
-// settle runs the after_tool_call hooks on an allowed call's output and
-// makes the result final.
-func (r *run) settle(ctx context.Context, p *PendingCall) *Result {
-	def := events.ToolDefinition{Name: p.Call.Name}
-	t, ok := r.cfg.lookup(p.Call.Name)
-	if ok {
-		def = tool.Definition(t)
+// stopTools cancels the running tools of the step under way, if any, and
+// waits for them.
+func (r *run) stopTools() {
+	if r.cancelTools == nil {
+		return
 	}
-	in := &hook.ToolResultInput{Turn: r.turn, Call: p.Call, Tool: def, Impl: t,
-		Result: events.ToolResult{ToolUseID: p.Call.ID, Content: p.Output.Content, IsError: p.Output.IsError}}
-	out := r.chain.RunAfterToolCall(ctx, in)
-	r.syncVars()
-	if ctx.Err() != nil {
+	r.cancelTools()
+	r.toolsWG.Wait()
+	r.cancelTools = nil
+}
+
+// exec runs the job's call under its context (the step's tool context with
+// the CallInfo and the progress listener), and traces and measures it.
+func (j *job) exec() {
+	call := *j.call
+	cctx, span := startTool(&j.ctx, j.r.st.TurnID, call)
+	defer span.End()
+	began := time.Now()
+	j.out = runTool(cctx, j.t, call)
+	j.throttle.Stop()
+	if telemetry.CaptureContent() && span.IsRecording() {
+		span.SetAttributes(telemetry.GenAIToolCallArguments.String(string(call.Input)), telemetry.GenAIToolCallResult.String(j.out.Content))
+	}
+	errType := ""
+	if j.out.IsError {
+		errType = "tool_error"
+		telemetry.Fail(span, errType, nil)
+	}
+	telemetry.RecordTool(cctx, call.Name, time.Since(began), errType)
+}
+
+// ReportProgress implements tool.ProgressReporter: the tool's progress
+// reports become llmw.tool.progress events, throttled, and none after the
+// call ended.
+func (j *job) ReportProgress(p tool.Progress) {
+	j.throttle.Report(p, j.emitProgress)
+}
+
+func (j *job) emitProgress(p tool.Progress) {
+	j.r.em.emit(events.ToolProgress{CallID: j.call.ID, Name: j.call.Name, Progress: p.Progress, Total: p.Total, Message: p.Message})
+}
+
+// settle runs the after_tool_call hooks on an allowed call's output and
+// makes the result final; dst is where the result is kept.
+func (r *run) settle(ctx context.Context, p *PendingCall, dst *events.ToolResult) *Result {
+	*dst = events.ToolResult{ToolUseID: p.Call.ID, Content: p.Output.Content, IsError: p.Output.IsError}
+	// As in gate: the hooks' input only for hooks that read it.
+	if r.chain.HasAfterToolCall() {
+		def := events.ToolDefinition{Name: p.Call.Name}
+		t, ok := r.cfg.lookup(p.Call.Name)
+		if ok {
+			def = tool.Definition(t)
+		}
+		in := &hook.ToolResultInput{Turn: r.turn, Call: p.Call, Tool: def, Impl: t, Result: *dst}
+		out := r.chain.RunAfterToolCall(ctx, in)
+		r.syncVars()
+		if ctx.Err() != nil {
+			return r.cancelled(ctx)
+		}
+		if out.Failed {
+			return r.hookFailed(ctx, out.Hook, out.Err)
+		}
+		if out.Result.Action == hook.ResultAbort {
+			reason := fmt.Sprintf("after_tool_call hook %q aborted the turn at the result of tool %q (%s)%s",
+				out.Hook, p.Call.Name, p.Call.ID, suffix(out.Result.Reason))
+			return r.end(ctx, StatusAborted, CodeHookAbort, ErrHookAbort, reason, out.Hook, nil)
+		}
+		*dst = in.Result
+		dst.ToolUseID = p.Call.ID
+	} else if ctx.Err() != nil {
 		return r.cancelled(ctx)
 	}
-	if out.Failed {
-		return r.hookFailed(ctx, out.Hook, out.Err)
-	}
-	if out.Result.Action == hook.ResultAbort {
-		reason := fmt.Sprintf("after_tool_call hook %q aborted the turn at the result of tool %q (%s)%s",
-			out.Hook, p.Call.Name, p.Call.ID, suffix(out.Result.Reason))
-		return r.end(ctx, StatusAborted, CodeHookAbort, ErrHookAbort, reason, out.Hook, nil)
-	}
-	res := in.Result
-	res.ToolUseID = p.Call.ID
-	p.Result = &res
+	p.Result = dst
 	p.State = CallDone
-	r.em.emit(events.ToolCallResult{
-		CallID: p.Call.ID, Name: p.Call.Name, Content: res.Content, IsError: res.IsError,
-		DurationMS: p.Output.DurationMS})
+	if r.em.observed() {
+		r.em.emit(events.ToolCallResult{
+			CallID: p.Call.ID, Name: p.Call.Name, Content: dst.Content, IsError: dst.IsError,
+			DurationMS: p.Output.DurationMS})
+	}
 	return nil
 }
 

@@ -6,10 +6,14 @@ import (
 	"errors"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/tool"
@@ -313,4 +317,140 @@ func TestResultsInCallOrder(t *testing.T) {
 	if !slices.Equal(ids, []string{"c1", "c2"}) {
 		t.Fatalf("tool.result order %v", ids)
 	}
+}
+
+// Each of a step's parallel calls (the first runs on Run's goroutine, the
+// others each in their own) sees its own CallInfo, and its progress
+// reports become events of its own call.
+func TestParallelCallsCallInfoAndProgress(t *testing.T) {
+	type args struct {
+		K string `json:"k"`
+	}
+	var mu sync.Mutex
+	seen := map[string]tool.CallInfo{}
+	who := tool.Must("who", "ids", func(ctx context.Context, a args) (string, error) {
+		ci, ok := tool.CallFrom(ctx)
+		if !ok {
+			return "", errors.New("no call info")
+		}
+		mu.Lock()
+		seen[a.K] = ci
+		mu.Unlock()
+		tool.ReportProgress(ctx, tool.Progress{Progress: 1, Total: 1, Message: a.K})
+		return a.K, nil
+	})
+	p := newScripted(toolStep(call{"c1", "who", `{"k":"a"}`}, call{"c2", "who", `{"k":"b"}`}, call{"c3", "who", `{"k":"c"}`}), textStep("ok"))
+	rec := &recorder{}
+	w := mustNew(t, worker.Config{Provider: p, Tools: []tool.Tool{who}, TurnID: "turn-7", SessionID: "sess-7", Observer: rec})
+	res := mustRun(t, w, events.UserText("go"))
+	if res.Status != worker.StatusCompleted {
+		t.Fatalf("status %s: %s", res.Status, res.Reason)
+	}
+	want := map[string]tool.CallInfo{
+		"a": {TurnID: "turn-7", SessionID: "sess-7", CallID: "c1", Name: "who", Step: 1},
+		"b": {TurnID: "turn-7", SessionID: "sess-7", CallID: "c2", Name: "who", Step: 1},
+		"c": {TurnID: "turn-7", SessionID: "sess-7", CallID: "c3", Name: "who", Step: 1},
+	}
+	if !reflect.DeepEqual(seen, want) {
+		t.Fatalf("call infos %+v, want %+v", seen, want)
+	}
+	progress := map[string]string{}
+	for _, d := range rec.ofType(events.TypeToolProgress) {
+		pr := d.(events.ToolProgress)
+		progress[pr.CallID] = pr.Message
+	}
+	if want := map[string]string{"c1": "a", "c2": "b", "c3": "c"}; !reflect.DeepEqual(progress, want) {
+		t.Fatalf("progress by call %v, want %v", progress, want)
+	}
+	wantParts := []events.Part{events.ToolResultPart("c1", "a", false), events.ToolResultPart("c2", "b", false), events.ToolResultPart("c3", "c", false)}
+	if !reflect.DeepEqual(res.Messages[2].Content, wantParts) {
+		t.Fatalf("results %s", jsonString(t, res.Messages[2]))
+	}
+}
+
+// The first call's result is settled (after_tool_call, llmw.tool.result)
+// as soon as it is there, while a later call of the step still runs: the
+// later call waits for that result event.
+func TestFirstResultSettledWhileOthersRun(t *testing.T) {
+	firstResult := make(chan struct{})
+	var once sync.Once
+	rec := worker.ObserverFunc(func(ev worker.Event) {
+		if r, ok := ev.Data.(events.ToolCallResult); ok && r.CallID == "c1" {
+			once.Do(func() { close(firstResult) })
+		}
+	})
+	quick := tool.Must("quick", "q", func(context.Context, struct{}) (string, error) { return "quick", nil })
+	waiter := tool.Must("waiter", "w", func(ctx context.Context, _ struct{}) (string, error) {
+		select {
+		case <-firstResult:
+			return "after", nil
+		case <-time.After(10 * time.Second):
+			return "", errors.New("the first call's result was not settled while this one ran")
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	})
+	p := newScripted(toolStep(call{"c1", "quick", `{}`}, call{"c2", "waiter", `{}`}), textStep("ok"))
+	w := mustNew(t, worker.Config{Provider: p, Tools: []tool.Tool{quick, waiter}, Observer: rec})
+	res := mustRun(t, w, events.UserText("go"))
+	want := []events.Part{events.ToolResultPart("c1", "quick", false), events.ToolResultPart("c2", "after", false)}
+	if res.Status != worker.StatusCompleted || !reflect.DeepEqual(res.Messages[2].Content, want) {
+		t.Fatalf("status %s (%s), results %s", res.Status, res.Reason, jsonString(t, res.Messages))
+	}
+}
+
+// The calls of every step run at the same time, also when a later step has
+// more calls than an earlier one (the turn's tool goroutines are reused
+// and added to), and no goroutine of the turn outlives Run.
+func TestParallelCallsAcrossSteps(t *testing.T) {
+	type args struct {
+		Group string `json:"group"`
+		Size  int    `json:"size"`
+	}
+	var mu sync.Mutex
+	arrived := map[string]int{}
+	met := map[string]chan struct{}{}
+	meet := tool.Must("meet", "waits until size calls of its group run", func(ctx context.Context, a args) (string, error) {
+		mu.Lock()
+		if met[a.Group] == nil {
+			met[a.Group] = make(chan struct{})
+		}
+		ch := met[a.Group]
+		if arrived[a.Group]++; arrived[a.Group] == a.Size {
+			close(ch)
+		}
+		mu.Unlock()
+		select {
+		case <-ch:
+			return "met", nil
+		case <-time.After(10 * time.Second):
+			return "", errors.New("the calls of the step did not run at the same time")
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	})
+	group := func(g string, n int) []call {
+		var calls []call
+		for i := range n {
+			calls = append(calls, call{g + "-" + strconv.Itoa(i), "meet", `{"group":"` + g + `","size":` + strconv.Itoa(n) + `}`})
+		}
+		return calls
+	}
+	p := newScripted(toolStep(group("a", 2)...), toolStep(group("b", 4)...), toolStep(group("c", 3)...), toolStep(group("d", 1)...), textStep("ok"))
+	w := mustNew(t, worker.Config{Provider: p, Tools: []tool.Tool{meet}})
+	res := mustRun(t, w, events.UserText("go"))
+	if res.Status != worker.StatusCompleted {
+		t.Fatalf("status %s: %s", res.Status, res.Reason)
+	}
+	for _, m := range res.Messages {
+		for _, part := range m.Content {
+			if part.Type == events.PartToolResult && (part.Content != "met" || part.IsError) {
+				t.Fatalf("result of %s: %q", part.ToolUseID, part.Content)
+			}
+		}
+	}
+	if got := len(res.Messages); got != 10 { // user, 4 × (assistant, tool), assistant
+		t.Fatalf("%d messages", got)
+	}
+	goleak.VerifyNone(t)
 }
