@@ -63,12 +63,9 @@
 // Client is the requesting side of the same protocol, an llm.Provider over
 // NATS: it subscribes to P.llm.stream.<request_id> first, then requests
 // P.llm.complete; an error reply is the same *Error the service sends
-// (DecodeReply), so the kind survives the hop. Each stream has its own
-// subscription, but a Client's subscriptions share one channel, from which
-// one goroutine (running while streams are open) moves every message to
-// its stream's queue; a queue holds only the messages that wait, at most
-// ClientOptions.Buffer. The NATS dispatcher never blocks; a message that
-// finds its queue full is dropped, and a lost or repeated seq (CodeStreamGap), an idle stream (CodeIdleTimeout) or
+// (DecodeReply), so the kind survives the hop. The stream is read from a
+// buffered channel subscription, so the NATS dispatcher never blocks; a
+// lost or repeated seq (CodeStreamGap), an idle stream (CodeIdleTimeout) or
 // an undecodable event (CodeInvalidEvent) end the stream well-formed: open
 // blocks aborted, an error event, status failed. Cancelling the context
 // publishes P.llm.cancel.<request_id> and ends the stream with status
