@@ -56,11 +56,10 @@ type ClientOptions struct {
 	// IdleTimeout ends a stream as failed when no event (pings included)
 	// arrives for that long (0 = DefaultClientIdleTimeout, negative = never).
 	IdleTimeout time.Duration
-	// Buffer is the most messages of one stream that wait for its reader
-	// (0 = DefaultStreamBuffer). A stream's queue grows with the messages
-	// waiting in it, so a stream whose reader keeps up holds none. The NATS
-	// dispatcher never blocks: on overflow the message is dropped, which
-	// the reader sees as a seq gap.
+	// Buffer is the number of stream messages buffered between the NATS
+	// dispatcher and the reader (0 = DefaultStreamBuffer). The dispatcher
+	// never blocks: on overflow NATS drops the message, which the reader
+	// sees as a seq gap.
 	Buffer int
 }
 
@@ -70,7 +69,6 @@ type Client struct {
 	nc       *nats.Conn
 	subjects events.Subjects
 	o        ClientOptions
-	mux      *streamMux
 }
 
 var _ llm.Provider = (*Client)(nil)
@@ -89,7 +87,7 @@ func NewClient(nc *nats.Conn, o ClientOptions) *Client {
 	if o.Buffer <= 0 {
 		o.Buffer = DefaultStreamBuffer
 	}
-	return &Client{nc: nc, subjects: events.NewSubjects(o.Prefix), o: o, mux: newStreamMux(o.Buffer)}
+	return &Client{nc: nc, subjects: events.NewSubjects(o.Prefix), o: o}
 }
 
 // Stream sends req (a request id is generated when req.RequestID is empty)
@@ -104,13 +102,14 @@ func (c *Client) Stream(ctx context.Context, req *llm.Request) (llm.Stream, erro
 		return nil, fmt.Errorf("%w: request_id %q is not a subject token", events.ErrInvalid, req.RequestID)
 	}
 	streamSubj := c.subjects.LLMStream(req.RequestID)
-	sub, q, err := c.mux.subscribe(c.nc, streamSubj, c.o.Buffer)
+	ch := make(chan *nats.Msg, c.o.Buffer)
+	sub, err := c.nc.ChanSubscribe(streamSubj, ch)
 	if err != nil {
 		return nil, fmt.Errorf("ingest: subscribe %s: %w", streamSubj, err)
 	}
 	env, err := events.NewEnvelope(c.o.Source, events.TypeLLMComplete, req)
 	if err != nil {
-		c.mux.unsubscribe(sub)
+		_ = sub.Unsubscribe()
 		return nil, err
 	}
 	env.Subject = req.RequestID
@@ -128,10 +127,10 @@ func (c *Client) Stream(ctx context.Context, req *llm.Request) (llm.Stream, erro
 		err = fmt.Errorf("ingest: request %s: %w", c.subjects.LLMComplete(), err)
 	}
 	if err != nil {
-		c.mux.unsubscribe(sub)
+		_ = sub.Unsubscribe()
 		return nil, err
 	}
-	s := &ingestStream{c: c, ctx: ctx, reqID: req.RequestID, sub: sub, q: q}
+	s := &ingestStream{c: c, ctx: ctx, reqID: req.RequestID, sub: sub, ch: ch}
 	if c.o.IdleTimeout > 0 {
 		s.timer = time.NewTimer(c.o.IdleTimeout)
 	}
@@ -178,7 +177,7 @@ type ingestStream struct {
 	ctx   context.Context
 	reqID string
 	sub   *nats.Subscription
-	q     *msgQueue
+	ch    chan *nats.Msg
 	timer *time.Timer
 
 	lastSeq  uint64
@@ -200,23 +199,16 @@ func (s *ingestStream) Next() bool {
 			s.release()
 			return false
 		}
-		// A cancel is seen before the messages that wait: the turn stops
-		// at once, not after its backlog.
-		if s.ctx.Err() == nil {
-			if m, ok := s.q.pop(); ok {
-				if ev, ok := s.handle(m); ok {
-					s.cur = ev
-					return true
-				}
-				continue
-			}
-		}
 		var idle <-chan time.Time
 		if s.timer != nil {
 			idle = s.timer.C
 		}
 		select {
-		case <-s.q.ready:
+		case m := <-s.ch:
+			if ev, ok := s.handle(m); ok {
+				s.cur = ev
+				return true
+			}
 		case <-s.ctx.Done():
 			s.c.publishCancel(s.reqID)
 			s.end(events.StatusCancelled, "cancelled", nil)
@@ -318,7 +310,7 @@ func (s *ingestStream) release() {
 		return
 	}
 	s.closed = true
-	s.c.mux.unsubscribe(s.sub)
+	_ = s.sub.Unsubscribe()
 	if s.timer != nil {
 		s.timer.Stop()
 	}

@@ -345,49 +345,6 @@ func TestClientBufferOverflowIsAGap(t *testing.T) {
 	}
 }
 
-// A cancel ends the stream at once even when messages wait: the turn does
-// not read its backlog first.
-func TestClientCancelBeforeBacklog(t *testing.T) {
-	e := natstest.Start(t, natstest.Options{})
-	fakeIngest(t, e.NC, func(events.CompletionRequest, micro.Request) []scripted { return []scripted{} })
-	pub := e.Connect(t)
-	c := ingest.NewClient(e.NC, ingest.ClientOptions{})
-	ctx, cancel := context.WithCancel(natstest.Context(t))
-	defer cancel()
-	req := completionRequest()
-	s, err := c.Stream(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	for seq := uint64(1); seq <= 5; seq++ {
-		var ev events.Event = events.StatusEvent{Status: events.StatusStarted}
-		if seq > 1 {
-			ev = events.UsageEvent{InputTokens: events.Int64(int64(seq))}
-		}
-		pe, _ := events.NewEnvelope("/llmw/ingest/test", ev.EventType(), ev)
-		pe.Seq = seq
-		if err := pub.PublishMsg(&nats.Msg{Subject: "llmw.llm.stream." + req.RequestID, Header: nats.Header(pe.BinaryHeader()), Data: pe.Data}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := pub.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(200 * time.Millisecond)
-	cancel()
-	var got []events.Event
-	for s.Next() {
-		got = append(got, s.Current())
-	}
-	if len(got) != 1 {
-		t.Fatalf("got %v, want only status cancelled", got)
-	}
-	if st, ok := got[0].(events.StatusEvent); !ok || st.Status != events.StatusCancelled {
-		t.Errorf("got %#v, want status cancelled", got[0])
-	}
-}
-
 // A stream ended by the client aborts every block still open, in index
 // order, with its type, whatever order they were opened and closed in.
 func TestClientAbortsOpenBlocksInIndexOrder(t *testing.T) {

@@ -25,10 +25,10 @@ const (
 	// DefaultCancelTTL bounds how long a cancel waits for the submit it
 	// overtook.
 	DefaultCancelTTL = 10 * time.Minute
-	// DefaultStreamBuffer is the most stream messages of one model call
-	// that wait for the turn (see ingest.ClientOptions.Buffer). Only waiting
-	// messages take memory, so the limit bounds a burst, not what every
-	// turn holds.
+	// DefaultStreamBuffer is the per-model-call buffer of stream messages
+	// between the NATS dispatcher and the turn (see ingest.ClientOptions);
+	// it is a large part of a turn's memory, so it is smaller than the ingest client's
+	// default.
 	DefaultStreamBuffer = 1024
 	// ConsumerName is the durable pull consumer on LLMW_TURNS that every
 	// replica shares.
@@ -76,9 +76,8 @@ type Config struct {
 	// arrives for that long (0 = ingest.DefaultClientIdleTimeout, negative =
 	// never).
 	IdleTimeout time.Duration
-	// StreamBuffer is the most stream messages of one model call that
-	// wait for the turn; more are dropped, and the call fails as a seq gap
-	// (0 = DefaultStreamBuffer).
+	// StreamBuffer is the number of stream messages buffered per model
+	// call (0 = DefaultStreamBuffer).
 	StreamBuffer int
 	// StepRetries is how often a model call that failed for a transport
 	// reason (see Retryable) is made again within its step (0 =
