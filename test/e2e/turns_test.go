@@ -227,9 +227,24 @@ func (c *cluster) readAll(turnID string) []*events.Envelope {
 		if err != nil {
 			return err
 		}
+		// How many events the turn has, from the stream's leader: the
+		// gets below are direct gets (LLMW_EVENTS allows them), which a
+		// replica still behind the leader may answer without the last
+		// events.
+		info, err := st.Info(ctx, jetstream.WithSubjectFilter(c.subj.EventsOfTurn(turnID)))
+		if err != nil {
+			return err
+		}
+		var stored uint64
+		for _, n := range info.State.Subjects {
+			stored += n
+		}
 		for seq := uint64(1); ; {
 			m, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(c.subj.EventsOfTurn(turnID)))
 			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				if uint64(len(out)) < stored {
+					return fmt.Errorf("read %d of the %d events the leader stores (a replica behind it answered)", len(out), stored)
+				}
 				return nil
 			}
 			if err != nil {
