@@ -23,6 +23,16 @@ while read -r pkg name; do
   echo "== $name ($pkg, $fuzztime)"
   out=$(mktemp)
   if ! go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" -fuzzminimizetime "$minimize" "$pkg" > "$out" 2>&1; then
+    if grep -q '^    context deadline exceeded$' "$out" && ! grep -q 'Failing input written to' "$out"; then
+      # Go 1.26's fuzz coordinator can report its own -fuzztime deadline
+      # as a failure when a worker is mid-input as it expires (Go issue
+      # 75804, fixed in Go 1.27): no input failed, none was written.
+      echo "   (the fuzzer's own deadline, reported as a failure with no failing input: Go issue 75804; not a finding)"
+      grep -E '^fuzz: elapsed: [0-9]+s, execs' "$out" | tail -1 || true
+      rm -f "$out"
+      n=$((n + 1))
+      continue
+    fi
     cat "$out" # the whole report: the failing input and where it was saved
     rm -f "$out"
     exit 1
