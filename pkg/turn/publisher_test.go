@@ -430,28 +430,7 @@ func TestEventPublisherCoalescesDeltasUnderBackpressure(t *testing.T) {
 // queued, so the queue is known exactly.
 func TestEventPublisherCoalescesOnlyTheSameBlock(t *testing.T) {
 	e := natstest.Start(t, natstest.Options{})
-	type stored struct{ typ, data, seq string }
-	var (
-		mu      sync.Mutex
-		got     []stored
-		arrived = make(chan struct{})
-		release = make(chan struct{})
-	)
-	sub, err := e.NC.Subscribe("q.emit.>", func(m *nats.Msg) {
-		mu.Lock()
-		got = append(got, stored{m.Header.Get(events.HeaderType), string(m.Data), m.Header.Get(events.HeaderSeq)})
-		n := len(got)
-		mu.Unlock()
-		if n == 1 {
-			close(arrived)
-			<-release
-		}
-		_ = m.Respond([]byte(`{"stream":"LLMW_EVENTS","seq":` + fmt.Sprint(n) + `}`))
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	h := holdFirstPublish(t, e)
 	ep := turn.NewPublisher(e.NC, turn.PublisherOptions{Prefix: "q"}).Turn("t1", "", turn.Position{})
 	text := func(i, step int, s string) events.WorkerEvent {
 		return events.WorkerBlockDelta{BlockDelta: events.TextDelta(i, s), Step: step}
@@ -463,11 +442,7 @@ func TestEventPublisherCoalescesOnlyTheSameBlock(t *testing.T) {
 		}
 	}
 	publish(text(0, 1, "in flight"), 1)
-	select {
-	case <-arrived:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the first event never reached the stream")
-	}
+	h.held(t)
 	publish(text(0, 1, "He"), 2)
 	publish(text(0, 1, "llo, \"w"), 2)
 	publish(text(0, 1, "orld\"\n"), 2)
@@ -479,9 +454,14 @@ func TestEventPublisherCoalescesOnlyTheSameBlock(t *testing.T) {
 	publish(text(1, 1, "a"), 6)                                                             // another block
 	publish(text(1, 12, "b"), 7)                                                            // another step
 	publish(text(1, 12, "c"), 7)
-	close(release)
+	close(h.release)
 	if err := ep.Flush(natstest.Context(t)); err != nil {
 		t.Fatal(err)
+	}
+	type stored struct{ typ, data, seq string }
+	var got []stored
+	for _, m := range h.stored() {
+		got = append(got, stored{m.Header.Get(events.HeaderType), string(m.Data), m.Header.Get(events.HeaderSeq)})
 	}
 	want := []stored{
 		{events.TypeBlockDelta, `{"index":0,"text":"in flight","step":1}`, "1"},
@@ -492,8 +472,6 @@ func TestEventPublisherCoalescesOnlyTheSameBlock(t *testing.T) {
 		{events.TypeBlockDelta, `{"index":1,"text":"a","step":1}`, "6"},
 		{events.TypeBlockDelta, `{"index":1,"text":"bc","step":12}`, "7"},
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	if len(got) != len(want) {
 		t.Fatalf("stored %d events, want %d: %q", len(got), len(want), got)
 	}
@@ -510,32 +488,12 @@ func TestEventPublisherCoalescingLimits(t *testing.T) {
 	for _, keep := range []bool{false, true} {
 		t.Run(fmt.Sprint("KeepDeltas=", keep), func(t *testing.T) {
 			e := natstest.Start(t, natstest.Options{})
-			var (
-				mu      sync.Mutex
-				datas   []string
-				arrived = make(chan struct{})
-				release = make(chan struct{})
-			)
-			sub, err := e.NC.Subscribe("q.emit.>", func(m *nats.Msg) {
-				mu.Lock()
-				datas = append(datas, string(m.Data))
-				n := len(datas)
-				mu.Unlock()
-				if n == 1 {
-					close(arrived)
-					<-release
-				}
-				_ = m.Respond([]byte(`{"stream":"LLMW_EVENTS","seq":` + fmt.Sprint(n) + `}`))
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = sub.Unsubscribe() })
+			h := holdFirstPublish(t, e)
 			ep := turn.NewPublisher(e.NC, turn.PublisherOptions{Prefix: "q", KeepDeltas: keep}).Turn("t1", "", turn.Position{})
 			if _, err := ep.Publish(events.TurnStarted{TurnID: "t1"}); err != nil {
 				t.Fatal(err)
 			}
-			<-arrived
+			h.held(t)
 			chunk := strings.Repeat("x", 1000)
 			const chunks = 40 // 40,000 bytes of text
 			for range chunks {
@@ -543,13 +501,14 @@ func TestEventPublisherCoalescingLimits(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			close(release)
+			close(h.release)
 			if err := ep.Flush(natstest.Context(t)); err != nil {
 				t.Fatal(err)
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			deltas := datas[1:]
+			var deltas []string
+			for _, m := range h.stored()[1:] {
+				deltas = append(deltas, string(m.Data))
+			}
 			var total int
 			for i, d := range deltas {
 				if len(d) > turn.MaxCoalescedDelta {
@@ -575,4 +534,52 @@ func TestEventPublisherCoalescingLimits(t *testing.T) {
 			}
 		})
 	}
+}
+
+// heldStream is a stand-in for LLMW_EVENTS on the prefix q: it records
+// every publish and acknowledges it, but holds the first one until
+// release is closed, so that a test knows exactly what queues behind it.
+type heldStream struct {
+	mu      sync.Mutex
+	msgs    []*nats.Msg
+	arrived chan struct{} // closed when the first publish is held
+	release chan struct{} // closed by the test to let it through
+}
+
+func holdFirstPublish(t *testing.T, e *natstest.Server) *heldStream {
+	t.Helper()
+	h := &heldStream{arrived: make(chan struct{}), release: make(chan struct{})}
+	sub, err := e.NC.Subscribe("q.emit.>", func(m *nats.Msg) {
+		h.mu.Lock()
+		h.msgs = append(h.msgs, m)
+		n := len(h.msgs)
+		h.mu.Unlock()
+		if n == 1 {
+			close(h.arrived)
+			<-h.release
+		}
+		_ = m.Respond([]byte(`{"stream":"LLMW_EVENTS","seq":` + fmt.Sprint(n) + `}`))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	return h
+}
+
+// held waits until the first publish is held.
+func (h *heldStream) held(t *testing.T) {
+	t.Helper()
+	select {
+	case <-h.arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first event never reached the stream")
+	}
+}
+
+// stored returns what was published, in order.
+func (h *heldStream) stored() []*nats.Msg {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]*nats.Msg(nil), h.msgs...)
 }
