@@ -63,7 +63,10 @@ func (s *deltaStream) Close() error          { return nil }
 // has received the last event: the receiver's decoding is included.
 // binary-noreceiver has no subscriber and is timed until the stream ended
 // and the server has read everything ingest wrote (a flush round trip):
-// ingest and the server alone.
+// ingest and the server alone. Every delta is a message of its own
+// (Config.KeepDeltas): this is the cost per message; what joining the
+// deltas that are waiting saves shows in BenchmarkClientStream's joined
+// runs.
 func BenchmarkPublishDeltas(b *testing.B) {
 	for _, mode := range []struct {
 		name       string
@@ -77,7 +80,7 @@ func BenchmarkPublishDeltas(b *testing.B) {
 				return &deltaStream{n: n}, nil
 			})
 			inc := connect(b, url)
-			svc, err := ingest.New(inc, ingest.Config{Structured: mode.structured, Logger: quietLogger(),
+			svc, err := ingest.New(inc, ingest.Config{Structured: mode.structured, Logger: quietLogger(), KeepDeltas: true,
 				Providers: map[string]ingest.Factory{"bench": ingest.Static(prov)}})
 			if err != nil {
 				b.Fatal(err)
@@ -134,42 +137,55 @@ func BenchmarkPublishDeltas(b *testing.B) {
 // publishes b.N text deltas in all (split over the given number of
 // concurrent streams) and ingest.Client reads them back, so ns/op is the
 // cost of one delta from ingest's publish to the reader's decoded event,
-// ingest included. Run it as
+// ingest included. In the kept runs every delta is a message
+// (Config.KeepDeltas); in the joined runs ingest joins the deltas its
+// read-ahead holds, as it does by default. Run it as
 //
 //	go test -run xxx -bench ClientStream -benchmem ./pkg/ingest/
 func BenchmarkClientStream(b *testing.B) {
 	for _, streams := range []int{1, 16} {
-		b.Run("streams="+strconv.Itoa(streams), func(b *testing.B) {
-			url := startNATS(b)
-			per := max(b.N/streams, 1)
-			prov := llm.ProviderFunc(func(context.Context, *llm.Request) (llm.Stream, error) {
-				return &deltaStream{n: per}, nil
-			})
-			startService(b, url, ingest.Config{Providers: map[string]ingest.Factory{"bench": ingest.Static(prov)}})
-			// Ingest has no flow control: a reader that falls behind by more
-			// than Buffer events loses some, so the buffer holds a whole stream.
-			c := ingest.NewClient(connect(b, url), ingest.ClientOptions{Buffer: per + 4})
-			b.ReportAllocs()
-			b.ResetTimer()
-			var wg sync.WaitGroup
-			for range streams {
-				wg.Go(func() {
-					s, err := c.Stream(context.Background(), &llm.Request{Model: "bench:m", Messages: []events.Message{events.UserText("hi")}})
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					defer s.Close()
-					got := 0
-					for s.Next() {
-						got++
-					}
-					if last, ok := s.Current().(events.StatusEvent); !ok || last.Status != events.StatusCompleted || got != per+4 {
-						b.Errorf("stream ended with %#v after %d events, want completed after %d", s.Current(), got, per+4)
-					}
-				})
+		for _, keep := range []bool{true, false} {
+			name := "streams=" + strconv.Itoa(streams) + "/kept"
+			if !keep {
+				name = "streams=" + strconv.Itoa(streams) + "/joined"
 			}
-			wg.Wait()
+			b.Run(name, func(b *testing.B) { clientStream(b, streams, keep) })
+		}
+	}
+}
+
+func clientStream(b *testing.B, streams int, keep bool) {
+	url := startNATS(b)
+	per := max(b.N/streams, 1)
+	prov := llm.ProviderFunc(func(context.Context, *llm.Request) (llm.Stream, error) {
+		return &deltaStream{n: per}, nil
+	})
+	startService(b, url, ingest.Config{KeepDeltas: keep, Providers: map[string]ingest.Factory{"bench": ingest.Static(prov)}})
+	// Ingest has no flow control: a reader that falls behind by more
+	// than Buffer events loses some, so the buffer holds a whole stream.
+	c := ingest.NewClient(connect(b, url), ingest.ClientOptions{Buffer: per + 4})
+	want := per * len(benchDelta.(events.BlockDelta).Content)
+	b.ReportAllocs()
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for range streams {
+		wg.Go(func() {
+			s, err := c.Stream(context.Background(), &llm.Request{Model: "bench:m", Messages: []events.Message{events.UserText("hi")}})
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			defer s.Close()
+			text := 0
+			for s.Next() {
+				if d, ok := s.Current().(events.BlockDelta); ok {
+					text += len(d.Content)
+				}
+			}
+			if last, ok := s.Current().(events.StatusEvent); !ok || last.Status != events.StatusCompleted || text != want {
+				b.Errorf("stream ended with %#v after %d bytes of text, want completed after %d", s.Current(), text, want)
+			}
 		})
 	}
+	wg.Wait()
 }

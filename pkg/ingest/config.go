@@ -75,6 +75,14 @@ type Config struct {
 	// CloudEvent body) instead of binary mode, for receivers that only know
 	// structured mode.
 	Structured bool
+	// KeepDeltas publishes every provider delta as an event of its own. By
+	// default, deltas of one block that the provider stream has already
+	// delivered while ingest was still publishing earlier ones (the
+	// stream's read-ahead holds them: llm.Buffered) are joined into one
+	// delta event of up to MaxJoinedDelta bytes, so that a burst costs one
+	// message, not one per token; a delta that finds nothing waiting
+	// behind it is published at once, alone (docs/protocol.md §3).
+	KeepDeltas bool
 }
 
 func (c *Config) validate() error {

@@ -18,7 +18,11 @@
 // by default, Config.Structured for structured mode) with source
 // /llmw/ingest/<instance>, seq 1, 2, 3 … per stream, subject and turnid set
 // to the request's turnid extension, and the request's sessionid and
-// traceparent extensions carried over. Publishing P.llm.cancel.<request_id>
+// traceparent extensions carried over. Deltas of one block that the
+// provider's stream has already delivered while earlier events were still
+// being published are joined into one delta (up to MaxJoinedDelta;
+// Config.KeepDeltas turns this off); a delta with nothing waiting behind it
+// goes out at once. Publishing P.llm.cancel.<request_id>
 // (to every replica; only the one running the stream acts) cancels the
 // provider call: the stream ends with block aborts and status cancelled.
 //
@@ -79,8 +83,11 @@
 //
 // # Speed
 //
-// Publishing is the hot path, one message per streamed token: each stream
-// keeps one message, one header map and its buffers; deltas are encoded
-// without reflection; id, time and seq cost one allocation per event, and
-// nothing is flushed per event. BenchmarkPublishDeltas measures it.
+// Publishing is the hot path, up to one message per streamed token: each
+// stream keeps one message, one header map and its buffers; deltas are
+// encoded without reflection; id, time and seq cost one allocation per
+// event, and nothing is flushed per event. When the provider outpaces
+// ingest, the deltas already read ahead share a message, so a burst costs
+// one message's headers, routing and decoding instead of one per token.
+// BenchmarkPublishDeltas measures it.
 package ingest

@@ -448,11 +448,14 @@ func (s *Service) run(ctx context.Context, st *stream, p llm.Provider, r *reques
 		SessionID:   r.env.SessionID,
 		TraceParent: r.env.TraceParent,
 	}
-	pub := newPublisher(s.nc, subject, tmpl, s.cfg.Structured)
+	pub := newPublisher(s.nc, subject, tmpl, s.cfg.Structured, s.cfg.KeepDeltas)
 
 	// One normalization where the stream is consumed: a no-op for the
 	// built-in adapters, whose streams are normalized already.
 	ns := llm.Normalize(ctx, ps, llm.NormalizeOptions{IdleTimeout: s.idle})
+	// What the stream has read ahead decides whether a delta may wait for
+	// the next one (publisher.send).
+	buffered, _ := ns.(llm.Buffered)
 
 	outcome := ""
 	var errCode, errMsg string
@@ -465,7 +468,8 @@ func (s *Service) run(ctx context.Context, st *stream, p llm.Provider, r *reques
 		case events.ErrorEvent:
 			errCode, errMsg = e.Code, e.Message
 		}
-		if pubErr = pub.publish(ev); pubErr != nil {
+		more := buffered != nil && buffered.Buffered() > 0
+		if pubErr = pub.send(ev, more); pubErr != nil {
 			// Nobody can receive the rest; stop the provider call.
 			st.cancel()
 			break

@@ -41,7 +41,9 @@ func textAndTool() []events.Event {
 func TestCompleteStreamsCloudEvents(t *testing.T) {
 	url := startNATS(t)
 	f := &fake{scripts: []*script{{evs: textAndTool()}}}
-	startService(t, url, ingest.Config{Instance: "i1", Providers: map[string]ingest.Factory{"openai": ingest.Static(f)}})
+	// KeepDeltas: this test reads every provider event as a message of its
+	// own; TestDeltasJoin covers what is joined by default.
+	startService(t, url, ingest.Config{Instance: "i1", Providers: map[string]ingest.Factory{"openai": ingest.Static(f)}, KeepDeltas: true})
 	nc := connect(t, url)
 
 	// One wildcard subscription sees the reply and the stream in the order

@@ -67,3 +67,18 @@ type SelfBounded interface {
 	Stream
 	SelfBounded()
 }
+
+// Buffered is implemented by streams that can tell how much of what they
+// will yield is already read: Buffered returns how many events (the
+// stream's end counting as one) Next can return without waiting for the
+// provider. It is a hint for batching, not a promise: a stream may still
+// wait when what it had buffered turns out to yield nothing (an event that
+// normalization drops). The streams Normalize returns implement it
+// (counting what the read-ahead holds, or asking a source that implements
+// it in turn), as do SliceStream's. A consumer that publishes what it
+// reads (ingest) joins the deltas that are already waiting into one
+// message instead of one message per token.
+type Buffered interface {
+	Stream
+	Buffered() int
+}

@@ -154,6 +154,7 @@ type normStream struct {
 var (
 	_ Stream     = (*normStream)(nil)
 	_ WellFormed = (*normStream)(nil)
+	_ Buffered   = (*normStream)(nil)
 )
 
 // WellFormed marks the stream as normalized.
@@ -414,6 +415,34 @@ func (s *normStream) release() {
 }
 
 func (s *normStream) Current() events.Event { return s.cur }
+
+// Buffered implements Buffered: the events normalized and not yet
+// returned, and what the read-ahead holds (or, read inline, what the
+// source says it holds). It is called from the goroutine that calls Next.
+func (s *normStream) Buffered() int {
+	if s.closed.Load() || (s.n.done && s.n.qi == len(s.n.q)) {
+		return 0
+	}
+	n := len(s.n.q) - s.n.qi
+	if s.n.done {
+		return n
+	}
+	if !s.pumped {
+		if b, ok := s.src.(Buffered); ok {
+			n += b.Buffered()
+		}
+		return n
+	}
+	n += len(s.batch) - s.bi
+	p := &s.pipe
+	p.mu.Lock()
+	n += len(p.in)
+	if p.ended {
+		n++
+	}
+	p.mu.Unlock()
+	return n
+}
 
 func (s *normStream) Err() error { return nil }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -742,4 +743,60 @@ func TestNormalizeSelfBounded(t *testing.T) {
 	}
 	wantShown(t, show(t, evs), "status started", "start 0 text", `delta 0 text "a"`,
 		"abort 0 text: cancelled", "status cancelled")
+}
+
+// TestNormalizeBuffered: Buffered counts what Next can return without
+// waiting for the source: on the pump path what it read ahead, read inline
+// what the source says it holds; 0 while the source is silent.
+func TestNormalizeBuffered(t *testing.T) {
+	t.Run("pump", func(t *testing.T) {
+		src := &gated{n: 5, burst: 3, gate: make(chan struct{})}
+		s := llm.Normalize(t.Context(), src, llm.NormalizeOptions{IdleTimeout: time.Minute})
+		defer s.Close()
+		b := s.(llm.Buffered)
+		if !s.Next() { // status started, synthesized with the block start of the first delta
+			t.Fatal("no first event")
+		}
+		// The source's burst of 3 deltas: the block start and the first
+		// delta are normalized and queued, the other 2 are read ahead once
+		// the pump got to them.
+		waitFor(t, func() bool { return b.Buffered() == 4 })
+		for want := 3; want >= 0; want-- {
+			if !s.Next() {
+				t.Fatal("stream ended early")
+			}
+			if got := b.Buffered(); got != want {
+				t.Fatalf("after %v: Buffered = %d, want %d", s.Current(), got, want)
+			}
+		}
+		// The third delta was the last: the pump now waits on the gate.
+		close(src.gate)
+		// The last two deltas and the end, once read ahead: the end counts
+		// as one, and stopping the block and the completed status follow
+		// from it.
+		waitFor(t, func() bool { return b.Buffered() == 3 })
+		n := 0
+		for s.Next() {
+			n++
+		}
+		if n != 4 || b.Buffered() != 0 {
+			t.Fatalf("%d events after the gate (want 4: two deltas, stop, completed), Buffered %d", n, b.Buffered())
+		}
+	})
+	t.Run("inline", func(t *testing.T) {
+		s := llm.Normalize(t.Context(), llm.SliceStream(events.TextDelta(0, "a"), events.TextDelta(0, "b")), llm.NormalizeOptions{})
+		b := s.(llm.Buffered)
+		var got []int
+		for s.Next() {
+			got = append(got, b.Buffered())
+		}
+		// The first delta gives started, block start and delta a, so after
+		// started: block start and a queued + b and the end in the source
+		// (4); block start (3); a (2: b and the end); b (1: the end); the
+		// end gives block stop and completed: stop (1), completed (0).
+		want := []int{4, 3, 2, 1, 1, 0}
+		if !slices.Equal(got, want) {
+			t.Fatalf("Buffered after each event: %v, want %v", got, want)
+		}
+	})
 }

@@ -63,6 +63,14 @@ func (s *sliceStream) Current() events.Event {
 
 func (s *sliceStream) Err() error { return s.err }
 
+// Buffered implements Buffered: every event left, and the end.
+func (s *sliceStream) Buffered() int {
+	if s.err != nil || s.i >= len(s.evs) || s.closed.Load() {
+		return 0
+	}
+	return len(s.evs) - s.i
+}
+
 func (s *sliceStream) Close() error {
 	s.closed.Store(true)
 	return nil

@@ -15,8 +15,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel"
 
+	"github.com/llmworker/llmworker/internal/natsutil"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/llm"
 	"github.com/llmworker/llmworker/pkg/llm/llmtest"
@@ -254,11 +256,33 @@ func benchStepOverhead(b *testing.B) {
 // (1000 deltas each) from ingest through the turn service to one UI
 // subscriber of every turn's events. It checks that the UI got every
 // byte of every turn's text and reports the provider deltas carried to
-// the UI per second (deltas/s) and the llmw.block.delta events the UI
-// received per second (events/s): the turn service coalesces the deltas
-// of a block that queue behind an unacknowledged event
-// (turn.EventPublisher), so under load one event carries several.
-func BenchmarkDeltaThroughput(b *testing.B) {
+// the UI per second (deltas/s), the llmw.block.delta events the UI
+// received per second (events/s) and the CPU time of the whole process
+// (ingest, turn service, server, UI) per provider delta (cpu-ns/delta).
+// Deltas that are already waiting travel joined: ingest joins those its
+// provider stream has read ahead (ingest.Config.KeepDeltas), the turn
+// service those that queue behind an unacknowledged event
+// (turn.EventPublisher), so under load one message carries several.
+func BenchmarkDeltaThroughput(b *testing.B) { deltaThroughput(b, newEnv(b)) }
+
+// BenchmarkDeltaThroughputLazyFsync is BenchmarkDeltaThroughput on a
+// server that fsyncs every two minutes (natsutil.EmbeddedOptions.
+// SyncInterval): what the pipeline moves when the disk is not the bound.
+func BenchmarkDeltaThroughputLazyFsync(b *testing.B) {
+	emb, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{SyncInterval: 2 * time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(emb.Shutdown)
+	e := &env{t: b, url: emb.URL(), emb: emb}
+	e.nc = e.connect()
+	if e.js, err = jetstream.New(e.nc); err != nil {
+		b.Fatal(err)
+	}
+	deltaThroughput(b, e)
+}
+
+func deltaThroughput(b *testing.B, e *env) {
 	const turns, deltas = 50, 1000
 	chunks := make([]string, deltas)
 	textLen := 0
@@ -266,7 +290,6 @@ func BenchmarkDeltaThroughput(b *testing.B) {
 		chunks[i] = "tok" + strconv.Itoa(i) + " "
 		textLen += len(chunks[i])
 	}
-	e := newEnv(b)
 	p := llmtest.NewScripted()
 	p.SetFallback(llmtest.TextStep(chunks...))
 	e.scripted(p)
@@ -294,10 +317,11 @@ func BenchmarkDeltaThroughput(b *testing.B) {
 	_ = sub.SetPendingLimits(-1, -1)
 	defer sub.Unsubscribe()
 	_ = e.nc.Flush()
-	var total time.Duration
+	var total, cpu time.Duration
 	var stored int64
 	b.ResetTimer()
 	for i := range b.N {
+		cpu0 := cpuTime()
 		gotEvents.Store(0)
 		gotText.Store(0)
 		start := time.Now()
@@ -310,6 +334,7 @@ func BenchmarkDeltaThroughput(b *testing.B) {
 			}
 		}
 		total += time.Since(start)
+		cpu += cpuTime() - cpu0
 		if gotText.Load() != turns*int64(textLen) {
 			b.Fatalf("UI got %d bytes of text, want %d", gotText.Load(), turns*textLen)
 		}
@@ -318,6 +343,7 @@ func BenchmarkDeltaThroughput(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(turns*deltas*b.N)/total.Seconds(), "deltas/s")
 	b.ReportMetric(float64(stored)/total.Seconds(), "events/s")
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(turns*deltas*b.N), "cpu-ns/delta")
 }
 
 // BenchmarkHeapPerActiveTurn holds 1000 turns open on one replica, each
