@@ -3,6 +3,7 @@ package cenats
 import (
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -60,19 +61,28 @@ type Writer struct {
 // turnid, sessionid, traceparent and tracestate; tmpl's id, type, time, seq and data
 // are ignored.
 func NewWriter(tmpl events.Envelope, o Options) *Writer {
+	tmpl.ID, tmpl.Type, tmpl.Time, tmpl.Seq, tmpl.Data = "", "", time.Time{}, 0, nil
 	w := &Writer{structured: o.Structured, tmpl: tmpl}
 	w.idPrefix = append(append(make([]byte, 0, 40), nuid.Next()...), '.')
-	w.data = make([]byte, 0, 256)
-	w.buf = make([]byte, 0, 64)
-	if o.Structured {
+	return w
+}
+
+// headerPool holds the binary-mode header maps of released writers
+// (Release), emptied: a map sized for a whole event's attributes is most of
+// a writer's memory, and a writer that waits (a turn waiting on its model)
+// does not need one.
+var headerPool = sync.Pool{New: func() any { return make(nats.Header, 12) }}
+
+// header makes the message's header map: every attribute the stream
+// carries, written through the events codec, with the per-event ones
+// pointing at the writer's own arrays, which Msg overwrites in place.
+func (w *Writer) header() {
+	if w.structured {
 		w.msg.Header = nats.Header{events.HeaderContentType: []string{events.ContentTypeStructured}}
-		return w
+		return
 	}
-	h := make(nats.Header, 12)
-	// Write every attribute the stream will carry through the events
-	// codec, then point the per-event ones at our own arrays, which Msg
-	// overwrites in place.
-	t := tmpl
+	h := headerPool.Get().(nats.Header)
+	t := w.tmpl
 	t.ID, t.Type, t.Time, t.Seq = "-", "-", time.Now(), 1
 	t.WriteBinaryHeader(h)
 	h[events.HeaderID] = w.idv[:]
@@ -80,18 +90,38 @@ func NewWriter(tmpl events.Envelope, o Options) *Writer {
 	h[events.HeaderTime] = w.timev[:]
 	h[events.HeaderSeq] = w.seqv[:]
 	w.msg.Header = h
-	return w
+}
+
+// Release lets go of the writer's header map and buffers until its next
+// event, which makes them again: for a writer that may wait long between
+// events. The message of the last Msg must not be used after it.
+func (w *Writer) Release() {
+	if h := w.msg.Header; h != nil && !w.structured {
+		clear(h)
+		headerPool.Put(h)
+	}
+	w.msg = nats.Msg{}
+	w.idv[0], w.typv[0], w.timev[0], w.seqv[0] = "", "", "", ""
+	w.data, w.buf, w.body = nil, nil, nil
 }
 
 // Buffer returns the writer's data buffer emptied, for the caller to
 // append the next event's JSON to and pass to Msg; it saves a copy.
-func (w *Writer) Buffer() []byte { return w.data[:0] }
+func (w *Writer) Buffer() []byte {
+	if w.data == nil {
+		w.data = make([]byte, 0, 256)
+	}
+	return w.data[:0]
+}
 
 // Msg returns the message of the next event: type typ, seq seq (> 0) and
 // JSON data on subject. The message, its header and its body are reused
 // by the next call: publish it (nats.Conn.PublishMsg copies both before it
 // returns) before calling Msg again.
 func (w *Writer) Msg(subject, typ string, seq uint64, data []byte) *nats.Msg {
+	if w.msg.Header == nil {
+		w.header()
+	}
 	w.data = data[:0] // keep the larger buffer for the next event
 	now := time.Now()
 	w.msg.Subject = subject

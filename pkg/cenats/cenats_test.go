@@ -2,6 +2,7 @@ package cenats_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"reflect"
 	"strconv"
@@ -53,6 +54,44 @@ func TestWriterRoundTrip(t *testing.T) {
 			}
 			ids[env.ID] = true
 		}
+	}
+}
+
+// A writer that let go of its header map and buffers (Release) writes its
+// next events as before: the same attributes, ids that go on with its
+// prefix; and a header the caller added to a message of another writer
+// that released its map does not reach it.
+func TestWriterRelease(t *testing.T) {
+	other := cenats.NewWriter(events.Envelope{Source: "/llmw/ingest/i", Subject: "req-1"}, cenats.Options{})
+	m := other.Msg("llmw.llm.stream.req-1", events.TypeLLMBlockDelta, 1, []byte(`{}`))
+	m.Header["Nats-Expected-Last-Subject-Sequence"] = []string{"41"}
+	other.Release()
+
+	for _, structured := range []bool{false, true} {
+		w := cenats.NewWriter(tmpl, cenats.Options{Structured: structured})
+		for seq := uint64(1); seq <= 4; seq++ {
+			if seq == 3 {
+				w.Release()
+			}
+			m := w.Msg("llmw.events.s1.t1.turn", events.TypeTurnStep, seq, fmt.Appendf(w.Buffer(), `{"step":%d}`, seq))
+			env, err := cenats.Decode(m)
+			if err != nil {
+				t.Fatalf("structured=%v seq %d: %v", structured, seq, err)
+			}
+			want := tmpl
+			want.ID, want.Type, want.Seq, want.Time, want.Data = w.ID(seq), events.TypeTurnStep, seq, env.Time, fmt.Appendf(nil, `{"step":%d}`, seq)
+			if !reflect.DeepEqual(*env, want) {
+				t.Fatalf("structured=%v seq %d:\n got %+v\nwant %+v", structured, seq, *env, want)
+			}
+			if v := m.Header.Get("Nats-Expected-Last-Subject-Sequence"); v != "" {
+				t.Fatalf("structured=%v seq %d: a header of another writer's message, %q, came along", structured, seq, v)
+			}
+		}
+	}
+	// The writer that released its map writes again too.
+	m = other.Msg("llmw.llm.stream.req-1", events.TypeLLMBlockDelta, 2, []byte(`{}`))
+	if env, err := cenats.Decode(m); err != nil || env.Source != "/llmw/ingest/i" || env.Subject != "req-1" || env.Seq != 2 || env.ID != other.ID(2) {
+		t.Fatalf("after Release: %+v, %v", env, err)
 	}
 }
 

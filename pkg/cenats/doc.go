@@ -16,7 +16,10 @@
 // attributes (a provider stream, a turn's worker events): it writes the
 // fixed attributes once, reuses its header map, value strings and buffers,
 // and sets only id, type, time and seq per event, so an event costs one
-// small allocation. Ids are "<random>.<seq>", unique per writer.
+// small allocation. Ids are "<random>.<seq>", unique per writer. A writer
+// that may wait long between events (a turn's, while the turn waits on its
+// model or a tool) gives its header map and buffers back with Release; its
+// next event makes them again.
 //
 // Why not cloudevents/sdk-go's NATS binding: it builds a binding.Message
 // and a header map per event (several allocations per streamed token,

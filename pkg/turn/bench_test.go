@@ -348,40 +348,73 @@ func deltaThroughput(b *testing.B, e *env) {
 
 // BenchmarkHeapPerActiveTurn holds 1000 turns open on one replica, each
 // blocked mid-answer after its first delta, and reports the heap they take
-// (HeapAlloc after GC, minus the idle baseline, / 1000). Ingest runs in the
-// same process, so its per-stream memory is included: an upper bound.
+// (HeapAlloc after GC, minus the idle baseline, / 1000: "KiB/turn"). Ingest
+// and the NATS server run in the same process, so their memory is
+// included: an upper bound. The baseline is taken before the first turn,
+// so what the server allocates for the streams being written, its
+// file-store block buffers (1–8 MiB each, taken as a block fills), is
+// divided among the turns; it also holds what the turns of the iteration
+// before still hold while they finish.
+//
+// "KiB/turn-marginal" leaves both out: once the previous iteration's turns
+// are gone, the turns are submitted in two halves, and it is the heap the
+// second 500 add, less the server's block buffers (allocations made by
+// its getMsgBlockBuf, read from the heap profile), / 500.
 func BenchmarkHeapPerActiveTurn(b *testing.B) {
 	const n = 1000
+	// Sample every allocation of 16 KiB or more, so that the heap profile
+	// counts each block buffer (256 KiB and up).
+	if runtime.MemProfileRate > 16<<10 {
+		defer func(r int) { runtime.MemProfileRate = r }(runtime.MemProfileRate)
+		runtime.MemProfileRate = 16 << 10
+	}
 	e := newEnv(b)
 	p := llmtest.NewScripted()
 	p.SetFallback(llmtest.BlockingStep("partial"))
 	e.scripted(p)
-	e.startTurn(turn.Config{AckWait: time.Minute})
+	svc := e.startTurn(turn.Config{AckWait: time.Minute})
 	te := e.turnEvents(b)
-	var perTurn float64
-	for i := range b.N {
+	heap := func() (all, blockBufs float64) {
 		runtime.GC()
-		var before runtime.MemStats
-		runtime.ReadMemStats(&before)
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return float64(ms.HeapAlloc), float64(serverBlockBuffers())
+	}
+	var perTurn, marginal float64
+	for i := range b.N {
+		before, _ := heap()
 		ends := make([]chan string, n)
 		firsts := make([]chan time.Time, n)
 		ids := make([]string, n)
 		for j := range n {
-			ids[j] = "heap-" + strconv.Itoa(i) + "-" + strconv.Itoa(j)
+			// the ids submitMany gives half j/(n/2)
+			ids[j] = "heap-" + strconv.Itoa(i) + "-h" + strconv.Itoa(j/(n/2)) + "-" + strconv.Itoa(j%(n/2))
 			firsts[j], ends[j] = te.expect(ids[j])
 		}
-		e.submitMany(b, "heap-"+strconv.Itoa(i), n)
-		for j := range n {
-			select {
-			case <-firsts[j]:
-			case <-time.After(time.Minute):
-				b.Fatalf("turn %d never streamed", j)
+		deadline := time.Now().Add(time.Minute)
+		for len(svc.Running()) > 0 {
+			if time.Now().After(deadline) {
+				b.Fatal("the turns of the previous iteration did not finish")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		var half, halfBufs float64
+		for h := range 2 {
+			e.submitMany(b, "heap-"+strconv.Itoa(i)+"-h"+strconv.Itoa(h), n/2)
+			for j := h * n / 2; j < (h+1)*n/2; j++ {
+				select {
+				case <-firsts[j]:
+				case <-time.After(time.Minute):
+					b.Fatalf("turn %d never streamed", j)
+				}
+			}
+			if h == 0 {
+				half, halfBufs = heap()
 			}
 		}
-		runtime.GC()
-		var during runtime.MemStats
-		runtime.ReadMemStats(&during)
-		perTurn += (float64(during.HeapAlloc) - float64(before.HeapAlloc)) / n
+		during, duringBufs := heap()
+		perTurn += (during - before) / n
+		marginal += ((during - duringBufs) - (half - halfBufs)) / (n / 2)
 		for _, id := range ids {
 			e.cancelTurn(id)
 		}
@@ -394,6 +427,39 @@ func BenchmarkHeapPerActiveTurn(b *testing.B) {
 		}
 	}
 	b.ReportMetric(perTurn/float64(b.N)/1024, "KiB/turn")
+	b.ReportMetric(marginal/float64(b.N)/1024, "KiB/turn-marginal")
+}
+
+// serverBlockBuffers is what the heap profile (as of the last GC) counts
+// in use of the embedded nats-server's file-store block buffers: every
+// allocation with getMsgBlockBuf on its stack.
+func serverBlockBuffers() int64 {
+	var recs []runtime.MemProfileRecord
+	n, _ := runtime.MemProfile(nil, true)
+	for {
+		recs = make([]runtime.MemProfileRecord, n+50)
+		var ok bool
+		if n, ok = runtime.MemProfile(recs, true); ok {
+			recs = recs[:n]
+			break
+		}
+	}
+	var total int64
+	for i := range recs {
+		r := &recs[i]
+		frames := runtime.CallersFrames(r.Stack())
+		for {
+			f, more := frames.Next()
+			if f.Function == "github.com/nats-io/nats-server/v2/server.getMsgBlockBuf" {
+				total += r.InUseBytes()
+				break
+			}
+			if !more {
+				break
+			}
+		}
+	}
+	return total
 }
 
 func waitEnd(b testing.TB, end chan string) string {

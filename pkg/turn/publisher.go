@@ -330,6 +330,11 @@ func (ep *EventPublisher) Flush(ctx context.Context) error {
 	return ep.err
 }
 
+// keepArena is the capacity of an event arena that is kept while the
+// sender is idle; a larger one (grown by a burst of coalesced deltas, up
+// to MaxCoalescedDelta per delta) is dropped.
+const keepArena = 4 << 10
+
 // send is the sender goroutine: it sends what is queued, batch after
 // batch, until the queue is empty or a batch failed.
 func (ep *EventPublisher) send() {
@@ -337,6 +342,16 @@ func (ep *EventPublisher) send() {
 		ep.mu.Lock()
 		if len(ep.queue) == 0 || ep.err != nil {
 			ep.queue, ep.arena = ep.queue[:0], ep.arena[:0]
+			// A turn spends most of its life waiting (on its model, a
+			// tool, a hook) with nothing to send: meanwhile it holds
+			// neither the writer's header map nor a burst's buffers.
+			ep.w.Release()
+			if cap(ep.arena) > keepArena {
+				ep.arena = nil
+			}
+			if cap(ep.batchArena) > keepArena {
+				ep.batchArena = nil
+			}
 			ep.sending = false
 			close(ep.idle)
 			ep.idle = nil

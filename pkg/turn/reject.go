@@ -4,8 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/llmworker/llmworker/pkg/cenats"
 	"github.com/llmworker/llmworker/pkg/events"
 )
@@ -29,7 +27,7 @@ func (s *Service) rejected(rj events.TurnRejected) {
 
 // rejectRequest answers m with llmw.turn.rejected and terminates it: it is
 // never redelivered.
-func (s *Service) rejectRequest(m jetstream.Msg, rj events.TurnRejected) {
+func (s *Service) rejectRequest(m acker, rj events.TurnRejected) {
 	s.rejected(rj)
 	_ = m.TermWithReason(rj.Code)
 }

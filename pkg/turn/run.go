@@ -30,7 +30,7 @@ type turnRun struct {
 	s       *Service
 	id      string
 	session string
-	msg     jetstream.Msg
+	msg     acker
 	ctx     context.Context
 	cancelF context.CancelCauseFunc
 
@@ -65,7 +65,7 @@ type turnRun struct {
 	override *events.TurnEnded // the completed event could not be published
 }
 
-func (t *turnRun) currentMsg() jetstream.Msg { return t.msg }
+func (t *turnRun) currentMsg() acker { return t.msg }
 
 func (t *turnRun) cancel(cause error) { t.cancelF(cause) }
 
@@ -135,10 +135,13 @@ func (t *turnRun) owns() bool {
 func (s *Service) handle(m jetstream.Msg) {
 	defer s.turns.Done()
 	defer func() { <-s.sem }()
+	// ack replaces m once the request is read, so that a run does not
+	// keep the request's message (requestAck).
+	var ack acker = m
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("turn: panic while handling a request", "panic", p, "stack", string(debug.Stack()))
-			_ = m.Nak()
+			_ = ack.Nak()
 		}
 	}()
 	env, err := events.DecodeEnvelope(m.Headers(), m.Data())
@@ -153,14 +156,16 @@ func (s *Service) handle(m jetstream.Msg) {
 			s.reject(m, env, fmt.Errorf("%w: %w", ErrInvalidRequest, err))
 			return
 		}
-		s.process(m, env, &req, nil, digest(env.Data))
+		ack = newRequestAck(s.nc, m)
+		s.process(ack, env, &req, nil, digest(env.Data))
 	case events.TypeTurnResume:
 		req, err := events.DecodeData[events.ResumeRequest](env)
 		if err != nil {
 			s.reject(m, env, fmt.Errorf("%w: %w", ErrInvalidRequest, err))
 			return
 		}
-		s.process(m, env, nil, &req, "")
+		ack = newRequestAck(s.nc, m)
+		s.process(ack, env, nil, &req, "")
 	default:
 		s.reject(m, env, fmt.Errorf("%w: CloudEvent type %q is neither %s nor %s", ErrInvalidRequest, env.Type,
 			events.TypeTurnSubmit, events.TypeTurnResume))
@@ -226,7 +231,7 @@ func (s *Service) reject(m jetstream.Msg, env *events.Envelope, err error) {
 // of an id that has a turn. A submit with the same data as the turn's (a
 // retried publish, a redelivery) is acknowledged without an answer: the
 // turn's events answer it.
-func (s *Service) answerExisting(m jetstream.Msg, id string, st *State, resume bool, dg string) {
+func (s *Service) answerExisting(m acker, id string, st *State, resume bool, dg string) {
 	switch {
 	case resume:
 		s.rejectRequest(m, events.TurnRejected{TurnID: id, Request: events.TypeTurnResume, Code: events.RejectNotPaused, Status: string(st.Status),
@@ -311,7 +316,7 @@ const resumeRetryDelay = 100 * time.Millisecond
 // pause the resume answers (the paused state is written, and
 // llmw.turn.paused published, before the run acknowledges and lets go):
 // look again in a moment. Otherwise the turn really runs and is not paused.
-func (s *Service) resumeWhileBusy(m jetstream.Msg, id string) {
+func (s *Service) resumeWhileBusy(m acker, id string) {
 	kctx, cancel := context.WithTimeout(s.root, kvTimeout)
 	st, _, err := getState(kctx, s.stateKV, id)
 	cancel()
@@ -331,7 +336,7 @@ func (s *Service) resumeWhileBusy(m jetstream.Msg, id string) {
 // stopped), else answerExisting; paused → resume (a submit:
 // answerExisting); ended → answerExisting; cancelled before it started →
 // the submit ends at once (abortCancelled).
-func (s *Service) process(m jetstream.Msg, env *events.Envelope, submit *events.TurnRequest, resume *events.ResumeRequest, dg string) {
+func (s *Service) process(m acker, env *events.Envelope, submit *events.TurnRequest, resume *events.ResumeRequest, dg string) {
 	id := ""
 	if submit != nil {
 		id = submit.TurnID
@@ -413,7 +418,7 @@ func (s *Service) process(m jetstream.Msg, env *events.Envelope, submit *events.
 // submitWhileBusy answers a submit of a turn this replica runs: its own
 // request delivered again is left to the run (which acknowledges it);
 // another submit of the id is answered as for any existing turn.
-func (s *Service) submitWhileBusy(m jetstream.Msg, id, dg string) {
+func (s *Service) submitWhileBusy(m acker, id, dg string) {
 	s.mu.Lock()
 	t := s.running[id]
 	s.mu.Unlock()
@@ -431,7 +436,7 @@ func (s *Service) submitWhileBusy(m jetstream.Msg, id, dg string) {
 }
 
 // sameMsg reports whether a and b are deliveries of one stream message.
-func sameMsg(a, b jetstream.Msg) bool {
+func sameMsg(a, b acker) bool {
 	if a == nil || b == nil {
 		return false
 	}

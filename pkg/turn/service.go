@@ -405,7 +405,7 @@ func (s *Service) keepAlive() {
 			return
 		case <-t.C:
 			s.mu.Lock()
-			msgs := make([]jetstream.Msg, 0, len(s.running))
+			msgs := make([]acker, 0, len(s.running))
 			for _, r := range s.running {
 				if m := r.currentMsg(); m != nil {
 					msgs = append(msgs, m)
