@@ -475,6 +475,11 @@ func (s *Service) run(ctx context.Context, st *stream, p llm.Provider, r *reques
 			break
 		}
 	}
+	if pubErr == nil {
+		// A well-formed stream ends with a status, which sent any held
+		// delta; this only keeps a delta from being dropped if it did not.
+		pubErr = pub.flush()
+	}
 	// The stream is over: end the provider call before Close waits for it.
 	st.cancel()
 	_ = ns.Close()
