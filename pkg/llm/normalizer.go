@@ -18,11 +18,11 @@ type normalizer struct {
 	done     bool
 	sawError bool
 
-	open    []nblock        // open blocks in start order
-	used    map[int]bool    // output indexes used so far
-	nextOut int             // lowest output index that may be free
-	dropped map[int]bool    // source indexes of nameless tool blocks being dropped
-	ids     map[string]bool // tool_use ids given out so far
+	open    []nblock     // open blocks in start order
+	used    indexSet     // output indexes used so far
+	nextOut int          // lowest output index that may be free
+	dropped map[int]bool // source indexes of nameless tool blocks being dropped
+	ids     idSet        // tool_use ids given out so far
 
 	// model and responseID of the source's completed status, kept on ours.
 	model, responseID string
@@ -175,18 +175,70 @@ func (n *normalizer) close(i int, stop events.Event, why string) {
 // alloc returns a fresh output index: the source's when it was never used,
 // else the lowest unused one.
 func (n *normalizer) alloc(src int) int {
-	if n.used == nil {
-		n.used = make(map[int]bool)
-	}
-	if src >= 0 && !n.used[src] {
-		n.used[src] = true
+	if src >= 0 && !n.used.has(src) {
+		n.used.add(src)
 		return src
 	}
-	for n.used[n.nextOut] {
+	for n.used.has(n.nextOut) {
 		n.nextOut++
 	}
-	n.used[n.nextOut] = true
+	n.used.add(n.nextOut)
 	return n.nextOut
+}
+
+// indexSet is a set of block indexes. Sources number their blocks from 0,
+// so the first 64 are bits, and a stream of a few blocks allocates no map
+// (a map per model call was a cost the SDK alone does not have).
+type indexSet struct {
+	low  uint64
+	high map[int]bool // the others
+}
+
+func (s *indexSet) has(i int) bool {
+	if uint(i) < 64 {
+		return s.low&(1<<uint(i)) != 0
+	}
+	return s.high[i]
+}
+
+func (s *indexSet) add(i int) {
+	if uint(i) < 64 {
+		s.low |= 1 << uint(i)
+		return
+	}
+	if s.high == nil {
+		s.high = make(map[int]bool)
+	}
+	s.high[i] = true
+}
+
+// idSet is a set of tool_use ids: the first few in an array searched in
+// order (an answer makes a few calls), the others in a map.
+type idSet struct {
+	few  [4]string
+	n    int
+	more map[string]bool
+}
+
+func (s *idSet) has(id string) bool {
+	for _, x := range s.few[:s.n] {
+		if x == id {
+			return true
+		}
+	}
+	return s.more[id]
+}
+
+func (s *idSet) add(id string) {
+	if s.n < len(s.few) {
+		s.few[s.n] = id
+		s.n++
+		return
+	}
+	if s.more == nil {
+		s.more = make(map[string]bool)
+	}
+	s.more[id] = true
 }
 
 func (n *normalizer) start(e events.BlockStart) {
@@ -229,13 +281,10 @@ func (n *normalizer) dropTool(src int, id string, server bool) {
 
 // toolID returns id, or a new unique one when id is empty or taken.
 func (n *normalizer) toolID(id string) string {
-	if n.ids == nil {
-		n.ids = make(map[string]bool)
-	}
-	for id == "" || n.ids[id] {
+	for id == "" || n.ids.has(id) {
 		id = newCallID()
 	}
-	n.ids[id] = true
+	n.ids.add(id)
 	return id
 }
 

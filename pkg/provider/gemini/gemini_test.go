@@ -308,3 +308,31 @@ func TestInvalidRequest(t *testing.T) {
 		t.Fatalf("err = %v, want ErrInvalidRequest", err)
 	}
 }
+
+// The ids synthesized for calls without one are keys of the turn's tool
+// calls (docs/protocol.md §3): they must differ between the streams of a
+// turn, not only within one stream.
+func TestSynthesizedIDsDifferAcrossStreams(t *testing.T) {
+	body := providertest.MustLoadFixture(t, "gemini/vertex-parallel-function-calls-streamed-args_gemini-3.1-pro-preview.chunks.jsonl")
+	p := newProvider(t, gemini.Config{BaseURL: "http://replay.invalid", HTTPClient: providertest.FixedClient(body)})
+	seen := map[string]int{}
+	for i := range 3 {
+		s, err := p.Stream(context.Background(), simpleRequest())
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls := providertest.Summarize(t, providertest.MustCollect(t, s)).Calls
+		if len(calls) != 2 {
+			t.Fatalf("stream %d: %d calls, want the fixture's 2", i, len(calls))
+		}
+		for _, c := range calls {
+			if !strings.HasPrefix(c.ID, gemini.SynthesizedIDPrefix) {
+				t.Errorf("stream %d: id %q, want a synthesized one", i, c.ID)
+			}
+			if j, ok := seen[c.ID]; ok {
+				t.Errorf("stream %d: id %q was given out in stream %d already", i, c.ID, j)
+			}
+			seen[c.ID] = i
+		}
+	}
+}

@@ -94,13 +94,31 @@ func newStream(ctx, rctx context.Context, cancel context.CancelCauseFunc, tp *ta
 	next func() (*genai.GenerateContentResponse, error, bool), stop func(), idle time.Duration) *stream {
 	s := &stream{ctx: ctx, rctx: rctx, cancel: cancel, tap: tp, next: next, stop: stop, idle: idle,
 		q: make([]events.Event, 0, 8)}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	s.idBase = SynthesizedIDPrefix + hex.EncodeToString(b[:]) + "_"
 	if idle > 0 {
 		s.timer = time.AfterFunc(idle, func() { cancel(errIdle) })
 	}
 	return s
+}
+
+// idProcess is random for each process and idStreams counts the streams
+// that synthesized an id in it: together they make the id bases unique
+// across streams, processes and turns (a turn's tool calls are keyed by
+// their ids, and its steps may run on different replicas) without reading
+// crypto/rand, a system call, per stream.
+var (
+	idProcess = sync.OnceValue(func() string {
+		var b [6]byte
+		_, _ = rand.Read(b[:]) // never fails (crypto/rand, Go ≥ 1.24)
+		return hex.EncodeToString(b[:])
+	})
+	idStreams atomic.Uint64
+)
+
+// newIDBase returns the prefix of the ids a stream synthesizes, each
+// followed by the number of its call: "gcall_", 12 hex digits (the
+// process), "_", the stream in base 36, "_".
+func newIDBase() string {
+	return SynthesizedIDPrefix + idProcess() + "_" + strconv.FormatUint(idStreams.Add(1), 36) + "_"
 }
 
 func (s *stream) emit(e events.Event) { s.q = append(s.q, e) }
@@ -303,6 +321,9 @@ func (s *stream) functionCall(fc *genai.FunctionCall, sig string) {
 	s.closeOpen()
 	id := fc.ID
 	if id == "" {
+		if s.idBase == "" {
+			s.idBase = newIDBase()
+		}
 		id = s.idBase + strconv.Itoa(s.calls)
 	}
 	s.calls++
