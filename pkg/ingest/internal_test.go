@@ -2,8 +2,10 @@ package ingest
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
+	"github.com/llmworker/llmworker/pkg/cenats"
 	"github.com/llmworker/llmworker/pkg/events"
 )
 
@@ -56,4 +58,48 @@ func TestParseRequestOversize(t *testing.T) {
 	if e == nil || e.Code != 413 || !errors.Is(e, ErrPayloadTooLarge) {
 		t.Fatalf("%v", e)
 	}
+}
+
+// FuzzJoinedDelta: whatever the pieces (escapes, control characters,
+// invalid UTF-8, a multi-byte character split between two of them), the
+// delta the publisher joins them into decodes to what a receiver
+// assembles from the pieces sent one message each, and stays within
+// MaxJoinedDelta unless it is a single piece.
+func FuzzJoinedDelta(f *testing.F) {
+	f.Add("The capital ", "is \"London\"\n", "\xe2\x82", "\xac", 0)
+	f.Add("", "\\", "\u2028\t<b>&", "\xff", 1)
+	f.Add("{\"a\":", "1}", "", "x", 2)
+	f.Fuzz(func(t *testing.T, a, b, c, d string, kind int) {
+		k := events.DeltaKind(uint(kind) % 3)
+		p := &publisher{w: cenats.NewWriter(events.Envelope{Source: "/s"}, cenats.Options{})}
+		var want strings.Builder
+		joined := 0
+		for i, piece := range []string{a, b, c, d} {
+			d := events.BlockDelta{Index: 2, Kind: k, Content: piece}
+			// What a receiver gets from this piece in a message of its own.
+			own, err := events.DecodeStreamEvent(events.TypeLLMBlockDelta, d.AppendJSON(nil))
+			if err != nil {
+				t.Fatalf("piece %q alone: %v", piece, err)
+			}
+			if i == 0 {
+				p.hold(d)
+			} else if !p.join(d) {
+				break // over MaxJoinedDelta: the rest would go in another message
+			}
+			joined++
+			want.WriteString(own.(events.BlockDelta).Content)
+		}
+		data := append(p.held, '"', '}')
+		ev, err := events.DecodeStreamEvent(events.TypeLLMBlockDelta, data)
+		if err != nil {
+			t.Fatalf("joined delta %q: %v", data, err)
+		}
+		got := ev.(events.BlockDelta)
+		if got.Index != 2 || got.Kind != k || got.Content != want.String() {
+			t.Fatalf("joined %d pieces into %+v, want content %q", joined, got, want.String())
+		}
+		if joined > 1 && len(data) > MaxJoinedDelta {
+			t.Fatalf("joined delta of %d bytes, over MaxJoinedDelta", len(data))
+		}
+	})
 }
