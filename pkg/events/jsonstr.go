@@ -9,6 +9,16 @@ const hexDigits = "0123456789abcdef"
 // is safe to embed in JavaScript.
 func AppendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
+	b = AppendJSONEscaped(b, s)
+	return append(b, '"')
+}
+
+// AppendJSONEscaped appends s escaped as AppendJSONString does, without the
+// quotes: pieces appended one after another inside one literal read as the
+// concatenation of the pieces each in a literal of its own (a multi-byte
+// character split between two pieces is invalid in both, so U+FFFD twice),
+// which is how the deltas already written are extended in place.
+func AppendJSONEscaped(b []byte, s string) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
@@ -51,6 +61,5 @@ func AppendJSONString(b []byte, s string) []byte {
 		}
 		i += size
 	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
+	return append(b, s[start:]...)
 }

@@ -468,7 +468,10 @@ func (s *Service) run(ctx context.Context, st *stream, p llm.Provider, r *reques
 		case events.ErrorEvent:
 			errCode, errMsg = e.Code, e.Message
 		}
-		more := buffered != nil && buffered.Buffered() > 0
+		// Only a delta may wait for the next event, and only when the
+		// stream has more read ahead: asked per delta, not per event.
+		_, isDelta := ev.(events.BlockDelta)
+		more := isDelta && !s.cfg.KeepDeltas && buffered != nil && buffered.Buffered() > 0
 		if pubErr = pub.send(ev, more); pubErr != nil {
 			// Nobody can receive the rest; stop the provider call.
 			st.cancel()

@@ -74,11 +74,10 @@ func (p *publisher) send(ev events.Event, more bool) error {
 
 // hold starts a held delta with d.
 func (p *publisher) hold(d events.BlockDelta) {
-	// The head of an empty delta, `{"index":N,"text":""}`, without its
-	// quotes and brace, then the quoted content without its closing quote.
+	// An empty delta, `{"index":N,"text":""}`, cut after its opening
+	// quote, then the content.
 	head := events.BlockDelta{Index: d.Index, Kind: d.Kind}.AppendJSON(p.w.Buffer())
-	b := events.AppendJSONString(head[:len(head)-3], d.Content)
-	p.held = b[:len(b)-1]
+	p.held = events.AppendJSONEscaped(head[:len(head)-2], d.Content)
 	p.index, p.kind = d.Index, d.Kind
 }
 
@@ -89,9 +88,7 @@ func (p *publisher) join(d events.BlockDelta) bool {
 		return false
 	}
 	n := len(p.held)
-	grown := events.AppendJSONString(p.held, d.Content)
-	// AppendJSONString quoted the piece: drop both quotes.
-	grown = append(grown[:n], grown[n+1:len(grown)-1]...)
+	grown := events.AppendJSONEscaped(p.held, d.Content)
 	if len(grown)+2 > MaxJoinedDelta {
 		p.held = grown[:n]
 		return false

@@ -420,7 +420,7 @@ func (s *normStream) Current() events.Event { return s.cur }
 // returned, and what the read-ahead holds (or, read inline, what the
 // source says it holds). It is called from the goroutine that calls Next.
 func (s *normStream) Buffered() int {
-	if s.closed.Load() || (s.n.done && s.n.qi == len(s.n.q)) {
+	if s.closed.Load() {
 		return 0
 	}
 	n := len(s.n.q) - s.n.qi

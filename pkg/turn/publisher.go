@@ -278,10 +278,7 @@ func (ep *EventPublisher) coalesce(d events.WorkerBlockDelta) (uint64, bool) {
 	if n != q.end-q.contentEnd {
 		return 0, false
 	}
-	grown := events.AppendJSONString(ep.arena[:q.contentEnd], d.Content)
-	// AppendJSONString quoted the content: drop its quotes.
-	copy(grown[q.contentEnd:], grown[q.contentEnd+1:len(grown)-1])
-	grown = grown[:len(grown)-2]
+	grown := events.AppendJSONEscaped(ep.arena[:q.contentEnd], d.Content)
 	if size := len(grown) + n - q.off; size > MaxCoalescedDelta ||
 		(ep.p.nc.MaxPayload() > 0 && int64(size+headerRoom) > ep.p.nc.MaxPayload()) {
 		// Too big to grow: restore the queued delta and queue d alone.
