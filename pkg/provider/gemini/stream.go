@@ -103,8 +103,8 @@ func newStream(ctx, rctx context.Context, cancel context.CancelCauseFunc, tp *ta
 // idProcess is random for each process and idStreams counts the streams
 // that synthesized an id in it: together they make the id bases unique
 // across streams, processes and turns (a turn's tool calls are keyed by
-// their ids, and its steps may run on different replicas) without reading
-// crypto/rand, a system call, per stream.
+// their ids, and its steps may run on different replicas) with one random
+// read per process instead of one per stream.
 var (
 	idProcess = sync.OnceValue(func() string {
 		var b [6]byte
