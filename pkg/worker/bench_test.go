@@ -44,14 +44,7 @@ func benchTurn(b *testing.B, cfg worker.Config) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	msgs := []events.Message{events.UserText("go")}
-	b.ReportAllocs()
-	for b.Loop() {
-		res, err := w.Run(context.Background(), msgs)
-		if err != nil || res.Status != worker.StatusCompleted || res.Steps != 10 {
-			b.Fatalf("res %+v err %v", res, err)
-		}
-	}
+	runTenStepTurns(b, w)
 }
 
 // BenchmarkTurn10Steps is the in-process baseline of the orchestration
@@ -124,6 +117,19 @@ func benchPeersTurn(b *testing.B, par int) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	runTenStepTurns(b, w)
+}
+
+// BenchmarkTurn10StepsPeers1 and BenchmarkTurn10StepsPeers4 are the turn
+// of bench/peers' llmworker-inproc side (1 and 4 parallel calls of a typed
+// tool per step, the model's stream an llm.SliceStream), for
+// allocation-exact comparisons without building that module.
+func BenchmarkTurn10StepsPeers1(b *testing.B) { benchPeersTurn(b, 1) }
+func BenchmarkTurn10StepsPeers4(b *testing.B) { benchPeersTurn(b, 4) }
+
+// runTenStepTurns runs w's turn once per iteration, each of which must
+// complete in 10 steps.
+func runTenStepTurns(b *testing.B, w *worker.Worker) {
 	msgs := []events.Message{events.UserText("go")}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -133,10 +139,3 @@ func benchPeersTurn(b *testing.B, par int) {
 		}
 	}
 }
-
-// BenchmarkTurn10StepsPeers1 and BenchmarkTurn10StepsPeers4 are the turn
-// of bench/peers' llmworker-inproc side (1 and 4 parallel calls of a typed
-// tool per step, the model's stream an llm.SliceStream), for
-// allocation-exact comparisons without building that module.
-func BenchmarkTurn10StepsPeers1(b *testing.B) { benchPeersTurn(b, 1) }
-func BenchmarkTurn10StepsPeers4(b *testing.B) { benchPeersTurn(b, 4) }
