@@ -177,6 +177,7 @@ func TestRequestValidationNamesField(t *testing.T) {
 	}{
 		{`{"model":"openai:gpt","messages":[]}`, "request_id"},
 		{`{"request_id":"a.b","model":"openai:gpt","messages":[]}`, "request_id"},
+		{`{"request_id":"r1","stream_group":"g.1","model":"openai:gpt","messages":[]}`, "stream_group"},
 		{`{"request_id":"r1","messages":[]}`, "model"},
 		{`{"request_id":"r1","model":"gpt","messages":[]}`, "model"},
 		{`{"request_id":"r1","model":"openai:gpt"}`, "messages"},

@@ -25,6 +25,13 @@ type CompletionRequest struct {
 	MaxTokens   int              `json:"max_tokens,omitempty"`
 	Temperature *float64         `json:"temperature,omitempty"`
 	Thinking    *ThinkingConfig  `json:"thinking,omitempty"`
+	// StreamGroup, when set, asks ingest to publish the stream on
+	// P.llm.stream.<stream_group>.<request_id> instead of
+	// P.llm.stream.<request_id>, so that a requester with many calls open
+	// reads them all through one subscription to
+	// P.llm.stream.<stream_group>.* (docs/protocol.md §3). An ingest that
+	// predates the field ignores it; its reply names the subject it uses.
+	StreamGroup string `json:"stream_group,omitempty"`
 }
 
 // Provider returns the provider prefix of Model ("anthropic" of
@@ -47,6 +54,9 @@ func (r CompletionRequest) Validate() error {
 	}
 	if !ValidToken(r.RequestID) {
 		return invalidf("request_id", "must be a NATS subject token (no '.', '*', '>' or spaces), got %q", r.RequestID)
+	}
+	if r.StreamGroup != "" && !ValidToken(r.StreamGroup) {
+		return invalidf("stream_group", "must be a NATS subject token (no '.', '*', '>' or spaces), got %q", r.StreamGroup)
 	}
 	if r.Model == "" {
 		return missing("model")

@@ -65,6 +65,15 @@ func (s Subjects) LLMComplete() string { return s.join("llm", "complete") }
 // LLMStream is P.llm.stream.<request_id>.
 func (s Subjects) LLMStream(requestID string) string { return s.join("llm", "stream", requestID) }
 
+// LLMGroupStream is P.llm.stream.<group>.<request_id>, the stream subject
+// of a request that names a stream group (CompletionRequest.StreamGroup).
+func (s Subjects) LLMGroupStream(group, requestID string) string {
+	return s.join("llm", "stream", group, requestID)
+}
+
+// LLMGroupStreams is P.llm.stream.<group>.*: every stream of a group.
+func (s Subjects) LLMGroupStreams(group string) string { return s.join("llm", "stream", group, "*") }
+
 // LLMCancel is P.llm.cancel.<request_id>.
 func (s Subjects) LLMCancel(requestID string) string { return s.join("llm", "cancel", requestID) }
 

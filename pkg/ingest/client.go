@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -56,19 +59,42 @@ type ClientOptions struct {
 	// IdleTimeout ends a stream as failed when no event (pings included)
 	// arrives for that long (0 = DefaultClientIdleTimeout, negative = never).
 	IdleTimeout time.Duration
-	// Buffer is the number of stream messages buffered between the NATS
-	// dispatcher and the reader (0 = DefaultStreamBuffer). The dispatcher
-	// never blocks: on overflow NATS drops the message, which the reader
-	// sees as a seq gap.
+	// Buffer is the number of messages a stream holds that its reader has
+	// not taken yet (0 = DefaultStreamBuffer). Messages are queued as they
+	// arrive, so memory follows the backlog, not this bound; the client's
+	// subscription never blocks: a message over the bound is dropped,
+	// which the reader sees as a seq gap.
 	Buffer int
 }
 
+// LegacyStreamsFor is how long a Client keeps subscribing to the
+// per-request stream subject as well, after an ingest replied with one
+// (an ingest that predates stream groups, docs/protocol.md §3).
+const LegacyStreamsFor = 10 * time.Minute
+
 // Client is an llm.Provider that sends completion requests to ingest
 // over NATS (docs/protocol.md, "Model calls") and reads the provider stream events back.
+//
+// Its requests name a stream group of its own, so that every stream it
+// reads arrives through one subscription to P.llm.stream.<group>.*, whose
+// callback hands each message to its stream's queue: an open stream holds
+// its queued messages and a few small structures, not a subscription and
+// a channel sized for the worst burst.
 type Client struct {
 	nc       *nats.Conn
 	subjects events.Subjects
 	o        ClientOptions
+	group    string
+
+	mu     sync.Mutex
+	sub    *nats.Subscription      // P.llm.stream.<group>.*, made by the first Stream
+	routes map[string]*streamQueue // request id → its stream's queue
+	closed bool
+
+	// legacyUntil (unix nanoseconds) is when the Client stops subscribing
+	// to per-request stream subjects too; set when an ingest replied with
+	// one.
+	legacyUntil atomic.Int64
 }
 
 var _ llm.Provider = (*Client)(nil)
@@ -87,13 +113,38 @@ func NewClient(nc *nats.Conn, o ClientOptions) *Client {
 	if o.Buffer <= 0 {
 		o.Buffer = DefaultStreamBuffer
 	}
-	return &Client{nc: nc, subjects: events.NewSubjects(o.Prefix), o: o}
+	return &Client{
+		nc: nc, subjects: events.NewSubjects(o.Prefix), o: o,
+		group: nuid.Next(), routes: map[string]*streamQueue{},
+	}
+}
+
+// Close unsubscribes the Client's stream group. Streams still open end as
+// failed with an idle timeout, or when their context ends; Stream
+// returns ErrClientClosed afterwards.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	if c.sub == nil {
+		return nil
+	}
+	return c.sub.Unsubscribe()
 }
 
 // Stream sends req (a request id is generated when req.RequestID is empty)
-// and returns its stream. It subscribes to P.llm.stream.<request_id> before
-// it sends the request, so no event is missed. Cancelling ctx publishes
+// and returns its stream. Its stream group's subscription exists before it
+// sends the request, so no event is missed. Cancelling ctx publishes
 // P.llm.cancel.<request_id> and ends the stream with status cancelled.
+//
+// An ingest that predates stream groups replies with the per-request
+// subject P.llm.stream.<request_id>, where the stream's first events may
+// already have gone by: that request is cancelled and sent once more
+// under the id <request_id>-l (req.RequestID is set to it), subscribed to
+// both subjects, and so is every request for LegacyStreamsFor after.
 func (c *Client) Stream(ctx context.Context, req *llm.Request) (llm.Stream, error) {
 	if req.RequestID == "" {
 		req.RequestID = nuid.Next()
@@ -101,24 +152,46 @@ func (c *Client) Stream(ctx context.Context, req *llm.Request) (llm.Stream, erro
 	if !events.ValidToken(req.RequestID) {
 		return nil, fmt.Errorf("%w: request_id %q is not a subject token", events.ErrInvalid, req.RequestID)
 	}
-	streamSubj := c.subjects.LLMStream(req.RequestID)
-	ch := make(chan *nats.Msg, c.o.Buffer)
-	sub, err := c.nc.ChanSubscribe(streamSubj, ch)
-	if err != nil {
-		return nil, fmt.Errorf("ingest: subscribe %s: %w", streamSubj, err)
+	s, retry, err := c.open(ctx, req, time.Now().UnixNano() < c.legacyUntil.Load())
+	if retry {
+		req.RequestID += "-l"
+		s, _, err = c.open(ctx, req, true)
 	}
-	env, err := events.NewEnvelope(c.o.Source, events.TypeLLMComplete, req)
+	return s, err
+}
+
+// open sends one request and returns its stream; retry reports that the
+// request was answered by an ingest without stream groups while only the
+// group was subscribed, and was cancelled.
+func (c *Client) open(ctx context.Context, req *llm.Request, legacy bool) (_ *ingestStream, retry bool, err error) {
+	s := &ingestStream{c: c, ctx: ctx, reqID: req.RequestID, q: newStreamQueue(c.o.Buffer)}
+	if err := c.route(s); err != nil {
+		return nil, false, err
+	}
+	groupSubj := c.subjects.LLMGroupStream(c.group, req.RequestID)
+	legacySubj := c.subjects.LLMStream(req.RequestID)
+	if legacy {
+		if s.legacySub, err = c.nc.Subscribe(legacySubj, s.q.push); err != nil {
+			s.release()
+			return nil, false, fmt.Errorf("ingest: subscribe %s: %w", legacySubj, err)
+		}
+		_ = s.legacySub.SetPendingLimits(-1, -1) // s.q bounds it
+	}
+	r := *req
+	r.StreamGroup = c.group
+	env, err := events.NewEnvelope(c.o.Source, events.TypeLLMComplete, &r)
 	if err != nil {
-		_ = sub.Unsubscribe()
-		return nil, err
+		s.release()
+		return nil, false, err
 	}
 	env.Subject = req.RequestID
 	telemetry.Inject(ctx, env)
 	rctx, cancel := context.WithTimeout(ctx, c.o.RequestTimeout)
 	reply, err := c.nc.RequestMsgWithContext(rctx, cenats.NewMsg(c.subjects.LLMComplete(), env))
 	cancel()
+	var streamSubj string
 	if err == nil {
-		err = c.checkReply(reply, streamSubj)
+		streamSubj, err = c.checkReply(reply, groupSubj, legacySubj)
 	} else if ctx.Err() != nil {
 		err = ctx.Err()
 	} else if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
@@ -127,20 +200,79 @@ func (c *Client) Stream(ctx context.Context, req *llm.Request) (llm.Stream, erro
 		err = fmt.Errorf("ingest: request %s: %w", c.subjects.LLMComplete(), err)
 	}
 	if err != nil {
-		_ = sub.Unsubscribe()
-		return nil, err
+		s.release()
+		return nil, false, err
 	}
-	s := &ingestStream{c: c, ctx: ctx, reqID: req.RequestID, sub: sub, ch: ch}
+	switch {
+	case streamSubj == legacySubj:
+		c.legacyUntil.Store(time.Now().Add(LegacyStreamsFor).UnixNano())
+		if s.legacySub == nil {
+			c.publishCancel(req.RequestID)
+			s.release()
+			return nil, true, nil
+		}
+	case s.legacySub != nil:
+		_ = s.legacySub.Unsubscribe()
+		s.legacySub = nil
+	}
 	if c.o.IdleTimeout > 0 {
 		s.timer = time.NewTimer(c.o.IdleTimeout)
 	}
-	return s, nil
+	return s, false, nil
 }
 
-func (c *Client) checkReply(m *nats.Msg, streamSubj string) error {
+// route subscribes the stream group (once) and registers s's queue under
+// its request id.
+func (c *Client) route(s *ingestStream) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClientClosed
+	}
+	if c.sub == nil {
+		subj := c.subjects.LLMGroupStreams(c.group)
+		sub, err := c.nc.Subscribe(subj, c.dispatch)
+		if err != nil {
+			return fmt.Errorf("ingest: subscribe %s: %w", subj, err)
+		}
+		// The callback only moves messages to their streams' queues, which
+		// bound them; NATS's own limits would drop messages under a burst
+		// of many streams at once.
+		_ = sub.SetPendingLimits(-1, -1)
+		c.sub = sub
+	}
+	if _, dup := c.routes[s.reqID]; dup {
+		return fmt.Errorf("%w: request_id %q is already streaming on this client", ErrDuplicateRequest, s.reqID)
+	}
+	c.routes[s.reqID] = s.q
+	return nil
+}
+
+func (c *Client) unroute(reqID string) {
+	c.mu.Lock()
+	delete(c.routes, reqID)
+	c.mu.Unlock()
+}
+
+// dispatch is the stream group's callback: it queues a message for the
+// stream of the subject's last token. Messages of streams no longer read
+// are dropped.
+func (c *Client) dispatch(m *nats.Msg) {
+	id := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
+	c.mu.Lock()
+	q := c.routes[id]
+	c.mu.Unlock()
+	if q != nil {
+		q.push(m)
+	}
+}
+
+// checkReply returns the stream subject of a successful reply, which must
+// be one of the two the request may be streamed on.
+func (c *Client) checkReply(m *nats.Msg, groupSubj, legacySubj string) (string, error) {
 	if m.Header.Get(micro.ErrorCodeHeader) != "" {
 		_, err := DecodeReply(m)
-		return err // an *Error, or ErrNoReply for a malformed code
+		return "", err // an *Error, or ErrNoReply for a malformed code
 	}
 	data := m.Data
 	env, err := events.DecodeEnvelope(m.Header, m.Data)
@@ -148,16 +280,16 @@ func (c *Client) checkReply(m *nats.Msg, streamSubj string) error {
 	case err == nil:
 		data = env.Data
 	case !errors.Is(err, events.ErrNotCloudEvent):
-		return fmt.Errorf("%w: %w", ErrBadReply, err)
+		return "", fmt.Errorf("%w: %w", ErrBadReply, err)
 	}
 	r, err := events.Decode[events.CompletionReply](data)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrBadReply, err)
+		return "", fmt.Errorf("%w: %w", ErrBadReply, err)
 	}
-	if r.StreamSubject != streamSubj {
-		return fmt.Errorf("%w: stream_subject %q, want %q", ErrBadReply, r.StreamSubject, streamSubj)
+	if r.StreamSubject != groupSubj && r.StreamSubject != legacySubj {
+		return "", fmt.Errorf("%w: stream_subject %q, want %q", ErrBadReply, r.StreamSubject, groupSubj)
 	}
-	return nil
+	return r.StreamSubject, nil
 }
 
 func (c *Client) publishCancel(reqID string) {
@@ -173,12 +305,12 @@ func (c *Client) publishCancel(reqID string) {
 // ingestStream reads one request's events. It is used by one goroutine, as
 // llm.Stream requires.
 type ingestStream struct {
-	c     *Client
-	ctx   context.Context
-	reqID string
-	sub   *nats.Subscription
-	ch    chan *nats.Msg
-	timer *time.Timer
+	c         *Client
+	ctx       context.Context
+	reqID     string
+	q         *streamQueue
+	legacySub *nats.Subscription // P.llm.stream.<request_id>, only for an ingest without stream groups
+	timer     *time.Timer
 
 	lastSeq  uint64
 	open     []openBlock // by index; a stream has few open at once
@@ -203,12 +335,15 @@ func (s *ingestStream) Next() bool {
 		if s.timer != nil {
 			idle = s.timer.C
 		}
-		select {
-		case m := <-s.ch:
+		if m := s.q.pop(); m != nil {
 			if ev, ok := s.handle(m); ok {
 				s.cur = ev
 				return true
 			}
+			continue
+		}
+		select {
+		case <-s.q.ready:
 		case <-s.ctx.Done():
 			s.c.publishCancel(s.reqID)
 			s.end(events.StatusCancelled, "cancelled", nil)
@@ -310,7 +445,11 @@ func (s *ingestStream) release() {
 		return
 	}
 	s.closed = true
-	_ = s.sub.Unsubscribe()
+	s.c.unroute(s.reqID)
+	if s.legacySub != nil {
+		_ = s.legacySub.Unsubscribe()
+	}
+	s.q.clear()
 	if s.timer != nil {
 		s.timer.Stop()
 	}
@@ -339,4 +478,65 @@ func (s *ingestStream) Close() error {
 	s.pending = nil
 	s.release()
 	return nil
+}
+
+// streamQueue holds one stream's messages between the subscription's
+// callback, which never blocks, and the stream's reader. It grows with the
+// backlog up to max messages; a message beyond that is dropped, which the
+// reader sees as a seq gap.
+type streamQueue struct {
+	mu    sync.Mutex
+	msgs  []*nats.Msg
+	head  int
+	max   int
+	ready chan struct{} // signalled when msgs becomes non-empty
+}
+
+func newStreamQueue(max int) *streamQueue {
+	return &streamQueue{max: max, ready: make(chan struct{}, 1)}
+}
+
+func (q *streamQueue) push(m *nats.Msg) {
+	q.mu.Lock()
+	n := len(q.msgs) - q.head
+	if n < q.max {
+		q.msgs = append(q.msgs, m)
+	}
+	q.mu.Unlock()
+	if n == 0 {
+		select {
+		case q.ready <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// pop returns the oldest queued message, or nil.
+func (q *streamQueue) pop() *nats.Msg {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.head == len(q.msgs) {
+		return nil
+	}
+	m := q.msgs[q.head]
+	q.msgs[q.head] = nil
+	q.head++
+	if q.head == len(q.msgs) {
+		// Emptied: start over at the front, and let a burst's backing
+		// array go rather than keep it for the rest of the stream.
+		q.head = 0
+		if cap(q.msgs) > 64 {
+			q.msgs = nil
+		} else {
+			q.msgs = q.msgs[:0]
+		}
+	}
+	return m
+}
+
+// clear drops what is queued (the stream was released).
+func (q *streamQueue) clear() {
+	q.mu.Lock()
+	q.msgs, q.head = nil, 0
+	q.mu.Unlock()
 }

@@ -3,6 +3,7 @@ package ingest_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +28,27 @@ type scripted struct {
 // the reply of docs/protocol.md §3 and then plays a script on the stream subject.
 func fakeIngest(t *testing.T, nc *nats.Conn, answer func(req events.CompletionRequest, r micro.Request) []scripted) <-chan events.CompletionRequest {
 	t.Helper()
-	got := make(chan events.CompletionRequest, 4)
+	return fakeIngestOf(t, nc, streamSubject, answer)
+}
+
+// fakeOldIngest is fakeIngest as an ingest that predates stream_group: it
+// streams on P.llm.stream.<request_id> whatever the request says.
+func fakeOldIngest(t *testing.T, nc *nats.Conn, answer func(req events.CompletionRequest, r micro.Request) []scripted) <-chan events.CompletionRequest {
+	t.Helper()
+	return fakeIngestOf(t, nc, func(req events.CompletionRequest) string { return "llmw.llm.stream." + req.RequestID }, answer)
+}
+
+// streamSubject is where docs/protocol.md §3 says req is streamed.
+func streamSubject(req events.CompletionRequest) string {
+	if req.StreamGroup != "" {
+		return "llmw.llm.stream." + req.StreamGroup + "." + req.RequestID
+	}
+	return "llmw.llm.stream." + req.RequestID
+}
+
+func fakeIngestOf(t *testing.T, nc *nats.Conn, subject func(events.CompletionRequest) string, answer func(req events.CompletionRequest, r micro.Request) []scripted) <-chan events.CompletionRequest {
+	t.Helper()
+	got := make(chan events.CompletionRequest, 64)
 	svc, err := micro.AddService(nc, micro.Config{Name: "llmw-ingest", Version: "0.0.1"})
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +70,7 @@ func fakeIngest(t *testing.T, nc *nats.Conn, answer func(req events.CompletionRe
 		if script == nil {
 			return // answer replied with an error itself
 		}
-		subj := "llmw.llm.stream." + req.RequestID
+		subj := subject(req)
 		_ = r.RespondJSON(events.CompletionReply{RequestID: req.RequestID, StreamSubject: subj})
 		for _, s := range script {
 			pe, _ := events.NewEnvelope("/llmw/ingest/test", s.ev.EventType(), s.ev)
@@ -281,13 +302,14 @@ func TestClientCancel(t *testing.T) {
 // a slow consumer; the stream's neighbours are not disturbed.
 func TestClientBufferOverflowIsAGap(t *testing.T) {
 	e := natstest.Start(t, natstest.Options{})
-	fakeIngest(t, e.NC, func(events.CompletionRequest, micro.Request) []scripted { return []scripted{} })
+	reqs := fakeIngest(t, e.NC, func(events.CompletionRequest, micro.Request) []scripted { return []scripted{} })
 	pub := e.Connect(t)
+	subjects := map[string]string{} // request id → stream subject
 	send := func(reqID string, seq uint64, ev events.Event) {
 		t.Helper()
 		pe, _ := events.NewEnvelope("/llmw/ingest/test", ev.EventType(), ev)
 		pe.Seq = seq
-		if err := pub.PublishMsg(&nats.Msg{Subject: "llmw.llm.stream." + reqID, Header: nats.Header(pe.BinaryHeader()), Data: pe.Data}); err != nil {
+		if err := pub.PublishMsg(&nats.Msg{Subject: subjects[reqID], Header: nats.Header(pe.BinaryHeader()), Data: pe.Data}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -303,6 +325,10 @@ func TestClientBufferOverflowIsAGap(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer o.Close()
+	for range 2 {
+		r := <-reqs
+		subjects[r.RequestID] = streamSubject(r)
+	}
 	// Six events while nobody reads: the first two wait, 3–6 are dropped.
 	send(slow.RequestID, 1, events.StatusEvent{Status: events.StatusStarted})
 	send(slow.RequestID, 2, events.BlockStart{Index: 0, BlockType: events.BlockText})
@@ -342,6 +368,174 @@ func TestClientBufferOverflowIsAGap(t *testing.T) {
 	}
 	if st, ok := o.Current().(events.StatusEvent); !ok || st.Status != events.StatusStarted {
 		t.Errorf("other stream: got %#v, want status started", o.Current())
+	}
+}
+
+// Every request of a Client names the Client's stream group, each
+// stream arrives on its own subject under it, and many streams open at once
+// each get their own events in order, however their messages interleave.
+func TestClientStreamsShareOneGroup(t *testing.T) {
+	e := natstest.Start(t, natstest.Options{})
+	const n, deltas = 20, 50
+	reqs := fakeIngest(t, e.NC, func(events.CompletionRequest, micro.Request) []scripted { return []scripted{} })
+	c := ingest.NewClient(e.NC, ingest.ClientOptions{})
+	streams := make([]llm.Stream, n)
+	ids := make([]string, n)
+	for i := range streams {
+		req := completionRequest()
+		s, err := c.Stream(natstest.Context(t), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		streams[i], ids[i] = s, req.RequestID
+	}
+	subjects := map[string]string{}
+	group := ""
+	for range n {
+		r := <-reqs
+		if group == "" {
+			group = r.StreamGroup
+		}
+		if r.StreamGroup == "" || r.StreamGroup != group {
+			t.Fatalf("request %s names stream group %q, want one group for the client (first %q)", r.RequestID, r.StreamGroup, group)
+		}
+		subjects[r.RequestID] = "llmw.llm.stream." + group + "." + r.RequestID
+	}
+	pub := e.Connect(t)
+	send := func(id string, seq uint64, ev events.Event) {
+		pe, _ := events.NewEnvelope("/llmw/ingest/test", ev.EventType(), ev)
+		pe.Seq = seq
+		if err := pub.PublishMsg(&nats.Msg{Subject: subjects[id], Header: nats.Header(pe.BinaryHeader()), Data: pe.Data}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Interleaved: every stream's first event, then every stream's second…
+	for _, id := range ids {
+		send(id, 1, events.StatusEvent{Status: events.StatusStarted})
+		send(id, 2, events.BlockStart{Index: 0, BlockType: events.BlockText})
+	}
+	for d := range deltas {
+		for i, id := range ids {
+			send(id, uint64(3+d), events.TextDelta(0, fmt.Sprintf("%d.%d ", i, d)))
+		}
+	}
+	for _, id := range ids {
+		send(id, deltas+3, events.BlockStop{Index: 0, BlockType: events.BlockText, StopReason: events.StopEndTurn})
+		send(id, deltas+4, events.StatusEvent{Status: events.StatusCompleted})
+	}
+	for i, s := range streams {
+		var text strings.Builder
+		var last events.Event
+		for s.Next() {
+			last = s.Current()
+			if d, ok := last.(events.BlockDelta); ok {
+				text.WriteString(d.Content)
+			}
+		}
+		var want strings.Builder
+		for d := range deltas {
+			fmt.Fprintf(&want, "%d.%d ", i, d)
+		}
+		if text.String() != want.String() {
+			t.Errorf("stream %d: text %q, want %q", i, text.String(), want.String())
+		}
+		if st, ok := last.(events.StatusEvent); !ok || st.Status != events.StatusCompleted {
+			t.Errorf("stream %d ended with %#v, want status completed", i, last)
+		}
+	}
+}
+
+// Against an ingest that predates stream groups (it streams on
+// P.llm.stream.<request_id> and says so in its reply), the Client cancels
+// the request it cannot have read from the start, sends it again as
+// <request_id>-l subscribed to both subjects, and keeps subscribing to
+// both for the next requests: no event is lost and no request fails.
+func TestClientOlderIngest(t *testing.T) {
+	e := natstest.Start(t, natstest.Options{})
+	script := []scripted{
+		{1, events.StatusEvent{Status: events.StatusStarted}},
+		{2, events.BlockStart{Index: 0, BlockType: events.BlockText}},
+		{3, events.TextDelta(0, "old")},
+		{4, events.BlockStop{Index: 0, BlockType: events.BlockText, StopReason: events.StopEndTurn}},
+		{5, events.StatusEvent{Status: events.StatusCompleted}},
+	}
+	reqs := fakeOldIngest(t, e.NC, func(events.CompletionRequest, micro.Request) []scripted { return script })
+	cancels, err := e.NC.SubscribeSync("llmw.llm.cancel.*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ingest.NewClient(e.NC, ingest.ClientOptions{})
+	for round := range 2 {
+		req := completionRequest()
+		req.RequestID = fmt.Sprintf("old%d", round)
+		s, err := c.Stream(natstest.Context(t), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := collect(t, s)
+		if len(got) != len(script) {
+			t.Fatalf("round %d: got %v, want the %d events of the script", round, got, len(script))
+		}
+		for i := range script {
+			if !sameEvent(got[i], script[i].ev) {
+				t.Errorf("round %d: event %d = %#v, want %#v", round, i, got[i], script[i].ev)
+			}
+		}
+		first := <-reqs
+		if round == 0 {
+			// The first request learns that ingest is older: cancelled, sent again.
+			if first.RequestID != "old0" {
+				t.Fatalf("first request %q", first.RequestID)
+			}
+			if m, err := cancels.NextMsg(5 * time.Second); err != nil || m.Subject != "llmw.llm.cancel.old0" {
+				t.Fatalf("cancel of the first request: %v, %v", m, err)
+			}
+			again := <-reqs
+			if again.RequestID != "old0-l" || req.RequestID != "old0-l" {
+				t.Fatalf("sent again as %q (req.RequestID %q), want old0-l", again.RequestID, req.RequestID)
+			}
+			continue
+		}
+		// The next goes once, under its own id.
+		if first.RequestID != "old1" || req.RequestID != "old1" {
+			t.Fatalf("second request sent as %q (req.RequestID %q), want old1", first.RequestID, req.RequestID)
+		}
+	}
+	select {
+	case r := <-reqs:
+		t.Fatalf("an extra request %q", r.RequestID)
+	default:
+	}
+	if m, err := cancels.NextMsg(100 * time.Millisecond); err == nil {
+		t.Fatalf("an extra cancel %q", m.Subject)
+	}
+}
+
+// After Close, Stream refuses and the stream group is unsubscribed.
+func TestClientClose(t *testing.T) {
+	e := natstest.Start(t, natstest.Options{})
+	fakeIngest(t, e.NC, func(events.CompletionRequest, micro.Request) []scripted {
+		return []scripted{{1, events.StatusEvent{Status: events.StatusCompleted}}}
+	})
+	c := ingest.NewClient(e.NC, ingest.ClientOptions{})
+	s, err := c.Stream(natstest.Context(t), completionRequest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	collect(t, s)
+	if n := e.NC.NumSubscriptions(); n == 0 {
+		t.Fatal("no subscription while the client is open")
+	}
+	before := e.NC.NumSubscriptions()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.NC.NumSubscriptions(); n != before-1 {
+		t.Errorf("%d subscriptions after Close, want %d", n, before-1)
+	}
+	if _, err := c.Stream(natstest.Context(t), completionRequest()); !errors.Is(err, ingest.ErrClientClosed) {
+		t.Fatalf("Stream after Close: %v, want ErrClientClosed", err)
 	}
 }
 

@@ -10,8 +10,10 @@
 // default) in the default queue group, so that replicas share the load and
 // show up in $SRV discovery. A request is a CloudEvent of type
 // llmw.llm.complete, in binary or structured content mode, whose data is an
-// events.CompletionRequest. The requester subscribes to
-// P.llm.stream.<request_id> first, then sends the request. Ingest opens the
+// events.CompletionRequest. The requester subscribes to the stream subject
+// first, P.llm.stream.<stream_group>.<request_id> when the request names a
+// stream_group and P.llm.stream.<request_id> otherwise, then sends the
+// request. Ingest opens the
 // provider call, replies {"request_id", "stream_subject"} before the first
 // stream event, then
 // publishes the stream there: one CloudEvent per event (binary content mode
@@ -65,10 +67,14 @@
 // # Client
 //
 // Client is the requesting side of the same protocol, an llm.Provider over
-// NATS: it subscribes to P.llm.stream.<request_id> first, then requests
-// P.llm.complete; an error reply is the same *Error the service sends
-// (DecodeReply), so the kind survives the hop. The stream is read from a
-// buffered channel subscription, so the NATS dispatcher never blocks; a
+// NATS. Its requests name a stream group of its own, and one
+// subscription to P.llm.stream.<group>.*, made before its first request,
+// hands each message to its stream's queue (bounded by
+// ClientOptions.Buffer, growing with the backlog), so an open stream costs
+// no subscription of its own and the subscription never blocks. An ingest
+// that predates stream groups is detected by its reply and served on
+// P.llm.stream.<request_id> (Client.Stream). An error reply is the same
+// *Error the service sends (DecodeReply), so the kind survives the hop. A
 // lost or repeated seq (CodeStreamGap), an idle stream (CodeIdleTimeout) or
 // an undecodable event (CodeInvalidEvent) end the stream well-formed: open
 // blocks aborted, an error event, status failed. Cancelling the context

@@ -101,9 +101,12 @@ var (
 	ErrNoIngest = errors.New("ingest: no ingest reply")
 
 	// ErrBadReply is returned by Client.Stream when ingest's reply cannot
-	// be decoded or names another stream subject than the one the client
+	// be decoded or names another stream subject than the ones the client
 	// subscribed to.
 	ErrBadReply = errors.New("ingest: invalid ingest reply")
+
+	// ErrClientClosed is returned by Client.Stream after Client.Close.
+	ErrClientClosed = errors.New("ingest: client closed")
 )
 
 // HeaderErrorKind is the header of an error reply that names the kind of

@@ -432,6 +432,9 @@ func (s *Service) run(ctx context.Context, st *stream, p llm.Provider, r *reques
 		return
 	}
 	subject := s.subj.LLMStream(st.id)
+	if g := r.req.StreamGroup; g != "" {
+		subject = s.subj.LLMGroupStream(g, st.id)
+	}
 	reply, _ := json.Marshal(events.CompletionReply{RequestID: st.id, StreamSubject: subject})
 	// Without a reply subject the requester listens on the stream subject
 	// only; a failed reply does not stop the stream for the same reason.

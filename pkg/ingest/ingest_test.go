@@ -189,6 +189,36 @@ func TestStructuredModeAndPrefix(t *testing.T) {
 	}
 }
 
+// A request naming a stream group is streamed on
+// P.llm.stream.<stream_group>.<request_id>, which the reply names, and on
+// nothing else (docs/protocol.md §3).
+func TestStreamGroup(t *testing.T) {
+	url := startNATS(t)
+	f := &fake{scripts: []*script{{evs: []events.Event{
+		events.BlockStart{Index: 0, BlockType: events.BlockText},
+		events.TextDelta(0, "hi"),
+		events.BlockStop{Index: 0, BlockType: events.BlockText, StopReason: events.StopEndTurn},
+	}}}}
+	startService(t, url, ingest.Config{Providers: map[string]ingest.Factory{"anthropic": ingest.Static(f)}})
+	nc := connect(t, url)
+	group := subscribeStream(t, nc, "llmw.llm.stream.g7.r3")
+	other := subscribeStream(t, nc, "llmw.llm.stream.r3")
+	data, _ := json.Marshal(events.CompletionRequest{
+		RequestID: "r3", StreamGroup: "g7", Model: "anthropic:claude-sonnet-4-5",
+		Messages: []events.Message{events.UserText("hi")},
+	})
+	r := request(t, nc, binaryRequest("llmw.llm.complete", data, nil))
+	if rep, err := ingest.DecodeReply(r); err != nil || rep.StreamSubject != "llmw.llm.stream.g7.r3" {
+		t.Fatalf("reply %+v, %v; want stream_subject llmw.llm.stream.g7.r3", rep, err)
+	}
+	if got := evs(group.untilTerminal()); len(got) != 5 {
+		t.Fatalf("on the group's subject: %v, want the 5 events of the stream", got)
+	}
+	if m, err := other.sub.NextMsg(100 * time.Millisecond); err == nil {
+		t.Fatalf("a message on the per-request subject: %s", m.Subject)
+	}
+}
+
 func TestErrorRepliesAndKeepServing(t *testing.T) {
 	url := startNATS(t)
 	ok := &fake{scripts: []*script{{evs: []events.Event{events.BlockStart{Index: 0, BlockType: events.BlockText}, events.TextDelta(0, "ok"), events.BlockStop{Index: 0, BlockType: events.BlockText}}}}}

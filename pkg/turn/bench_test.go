@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -360,6 +362,14 @@ func deltaThroughput(b *testing.B, e *env) {
 // are gone, the turns are submitted in two halves, and it is the heap the
 // second 500 add, less the server's block buffers (allocations made by
 // its getMsgBlockBuf, read from the heap profile), / 500.
+//
+// "KiB/turn-replica" is the part of the marginal a turn replica holds in
+// a deployment, where the server and ingest are processes of their own:
+// the same difference less everything the heap profile attributes to the
+// server (a nats-server function on the allocation's stack, block
+// buffers included) and to ingest's side of the model calls (an
+// ingest.(*Service) method on it: the request it decoded, the provider's
+// stream, the stream's writer).
 func BenchmarkHeapPerActiveTurn(b *testing.B) {
 	const n = 1000
 	// Sample every allocation of 16 KiB or more, so that the heap profile
@@ -374,15 +384,16 @@ func BenchmarkHeapPerActiveTurn(b *testing.B) {
 	e.scripted(p)
 	svc := e.startTurn(turn.Config{AckWait: time.Minute})
 	te := e.turnEvents(b)
-	heap := func() (all, blockBufs float64) {
+	heap := func() (all, blockBufs, others float64) {
 		runtime.GC()
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
-		return float64(ms.HeapAlloc), float64(serverBlockBuffers())
+		bufs, server, ingestSide := inUseBy()
+		return float64(ms.HeapAlloc), float64(bufs), float64(server + ingestSide)
 	}
-	var perTurn, marginal float64
+	var perTurn, marginal, replica float64
 	for i := range b.N {
-		before, _ := heap()
+		before, _, _ := heap()
 		ends := make([]chan string, n)
 		firsts := make([]chan time.Time, n)
 		ids := make([]string, n)
@@ -398,7 +409,7 @@ func BenchmarkHeapPerActiveTurn(b *testing.B) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		var half, halfBufs float64
+		var half, halfBufs, halfOthers float64
 		for h := range 2 {
 			e.submitMany(b, "heap-"+strconv.Itoa(i)+"-h"+strconv.Itoa(h), n/2)
 			for j := h * n / 2; j < (h+1)*n/2; j++ {
@@ -409,12 +420,13 @@ func BenchmarkHeapPerActiveTurn(b *testing.B) {
 				}
 			}
 			if h == 0 {
-				half, halfBufs = heap()
+				half, halfBufs, halfOthers = heap()
 			}
 		}
-		during, duringBufs := heap()
+		during, duringBufs, duringOthers := heap()
 		perTurn += (during - before) / n
 		marginal += ((during - duringBufs) - (half - halfBufs)) / (n / 2)
+		replica += ((during - duringOthers) - (half - halfOthers)) / (n / 2)
 		for _, id := range ids {
 			e.cancelTurn(id)
 		}
@@ -428,12 +440,20 @@ func BenchmarkHeapPerActiveTurn(b *testing.B) {
 	}
 	b.ReportMetric(perTurn/float64(b.N)/1024, "KiB/turn")
 	b.ReportMetric(marginal/float64(b.N)/1024, "KiB/turn-marginal")
+	b.ReportMetric(replica/float64(b.N)/1024, "KiB/turn-replica")
 }
 
-// serverBlockBuffers is what the heap profile (as of the last GC) counts
-// in use of the embedded nats-server's file-store block buffers: every
-// allocation with getMsgBlockBuf on its stack.
-func serverBlockBuffers() int64 {
+// inUseBy is what the heap profile (as of the last GC) counts in use of
+// the embedded nats-server's file-store block buffers (allocations with
+// getMsgBlockBuf on their stack), of everything the server allocated
+// (block buffers included), and of what ingest's side of the model calls
+// allocated (an ingest.(*Service) method on the stack).
+func inUseBy() (blockBufs, server, ingestSide int64) {
+	const (
+		serverPkg = "github.com/nats-io/nats-server/v2/"
+		blockBuf  = serverPkg + "server.getMsgBlockBuf"
+		ingestSvc = "github.com/llmworker/llmworker/pkg/ingest.(*Service)."
+	)
 	var recs []runtime.MemProfileRecord
 	n, _ := runtime.MemProfile(nil, true)
 	for {
@@ -444,22 +464,44 @@ func serverBlockBuffers() int64 {
 			break
 		}
 	}
-	var total int64
 	for i := range recs {
 		r := &recs[i]
+		// The profile samples one allocation per MemProfileRate bytes on
+		// average; scale each record as pprof does (every block buffer is
+		// sampled: its scale is 1).
+		bytes := r.InUseBytes()
+		if objs := r.InUseObjects(); objs > 0 && bytes > 0 {
+			avg := float64(bytes) / float64(objs)
+			bytes = int64(float64(bytes) / (1 - math.Exp(-avg/float64(runtime.MemProfileRate))))
+		}
 		frames := runtime.CallersFrames(r.Stack())
+		var isServer, isBuf, isIngest bool
 		for {
 			f, more := frames.Next()
-			if f.Function == "github.com/nats-io/nats-server/v2/server.getMsgBlockBuf" {
-				total += r.InUseBytes()
-				break
+			switch {
+			case f.Function == blockBuf:
+				isBuf = true
+				fallthrough
+			case strings.HasPrefix(f.Function, serverPkg):
+				isServer = true
+			case strings.HasPrefix(f.Function, ingestSvc):
+				isIngest = true
 			}
 			if !more {
 				break
 			}
 		}
+		switch {
+		case isServer:
+			server += bytes
+			if isBuf {
+				blockBufs += bytes
+			}
+		case isIngest:
+			ingestSide += bytes
+		}
 	}
-	return total
+	return blockBufs, server, ingestSide
 }
 
 func waitEnd(b testing.TB, end chan string) string {

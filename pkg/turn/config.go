@@ -25,10 +25,11 @@ const (
 	// DefaultCancelTTL bounds how long a cancel waits for the submit it
 	// overtook.
 	DefaultCancelTTL = 10 * time.Minute
-	// DefaultStreamBuffer is the per-model-call buffer of stream messages
-	// between the NATS dispatcher and the turn (see ingest.ClientOptions);
-	// it is a large part of a turn's memory, so it is smaller than the ingest client's
-	// default.
+	// DefaultStreamBuffer is how many stream messages of a model call may
+	// wait unread by the turn before more are dropped (a seq gap; see
+	// ingest.ClientOptions.Buffer). The queue holds only what waits, so
+	// the bound is what a turn may hold in a burst (up to 1,024 joined
+	// deltas), not what each turn holds.
 	DefaultStreamBuffer = 1024
 	// ConsumerName is the durable pull consumer on LLMW_TURNS that every
 	// replica shares.
@@ -76,8 +77,8 @@ type Config struct {
 	// arrives for that long (0 = ingest.DefaultClientIdleTimeout, negative =
 	// never).
 	IdleTimeout time.Duration
-	// StreamBuffer is the number of stream messages buffered per model
-	// call (0 = DefaultStreamBuffer).
+	// StreamBuffer bounds the stream messages a model call may hold
+	// unread (0 = DefaultStreamBuffer).
 	StreamBuffer int
 	// StepRetries is how often a model call that failed for a transport
 	// reason (see Retryable) is made again within its step (0 =

@@ -288,6 +288,9 @@ func (s *Service) Stop(ctx context.Context) error {
 	close(s.keepStop)
 	<-s.keepDone
 	s.stopWatch()
+	if c, ok := s.provider.(*ingest.Client); ok && s.cfg.Provider == nil {
+		_ = c.Close() // the turns have ended: nothing reads its streams
+	}
 	s.log.Info("turn service stopped", "instance", s.cfg.Instance, "handed_off", err != nil && !s.cfg.Ephemeral)
 	return err
 }
