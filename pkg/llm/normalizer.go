@@ -49,10 +49,16 @@ func (n *normalizer) pop() (events.Event, bool) {
 	return nil, false
 }
 
+// Boxed once: emitting a status boxes no new value per stream.
+var (
+	statusStarted   events.Event = events.StatusEvent{Status: events.StatusStarted}
+	statusCompleted events.Event = events.StatusEvent{Status: events.StatusCompleted}
+)
+
 func (n *normalizer) ensureStarted() {
 	if !n.started {
 		n.started = true
-		n.emit(events.StatusEvent{Status: events.StatusStarted})
+		n.emit(statusStarted)
 	}
 }
 
@@ -80,7 +86,7 @@ func (n *normalizer) feed(ev events.Event) {
 		switch e.Status {
 		case events.StatusCompleted:
 			n.model, n.responseID = e.Model, e.ResponseID
-			n.terminate(e.Status, nil, "")
+			n.terminateWith(ev, e.Status, nil, "")
 		case events.StatusCancelled:
 			n.terminate(e.Status, nil, "cancelled by the provider")
 		case events.StatusFailed:
@@ -92,7 +98,7 @@ func (n *normalizer) feed(ev events.Event) {
 		}
 		// started again, or an unknown status: dropped.
 	case events.BlockStart:
-		n.start(e)
+		n.start(ev, e)
 	case events.BlockStop:
 		if n.dropped[e.Index] {
 			delete(n.dropped, e.Index)
@@ -102,6 +108,11 @@ func (n *normalizer) feed(ev events.Event) {
 			reason := e.StopReason
 			if !reason.Valid() {
 				reason = ""
+			}
+			if b := n.open[i]; b.out == e.Index && b.typ == e.BlockType && reason == e.StopReason {
+				n.emit(ev) // as received: boxing it again would allocate
+				n.open = append(n.open[:i], n.open[i+1:]...)
+				return
 			}
 			n.close(i, events.BlockStop{StopReason: reason, Signature: e.Signature}, "")
 		}
@@ -124,6 +135,12 @@ func (n *normalizer) feed(ev events.Event) {
 // open block stopped (completed) or aborted (failed, cancelled) with reason
 // why, then the status.
 func (n *normalizer) terminate(st events.StreamStatus, ee *events.ErrorEvent, why string) {
+	n.terminateWith(nil, st, ee, why)
+}
+
+// terminateWith is terminate for a source's status event src, emitted as
+// received when nothing in it changes.
+func (n *normalizer) terminateWith(src events.Event, st events.StreamStatus, ee *events.ErrorEvent, why string) {
 	if n.done {
 		return
 	}
@@ -146,7 +163,16 @@ func (n *normalizer) terminate(st events.StreamStatus, ee *events.ErrorEvent, wh
 	if st == events.StatusCompleted {
 		ev.Model, ev.ResponseID = n.model, n.responseID
 	}
-	n.emit(ev)
+	if s, ok := src.(events.StatusEvent); ok && s == ev {
+		n.emit(src)
+		n.done = true
+		return
+	}
+	if ev == (events.StatusEvent{Status: events.StatusCompleted}) {
+		n.emit(statusCompleted)
+	} else {
+		n.emit(ev)
+	}
 	n.done = true
 }
 
@@ -241,7 +267,8 @@ func (s *idSet) add(id string) {
 	s.more[id] = true
 }
 
-func (n *normalizer) start(e events.BlockStart) {
+// start takes e, which is ev unboxed.
+func (n *normalizer) start(ev events.Event, e events.BlockStart) {
 	if !e.BlockType.Valid() {
 		return // its deltas, if any, start a block of their own kind
 	}
@@ -257,7 +284,12 @@ func (n *normalizer) start(e events.BlockStart) {
 			return
 		}
 	}
-	e.Index = n.push(e.Index, e.BlockType)
+	out := n.push(e.Index, e.BlockType)
+	if out == e.Index && (e.BlockType != events.BlockToolUse || e == ev.(events.BlockStart)) {
+		n.emit(ev) // as received: boxing it again would allocate
+		return
+	}
+	e.Index = out
 	n.emit(e)
 }
 

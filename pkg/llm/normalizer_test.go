@@ -82,3 +82,45 @@ func TestNormalizeReplacesRepeatedToolIDs(t *testing.T) {
 		seen[id] = true
 	}
 }
+
+// A stream that is well-formed already costs the normalizer no boxing:
+// what normalizing it allocates beyond reading it does not grow with its
+// blocks. The source is rebuilt for each run (its events boxed the same
+// way every time), so the difference between the two counts is the
+// normalizer's own.
+func TestNormalizePassesWellFormedEventsThrough(t *testing.T) {
+	source := func(blocks int) []events.Event {
+		evs := []events.Event{events.StatusEvent{Status: events.StatusStarted}}
+		for i := range blocks {
+			evs = append(evs,
+				events.BlockStart{Index: i, BlockType: events.BlockToolUse, ID: fmt.Sprintf("call_%d", i), Name: "echo"},
+				events.InputJSONDelta(i, `{"n":1}`),
+				events.BlockStop{Index: i, BlockType: events.BlockToolUse, StopReason: events.StopToolUse})
+		}
+		return append(evs, events.StatusEvent{Status: events.StatusCompleted, Model: "m", ResponseID: "r"})
+	}
+	read := func(s llm.Stream) {
+		for s.Next() {
+		}
+		_ = s.Close()
+	}
+	ctx := t.Context()
+	extra := func(blocks int) float64 {
+		plain := testing.AllocsPerRun(50, func() { read(llm.SliceStream(source(blocks)...)) })
+		normalized := testing.AllocsPerRun(50, func() { read(llm.Normalize(ctx, llm.SliceStream(source(blocks)...), llm.NormalizeOptions{})) })
+		return normalized - plain
+	}
+	if few, many := extra(1), extra(4); many != few { // up to 4 tool ids the normalizer keeps them in an array
+		t.Errorf("normalizing a well-formed stream allocates %.0f more than reading it with 1 block, %.0f with 4: events are boxed again", few, many)
+	}
+	got := normalizeSlice(t, source(3))
+	if want := source(3); len(got) != len(want) {
+		t.Fatalf("got %d events, want %d", len(got), len(want))
+	} else {
+		for i := range want {
+			if got[i] != want[i] {
+				t.Errorf("event %d = %#v, want %#v", i, got[i], want[i])
+			}
+		}
+	}
+}
