@@ -83,7 +83,9 @@ func (w *Writer) header() {
 	}
 	h := headerPool.Get().(nats.Header)
 	t := w.tmpl
-	t.ID, t.Type, t.Time, t.Seq = "-", "-", time.Now(), 1
+	// id and type are placeholders, time and seq left out: Msg sets all
+	// four per event, so rendering them here would only allocate.
+	t.ID, t.Type, t.Time, t.Seq = "-", "-", time.Time{}, 0
 	t.WriteBinaryHeader(h)
 	h[events.HeaderID] = w.idv[:]
 	h[events.HeaderType] = w.typv[:]
