@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 )
 
@@ -13,7 +14,8 @@ import (
 // It is safe for concurrent use if fn is.
 type Typed[Args, Result any] struct {
 	base
-	fn func(ctx context.Context, args Args) (Result, error)
+	fn   func(ctx context.Context, args Args) (Result, error)
+	flat *flatDecoder // nil unless Args is a flat struct
 }
 
 var (
@@ -46,7 +48,7 @@ func New[Args, Result any](name, description string, fn func(ctx context.Context
 	if err != nil {
 		return nil, err
 	}
-	return &Typed[Args, Result]{base: b, fn: fn}, nil
+	return &Typed[Args, Result]{base: b, fn: fn, flat: newFlatDecoder(reflect.TypeFor[Args]())}, nil
 }
 
 // Must is New for tools defined at package level or in main: it panics on
@@ -73,10 +75,13 @@ func (t *Typed[Args, Result]) Execute(ctx context.Context, input json.RawMessage
 		return "", err
 	}
 	var args Args
-	if err := json.Unmarshal(in, &args); err != nil {
-		// The schema accepted the input but Go cannot hold it, e.g. 1.5 or
-		// 1e300 for an int, or a custom UnmarshalJSON said no.
-		return "", &InvalidArgumentError{Tool: t.name, Problems: []Problem{decodeProblem(err)}}
+	if t.flat == nil || !t.flat.decode(in, reflect.ValueOf(&args).Elem()) {
+		args = *new(Args) // the flat decoder may have set some fields
+		if err := json.Unmarshal(in, &args); err != nil {
+			// The schema accepted the input but Go cannot hold it, e.g. 1.5 or
+			// 1e300 for an int, or a custom UnmarshalJSON said no.
+			return "", &InvalidArgumentError{Tool: t.name, Problems: []Problem{decodeProblem(err)}}
+		}
 	}
 	var out string
 	err = t.run(ctx, func(ctx context.Context) error {
