@@ -110,7 +110,11 @@ func TestNormalizePassesWellFormedEventsThrough(t *testing.T) {
 		normalized := testing.AllocsPerRun(50, func() { read(llm.Normalize(ctx, llm.SliceStream(source(blocks)...), llm.NormalizeOptions{})) })
 		return normalized - plain
 	}
-	if few, many := extra(1), extra(4); many != few { // up to 4 tool ids the normalizer keeps them in an array
+	// Three blocks more, each a start and a stop that boxing again would
+	// allocate: less than one allocation more in all (the race detector's
+	// runtime adds one now and then; up to 4 tool ids the normalizer keeps
+	// them in an array).
+	if few, many := extra(1), extra(4); many-few >= 3 {
 		t.Errorf("normalizing a well-formed stream allocates %.0f more than reading it with 1 block, %.0f with 4: events are boxed again", few, many)
 	}
 	got := normalizeSlice(t, source(3))
