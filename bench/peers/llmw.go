@@ -103,6 +103,10 @@ type llmwServices struct {
 	// failover, when set, is the AckWait of the turn and tool consumers.
 	failover time.Duration
 	before   func(int)
+	// localTools runs the echo tool inside the turn service
+	// (turn.Config.Tools) instead of on toolexec: the shape of Temporal's
+	// local activities, which run inside the workflow's worker.
+	localTools bool
 }
 
 func (o llmwServices) start(url string) (stop func(), err error) {
@@ -143,25 +147,31 @@ func (o llmwServices) start(url string) (stop func(), err error) {
 	}
 	stops = append(stops, stopCtx(ing.Stop))
 
-	if nc, err = conn(); err != nil {
-		return fail(err)
+	if !o.localTools { // else the turn service runs the tool and no toolexec is needed
+		if nc, err = conn(); err != nil {
+			return fail(err)
+		}
+		te, err := toolexec.New(nc, toolexec.Config{Logger: quiet(), Provision: prov, AckWait: o.failover})
+		if err != nil {
+			return fail(err)
+		}
+		if err := te.Register(echoTool(o.before)); err != nil {
+			return fail(err)
+		}
+		if err := te.Start(ctx); err != nil {
+			return fail(err)
+		}
+		stops = append(stops, stopCtx(te.Stop))
 	}
-	te, err := toolexec.New(nc, toolexec.Config{Logger: quiet(), Provision: prov, AckWait: o.failover})
-	if err != nil {
-		return fail(err)
-	}
-	if err := te.Register(echoTool(o.before)); err != nil {
-		return fail(err)
-	}
-	if err := te.Start(ctx); err != nil {
-		return fail(err)
-	}
-	stops = append(stops, stopCtx(te.Stop))
 
 	if nc, err = conn(); err != nil {
 		return fail(err)
 	}
-	ts, err := turn.New(nc, turn.Config{Logger: quiet(), Provision: prov, AckWait: o.failover})
+	tc := turn.Config{Logger: quiet(), Provision: prov, AckWait: o.failover}
+	if o.localTools {
+		tc.Tools = []tool.Tool{echoTool(o.before)}
+	}
+	ts, err := turn.New(nc, tc)
 	if err != nil {
 		return fail(err)
 	}
@@ -251,8 +261,8 @@ func (c *llmwCluster) runTurn(id string, limit time.Duration) error {
 }
 
 // llmwDurable measures turns through NATS.
-func llmwDurable(storage string, par int, o runOpts) (*result, error) {
-	c, err := startLLMW(&llmwServices{par: par, storage: storage})
+func llmwDurable(storage string, localTools bool, par int, o runOpts) (*result, error) {
+	c, err := startLLMW(&llmwServices{par: par, storage: storage, localTools: localTools})
 	if err != nil {
 		return nil, err
 	}
