@@ -91,20 +91,20 @@ func TestFlatDecoderAgreesWithEncodingJSON(t *testing.T) {
 		{`{"s":"a","s":null}`, true},
 		{`{"f":1E+2,"i":-0}`, true},
 		{"{\n\t\"i\" : 1 ,\r\n\"s\":\"x\"}", true},
-		{`{"s":"a\"b"}`, false},    // an escape
-		{`{"S":"x"}`, false},       // folds to s: encoding/json matches it
-		{`{"other":1}`, false},     // unknown: encoding/json skips it
-		{`{"Skip":"x"}`, false},    // a field json ignores
-		{`{"i":1.0}`, false},       // not an int: encoding/json's error
-		{`{"i8":128}`, false},      // overflows
-		{`{"u":-1}`, false},        // negative for a uint
-		{`{"f":1e999}`, false},     // out of range
-		{`{"i":01}`, false},        // not JSON
-		{`{"s":1}`, false},         // another type
-		{`{"s":"\xff"}`, false},    // invalid UTF-8: encoding/json replaces it
-		{`{"i":1}x`, false},        // trailing bytes
-		{`{"i":1,}`, false},        // not JSON
-		{`{"i":1`, false},          // cut off
+		{`{"s":"a\"b"}`, false},     // an escape
+		{`{"S":"x"}`, false},        // folds to s: encoding/json matches it
+		{`{"other":1}`, false},      // unknown: encoding/json skips it
+		{`{"Skip":"x"}`, false},     // a field json ignores
+		{`{"i":1.0}`, false},        // not an int: encoding/json's error
+		{`{"i8":128}`, false},       // overflows
+		{`{"u":-1}`, false},         // negative for a uint
+		{`{"f":1e999}`, false},      // out of range
+		{`{"i":01}`, false},         // not JSON
+		{`{"s":1}`, false},          // another type
+		{"{\"s\":\"\xff\"}", false}, // invalid UTF-8: encoding/json replaces it
+		{`{"i":1}x`, false},         // trailing bytes
+		{`{"i":1,}`, false},         // not JSON
+		{`{"i":1`, false},           // cut off
 		{`[]`, false},
 	} {
 		var got flatArgs
