@@ -1,6 +1,7 @@
 package tool
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"slices"
@@ -626,13 +627,26 @@ func (s *fastScanner) str() (plain, ok bool) {
 	return false, false
 }
 
-// number reads a number literal at s.i and checks it against n.
-func (s *fastScanner) number(n *fastNode) bool {
+// rawStr reads a string at s.i (the opening quote) whose content needs no
+// decoding, no escapes, and returns that content: its bytes are the
+// decoded string's (str has checked that they are valid UTF-8).
+func (s *fastScanner) rawStr() ([]byte, bool) {
 	start := s.i
-	if s.b[s.i] == '-' {
+	if _, ok := s.str(); !ok {
+		return nil, false
+	}
+	content := s.b[start+1 : s.i-1]
+	return content, bytes.IndexByte(content, '\\') < 0
+}
+
+// numberLit reads a number literal at s.i (-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?):
+// digits and intEnd bound its integer part's digits, plainInt says it has
+// neither fraction nor exponent.
+func (s *fastScanner) numberLit() (digits, intEnd int, plainInt, ok bool) {
+	if s.i < len(s.b) && s.b[s.i] == '-' {
 		s.i++
 	}
-	digits := s.i
+	digits = s.i
 	switch {
 	case s.i < len(s.b) && s.b[s.i] == '0':
 		s.i++
@@ -641,15 +655,15 @@ func (s *fastScanner) number(n *fastNode) bool {
 			s.i++
 		}
 	default:
-		return false
+		return 0, 0, false, false
 	}
-	intEnd := s.i
-	plainInt := true
+	intEnd = s.i
+	plainInt = true
 	if s.i < len(s.b) && s.b[s.i] == '.' {
 		plainInt = false
 		s.i++
 		if !s.digits() {
-			return false
+			return 0, 0, false, false
 		}
 	}
 	if s.i < len(s.b) && (s.b[s.i] == 'e' || s.b[s.i] == 'E') {
@@ -659,8 +673,18 @@ func (s *fastScanner) number(n *fastNode) bool {
 			s.i++
 		}
 		if !s.digits() {
-			return false
+			return 0, 0, false, false
 		}
+	}
+	return digits, intEnd, plainInt, true
+}
+
+// number reads a number literal at s.i and checks it against n.
+func (s *fastScanner) number(n *fastNode) bool {
+	start := s.i
+	digits, intEnd, plainInt, ok := s.numberLit()
+	if !ok {
+		return false
 	}
 	if !plainInt {
 		// 1.0 is an integer to JSON Schema and 1.5e1 may equal a bound or

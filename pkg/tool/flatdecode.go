@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 )
 
 // flatDecoder decodes a JSON object into a flat argument struct — exported
@@ -111,44 +110,42 @@ func implementsUnmarshal(t reflect.Type) bool {
 // decode sets the fields of v (a struct of the decoder's type, addressable
 // and zero) from in; false means in was not decided and v may be partly set.
 func (d *flatDecoder) decode(in []byte, v reflect.Value) bool {
-	i := skipWS(in, 0)
-	if i >= len(in) || in[i] != '{' {
+	s := fastScanner{b: in}
+	s.ws()
+	if !s.lit("{") {
 		return false
 	}
-	i = skipWS(in, i+1)
-	if i < len(in) && in[i] == '}' {
-		return skipWS(in, i+1) == len(in)
-	}
-	for {
-		key, j, ok := plainString(in, i)
-		if !ok {
-			return false
-		}
-		i = skipWS(in, j)
-		if i >= len(in) || in[i] != ':' {
-			return false
-		}
-		i = skipWS(in, i+1)
-		f := d.field(key)
-		if f == nil {
-			return false // unknown, or a name encoding/json would fold: it decides
-		}
-		if i, ok = d.value(in, i, f, v.Field(f.index)); !ok {
-			return false
-		}
-		i = skipWS(in, i)
-		if i >= len(in) {
-			return false
-		}
-		switch in[i] {
-		case ',':
-			i = skipWS(in, i+1)
-		case '}':
-			return skipWS(in, i+1) == len(in)
-		default:
-			return false
+	s.ws()
+	if !s.lit("}") {
+		for {
+			if s.i >= len(s.b) || s.b[s.i] != '"' {
+				return false
+			}
+			key, ok := s.rawStr()
+			if !ok {
+				return false
+			}
+			s.ws()
+			if !s.lit(":") {
+				return false
+			}
+			s.ws()
+			f := d.field(key)
+			if f == nil || !f.value(&s, v.Field(f.index)) {
+				return false // an unknown key, or a name encoding/json would fold: it decides
+			}
+			s.ws()
+			if s.lit("}") {
+				break
+			}
+			if !s.lit(",") {
+				return false
+			}
+			s.ws()
 		}
 	}
+	s.ws()
+	return s.i == len(s.b)
 }
 
 func (d *flatDecoder) field(key []byte) *flatField {
@@ -160,130 +157,56 @@ func (d *flatDecoder) field(key []byte) *flatField {
 	return nil
 }
 
-// value decodes the value at in[i:] into fv and returns where it ends.
-func (d *flatDecoder) value(in []byte, i int, f *flatField, fv reflect.Value) (int, bool) {
-	if hasLiteral(in, i, "null") {
-		return i + 4, true // encoding/json leaves a non-pointer field as it is
+// value decodes the value at s.i into fv.
+func (f *flatField) value(s *fastScanner, fv reflect.Value) bool {
+	if s.lit("null") {
+		return true // encoding/json leaves a non-pointer field as it is
 	}
 	switch f.kind {
 	case reflect.String:
-		s, j, ok := plainString(in, i)
-		if !ok {
-			return 0, false
+		if s.i >= len(s.b) || s.b[s.i] != '"' {
+			return false
 		}
-		fv.SetString(string(s))
-		return j, true
+		str, ok := s.rawStr()
+		if ok {
+			fv.SetString(string(str))
+		}
+		return ok
 	case reflect.Bool:
 		switch {
-		case hasLiteral(in, i, "true"):
+		case s.lit("true"):
 			fv.SetBool(true)
-			return i + 4, true
-		case hasLiteral(in, i, "false"):
+		case s.lit("false"):
 			fv.SetBool(false) // a repeated key: the last value counts
-			return i + 5, true
+		default:
+			return false
 		}
-		return 0, false
+		return true
 	}
-	j := i
-	for j < len(in) && strings.IndexByte("+-.0123456789eE", in[j]) >= 0 {
-		j++
+	start := s.i
+	if _, _, _, ok := s.numberLit(); !ok {
+		return false
 	}
-	tok := in[i:j]
-	if !jsonNumber(tok) {
-		return 0, false
-	}
+	tok := string(s.b[start:s.i])
 	switch f.kind {
 	case reflect.Float32, reflect.Float64:
-		x, err := strconv.ParseFloat(string(tok), f.bits)
+		x, err := strconv.ParseFloat(tok, f.bits)
 		if err != nil {
-			return 0, false
+			return false
 		}
 		fv.SetFloat(x)
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		x, err := strconv.ParseUint(string(tok), 10, f.bits)
+		x, err := strconv.ParseUint(tok, 10, f.bits)
 		if err != nil {
-			return 0, false
+			return false
 		}
 		fv.SetUint(x)
 	default:
-		x, err := strconv.ParseInt(string(tok), 10, f.bits)
+		x, err := strconv.ParseInt(tok, 10, f.bits)
 		if err != nil {
-			return 0, false
+			return false
 		}
 		fv.SetInt(x)
 	}
-	return j, true
-}
-
-// plainString returns the content of the JSON string at in[i:] when it
-// needs no decoding: no escapes, no control characters, valid UTF-8.
-func plainString(in []byte, i int) ([]byte, int, bool) {
-	if i >= len(in) || in[i] != '"' {
-		return nil, 0, false
-	}
-	ascii := true
-	for j := i + 1; j < len(in); j++ {
-		switch c := in[j]; {
-		case c == '"':
-			s := in[i+1 : j]
-			if !ascii && !utf8.Valid(s) {
-				return nil, 0, false // encoding/json replaces invalid bytes
-			}
-			return s, j + 1, true
-		case c == '\\' || c < 0x20:
-			return nil, 0, false
-		case c >= utf8.RuneSelf:
-			ascii = false
-		}
-	}
-	return nil, 0, false
-}
-
-// jsonNumber reports whether tok is a number in JSON's grammar
-// (-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?).
-func jsonNumber(tok []byte) bool {
-	i := 0
-	digits := func() int {
-		n := 0
-		for i < len(tok) && tok[i] >= '0' && tok[i] <= '9' {
-			i++
-			n++
-		}
-		return n
-	}
-	if i < len(tok) && tok[i] == '-' {
-		i++
-	}
-	if i < len(tok) && tok[i] == '0' {
-		i++
-	} else if digits() == 0 {
-		return false
-	}
-	if i < len(tok) && tok[i] == '.' {
-		i++
-		if digits() == 0 {
-			return false
-		}
-	}
-	if i < len(tok) && (tok[i] == 'e' || tok[i] == 'E') {
-		i++
-		if i < len(tok) && (tok[i] == '+' || tok[i] == '-') {
-			i++
-		}
-		if digits() == 0 {
-			return false
-		}
-	}
-	return i == len(tok)
-}
-
-func hasLiteral(in []byte, i int, lit string) bool {
-	return len(in)-i >= len(lit) && string(in[i:i+len(lit)]) == lit
-}
-
-func skipWS(in []byte, i int) int {
-	for i < len(in) && (in[i] == ' ' || in[i] == '\t' || in[i] == '\n' || in[i] == '\r') {
-		i++
-	}
-	return i
+	return true
 }
