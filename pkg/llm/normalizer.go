@@ -109,12 +109,11 @@ func (n *normalizer) feed(ev events.Event) {
 			if !reason.Valid() {
 				reason = ""
 			}
-			if b := n.open[i]; b.out == e.Index && b.typ == e.BlockType && reason == e.StopReason {
-				n.emit(ev) // as received: boxing it again would allocate
-				n.open = append(n.open[:i], n.open[i+1:]...)
-				return
+			stop := ev
+			if reason != e.StopReason {
+				stop = events.BlockStop{StopReason: reason, Signature: e.Signature}
 			}
-			n.close(i, events.BlockStop{StopReason: reason, Signature: e.Signature}, "")
+			n.close(i, stop, "")
 		}
 	case events.BlockAbort:
 		if n.dropped[e.Index] {
@@ -163,14 +162,12 @@ func (n *normalizer) terminateWith(src events.Event, st events.StreamStatus, ee 
 	if st == events.StatusCompleted {
 		ev.Model, ev.ResponseID = n.model, n.responseID
 	}
-	if s, ok := src.(events.StatusEvent); ok && s == ev {
-		n.emit(src)
-		n.done = true
-		return
-	}
-	if ev == (events.StatusEvent{Status: events.StatusCompleted}) {
+	switch s, ok := src.(events.StatusEvent); {
+	case ok && s == ev:
+		n.emit(src) // as received: boxing it again would allocate
+	case ev == events.StatusEvent{Status: events.StatusCompleted}:
 		n.emit(statusCompleted)
-	} else {
+	default:
 		n.emit(ev)
 	}
 	n.done = true
@@ -190,8 +187,12 @@ func (n *normalizer) find(src int) int {
 func (n *normalizer) close(i int, stop events.Event, why string) {
 	b := n.open[i]
 	if s, ok := stop.(events.BlockStop); ok {
-		s.Index, s.BlockType = b.out, b.typ
-		n.emit(s)
+		if s.Index == b.out && s.BlockType == b.typ {
+			n.emit(stop) // as received: boxing it again would allocate
+		} else {
+			s.Index, s.BlockType = b.out, b.typ
+			n.emit(s)
+		}
 	} else {
 		n.emit(events.BlockAbort{Index: b.out, BlockType: b.typ, Reason: why})
 	}
