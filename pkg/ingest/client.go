@@ -166,13 +166,17 @@ func (c *Client) Stream(ctx context.Context, req *llm.Request) (llm.Stream, erro
 func (c *Client) open(ctx context.Context, req *llm.Request, legacy bool) (_ *ingestStream, retry bool, err error) {
 	s := &ingestStream{c: c, ctx: ctx, reqID: req.RequestID, q: newStreamQueue(c.o.Buffer)}
 	if err := c.route(s); err != nil {
-		return nil, false, err
+		return nil, false, err // not routed: nothing to release
 	}
+	defer func() {
+		if err != nil || retry {
+			s.release()
+		}
+	}()
 	groupSubj := c.subjects.LLMGroupStream(c.group, req.RequestID)
 	legacySubj := c.subjects.LLMStream(req.RequestID)
 	if legacy {
 		if s.legacySub, err = c.nc.Subscribe(legacySubj, s.q.push); err != nil {
-			s.release()
 			return nil, false, fmt.Errorf("ingest: subscribe %s: %w", legacySubj, err)
 		}
 		_ = s.legacySub.SetPendingLimits(-1, -1) // s.q bounds it
@@ -181,7 +185,6 @@ func (c *Client) open(ctx context.Context, req *llm.Request, legacy bool) (_ *in
 	r.StreamGroup = c.group
 	env, err := events.NewEnvelope(c.o.Source, events.TypeLLMComplete, &r)
 	if err != nil {
-		s.release()
 		return nil, false, err
 	}
 	env.Subject = req.RequestID
@@ -200,7 +203,6 @@ func (c *Client) open(ctx context.Context, req *llm.Request, legacy bool) (_ *in
 		err = fmt.Errorf("ingest: request %s: %w", c.subjects.LLMComplete(), err)
 	}
 	if err != nil {
-		s.release()
 		return nil, false, err
 	}
 	switch {
@@ -208,7 +210,6 @@ func (c *Client) open(ctx context.Context, req *llm.Request, legacy bool) (_ *in
 		c.legacyUntil.Store(time.Now().Add(LegacyStreamsFor).UnixNano())
 		if s.legacySub == nil {
 			c.publishCancel(req.RequestID)
-			s.release()
 			return nil, true, nil
 		}
 	case s.legacySub != nil:
