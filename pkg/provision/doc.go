@@ -4,7 +4,7 @@
 // at once.
 //
 //	LLMW_TURNS        work queue   P.turn.submit, P.turn.resume       dup window 10m
-//	LLMW_EVENTS       limits, age  P.events.>                         max age 24h, direct get
+//	LLMW_EVENTS       limits, age  P.events.>                         max age 24h, direct get, atomic batches
 //	LLMW_TOOLCALLS    work queue   P.tool.call.>                      max age 24h, dup window 10m
 //	LLMW_TOOLRESULTS  limits, age  P.tool.result.>                    max age 24h, dup window 10m, direct get
 //	KV LLMW_SESSIONS, LLMW_TOOLS, LLMW_HOOKS, LLMW_TURN_STATE         history 1

@@ -151,6 +151,11 @@ func StreamConfigs(o Options) []jetstream.StreamConfig {
 			Storage:          st,
 			Replicas:         o.Replicas,
 			AllowDirect:      true,
+			// The turn service stores the events that queued behind an
+			// acknowledgement as one atomic batch (nats-server ≥ 2.12;
+			// an older server ignores the field and the publisher stores
+			// them one by one).
+			AllowAtomicPublish: true,
 		},
 		{
 			Name:        events.StreamToolCalls,

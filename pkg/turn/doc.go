@@ -105,7 +105,10 @@
 // reflection) and returns; a sender goroutine publishes the turn's events
 // in order on P.emit.<session|_>.<turn>.<channel>, each a JetStream publish
 // fenced on the turn's previous event (Nats-Expected-Last-Subject-Sequence
-// on P.events.<session|_>.<turn>.*). LLMW_EVENTS stores it as
+// on P.events.<session|_>.<turn>.*); what queued behind an
+// acknowledgement goes as one atomic batch fenced on its first event,
+// stored whole or refused whole, where the stream allows atomic publish
+// (PublisherOptions.NoAtomicBatches turns it off). LLMW_EVENTS stores it as
 // P.events.<session|_>.<turn>.<channel> and republishes it there, so live
 // subscribers see only stored events. Once another replica published for
 // the turn, the server refuses the rest (ErrFenced) and the run stops

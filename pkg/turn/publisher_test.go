@@ -160,31 +160,9 @@ var _ = nats.Header{}
 // storedEvents reads every stored event of a turn in stream order.
 func storedEvents(t *testing.T, e *natstest.Server, filter string) []*events.Envelope {
 	t.Helper()
-	ctx := natstest.Context(t)
-	oc, err := e.JS.OrderedConsumer(ctx, events.StreamEvents, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := oc.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	it, err := oc.Messages()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer it.Stop()
 	var out []*events.Envelope
-	for range info.NumPending {
-		m, err := it.Next(jetstream.NextMaxWait(5 * time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		env, err := events.DecodeEnvelope(m.Headers(), m.Data())
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, env)
+	for _, m := range storedMsgs(t, e, filter) {
+		out = append(out, m.env)
 	}
 	return out
 }

@@ -1,0 +1,20 @@
+package turn
+
+// HoldSender waits until ep's sender goroutine has stored what is queued,
+// then keeps it from starting again until release is called: the events
+// published meanwhile queue, and the sender then takes them all at once,
+// as it takes what queued behind an acknowledgement.
+func HoldSender(ep *EventPublisher) (release func()) {
+	for {
+		ep.mu.Lock()
+		if !ep.sending {
+			break
+		}
+		idle := ep.idle
+		ep.mu.Unlock()
+		<-idle
+	}
+	ep.sending, ep.idle = true, make(chan bool)
+	ep.mu.Unlock()
+	return func() { go ep.send() }
+}
