@@ -406,7 +406,9 @@ func (ep *EventPublisher) store(fence uint64) (uint64, error) {
 		n := 1
 		if len(rest) > 1 {
 			if m := ep.p.batchMin(); m > 0 && len(rest) >= m {
-				n = min(len(rest), maxAtomicBatch)
+				if n = batchLen(rest); n < m {
+					n = 1 // cut short by size below where a batch pays
+				}
 			}
 		}
 		f, err := ep.storeRetrying(rest[:n], fence)
@@ -534,9 +536,25 @@ func deleteBatchHeaders(h nats.Header) {
 	delete(h, headerBatchCommit)
 }
 
-// maxAtomicBatch bounds the events of one atomic batch, well below the
-// server's default limit (1,000) and the memory it stages a batch in.
-const maxAtomicBatch = 100
+// maxAtomicBatch and maxAtomicBatchBytes bound one atomic batch: well
+// below the server's default limit of events (1,000), and what the server
+// holds staged until the commit (a few large tool results go one by one).
+const (
+	maxAtomicBatch      = 100
+	maxAtomicBatchBytes = 1 << 20
+)
+
+// batchLen is how many of qs go in the next atomic batch: as many as
+// maxAtomicBatch and maxAtomicBatchBytes allow, at least one.
+func batchLen(qs []queued) int {
+	size := 0
+	for i, q := range qs[:min(len(qs), maxAtomicBatch)] {
+		if size += q.end - q.off; size > maxAtomicBatchBytes && i > 0 {
+			return i
+		}
+	}
+	return min(len(qs), maxAtomicBatch)
+}
 
 // How the sender stores a queue of several events (Publisher.batching).
 const (

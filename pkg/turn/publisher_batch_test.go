@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -161,6 +162,31 @@ func TestEventPublisherStoresAQueueAsOneBatch(t *testing.T) {
 			t.Fatalf("live event %d: %+v, %v", i, env, err)
 		}
 	}
+}
+
+// A batch holds at most a MiB of events: large events go one by one,
+// small ones after them still together.
+func TestEventPublisherBoundsABatchBySize(t *testing.T) {
+	e := natstest.Start(t, natstest.Options{Provision: true})
+	ep := turn.NewPublisher(e.NC, turn.PublisherOptions{KeepDeltas: true}).Turn("t1", "", turn.Position{})
+	big := strings.Repeat("x", 600<<10)
+	release := turn.HoldSender(ep)
+	for i := range 6 {
+		text := "small"
+		if i < 3 {
+			text = big
+		}
+		if _, err := ep.Publish(events.WorkerBlockDelta{BlockDelta: events.TextDelta(i, text), Step: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	release()
+	if err := ep.Flush(natstest.Context(t)); err != nil {
+		t.Fatal(err)
+	}
+	// 600 KiB + 600 KiB is over the bound: each big one alone; the third
+	// starts the last batch, which the small ones fit in.
+	checkBatches(t, storedMsgs(t, e, "llmw.events._.t1.*"), []int{0, 0, 1, 1, 1, 1})
 }
 
 // A stale owner's batch is refused whole: none of its events is stored or
