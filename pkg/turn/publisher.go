@@ -66,6 +66,9 @@ type Publisher struct {
 	// batching is how the sender stores a queue of several events: one of
 	// the batch* constants; batchUnknown until LLMW_EVENTS was read.
 	batching atomic.Int32
+	// readAfter (Unix nanoseconds) is when a failed read of LLMW_EVENTS'
+	// config may be tried again.
+	readAfter atomic.Int64
 }
 
 // NewPublisher returns a Publisher on nc.
@@ -577,13 +580,18 @@ const fileBatchMin = 16
 // atomic batch, 0 for none. The first call reads LLMW_EVENTS' config:
 // atomic publish allowed (nats-server ≥ 2.12 and `allow_atomic`, which
 // provision sets), and how it stages a batch. A stream that cannot be
-// read is asked again at the next batch; a server that refuses a batch
-// as unsupported turns batches off (storeOnce).
+// read (not provisioned yet, no leader, an identity that may not read it)
+// means no batches, and is asked again after batchReadRetry, not at
+// every batch: the read is on the sender's path. A server that refuses a
+// batch as unsupported turns batches off (storeOnce).
 func (p *Publisher) batchMin() int {
 	mode := p.batching.Load()
 	if mode == batchUnknown {
-		mode = p.readBatching()
-		if mode == batchUnknown {
+		if time.Now().UnixNano() < p.readAfter.Load() {
+			return 0
+		}
+		if mode = p.readBatching(); mode == batchUnknown {
+			p.readAfter.Store(time.Now().Add(batchReadRetry).UnixNano())
 			return 0
 		}
 		p.batching.Store(mode)
@@ -596,6 +604,10 @@ func (p *Publisher) batchMin() int {
 	}
 	return 0
 }
+
+// batchReadRetry is how long batchMin waits before it reads LLMW_EVENTS'
+// config again after a failed read.
+const batchReadRetry = time.Minute
 
 // readBatching reads LLMW_EVENTS' config for batchMin; batchUnknown when
 // it cannot.
