@@ -90,6 +90,10 @@ func MarshalData(data any) ([]byte, error) {
 		return d.AppendJSON(nil), nil
 	case WorkerBlockDelta:
 		return d.AppendJSON(nil), nil
+	case *CompletionRequest: // sent at every step, with the whole transcript
+		r := *d
+		r.Messages = nil
+		return MarshalWithMessages(&r, d.Messages)
 	}
 	return json.Marshal(data)
 }

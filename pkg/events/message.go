@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 )
 
@@ -143,10 +144,111 @@ func prefixJSONField(parent string, err error) error {
 	return err
 }
 
+// MarshalJSON writes the message in one pass (AppendJSON): a transcript
+// is encoded at every step (the checkpoint, the completion request), so
+// its messages skip encoding/json's reflection.
+func (m Message) MarshalJSON() ([]byte, error) {
+	n := 32
+	for i := range m.Content {
+		n += m.Content[i].size()
+	}
+	return m.AppendJSON(make([]byte, 0, n))
+}
+
+// AppendJSON appends the JSON of m to b: {"role":…,"content":[…]} with
+// each part as Part.AppendJSON writes it (content null for nil).
+func (m Message) AppendJSON(b []byte) ([]byte, error) {
+	b = append(b, `{"role":`...)
+	b = AppendJSONString(b, string(m.Role))
+	b = append(b, `,"content":`...)
+	if m.Content == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i := range m.Content {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			var err error
+			if b, err = m.Content[i].AppendJSON(b); err != nil {
+				return nil, err
+			}
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}'), nil
+}
+
+// AppendMessages appends msgs as a JSON array (null for nil) to b, each
+// message as Message.AppendJSON writes it. Unlike json.Marshal it does not
+// validate and re-escape its own output, which for a transcript (encoded
+// at every step, growing with the turn) is most of the cost.
+func AppendMessages(b []byte, msgs []Message) ([]byte, error) {
+	if msgs == nil {
+		return append(b, "null"...), nil
+	}
+	b = append(b, '[')
+	for i := range msgs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var err error
+		if b, err = msgs[i].AppendJSON(b); err != nil {
+			return nil, err
+		}
+	}
+	return append(b, ']'), nil
+}
+
+// MarshalWithMessages is json.Marshal(v) for a payload that carries a
+// transcript: v is a struct (or a pointer to one) whose "messages" field
+// is nil and comes after scalar fields only (as in CompletionRequest, or
+// worker.Checkpoint), and msgs takes that field's place, written by
+// AppendMessages. Since a JSON string cannot hold an unescaped quote, the
+// first `"messages":null` of v's encoding is that field.
+func MarshalWithMessages(v any, msgs []Message) ([]byte, error) {
+	return AppendWithMessages(nil, v, msgs)
+}
+
+// AppendWithMessages appends what MarshalWithMessages returns to b.
+func AppendWithMessages(b []byte, v any, msgs []Message) ([]byte, error) {
+	head, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	const field = `"messages":null`
+	i := bytes.Index(head, []byte(field))
+	if i < 0 {
+		return nil, fmt.Errorf("events: %T has no nil messages field to write the transcript into", v)
+	}
+	size := len(head) + 2
+	for j := range msgs {
+		size += 24
+		for k := range msgs[j].Content {
+			size += msgs[j].Content[k].size()
+		}
+	}
+	b = append(slices.Grow(b, size), head[:i+len(field)-len("null")]...)
+	if b, err = AppendMessages(b, msgs); err != nil {
+		return nil, err
+	}
+	return append(b, head[i+len(field):]...), nil
+}
+
+// size is about the length of the part's JSON.
+func (p *Part) size() int {
+	return 48 + len(p.Text) + len(p.Thinking) + len(p.Content) + len(p.Input) + len(p.Signature) + len(p.ID) + len(p.Name) + len(p.ToolUseID)
+}
+
 // MarshalJSON writes only the fields that belong to the part's type, and
 // always writes the fields that type requires.
 func (p Part) MarshalJSON() ([]byte, error) {
-	b := make([]byte, 0, 64+len(p.Text)+len(p.Thinking)+len(p.Content)+len(p.Input)+len(p.Signature))
+	return p.AppendJSON(make([]byte, 0, p.size()))
+}
+
+// AppendJSON appends the JSON of p (as MarshalJSON writes it) to b.
+func (p Part) AppendJSON(b []byte) ([]byte, error) {
+	start := len(b)
 	b = append(b, `{"type":`...)
 	b = AppendJSONString(b, string(p.Type))
 	switch p.Type {
@@ -184,7 +286,11 @@ func (p Part) MarshalJSON() ([]byte, error) {
 		b = strconv.AppendBool(b, p.IsError)
 	default:
 		type plain Part
-		return json.Marshal(plain(p))
+		pb, err := json.Marshal(plain(p))
+		if err != nil {
+			return nil, err
+		}
+		return append(b[:start], pb...), nil
 	}
 	return append(b, '}'), nil
 }

@@ -757,7 +757,7 @@ func (s *Service) newWorker(t *turnRun, req *events.TurnRequest, tools []tool.To
 
 // encodeState marshals a state and checks it fits into a KV value.
 func (s *Service) encodeState(st *State) ([]byte, error) {
-	b, err := json.Marshal(st)
+	b, err := marshalState(st)
 	if err != nil {
 		return nil, fmt.Errorf("turn: encode checkpoint: %w", err)
 	}
@@ -809,7 +809,7 @@ func (t *turnRun) update(b []byte, ttl time.Duration) (uint64, error) {
 // owns the turn (the run is silenced) or the write failed (the request is
 // left for redelivery).
 func (t *turnRun) write(st *State) bool {
-	b, err := json.Marshal(st)
+	b, err := marshalState(st)
 	if err == nil {
 		var rev uint64
 		rev, err = t.update(b, 0)

@@ -69,6 +69,29 @@ type State struct {
 	Updated time.Time `json:"updated"`
 }
 
+// marshalState encodes a state as json.Marshal would (the checkpoint's
+// key comes last): the checkpoint's transcript, written at every step
+// boundary and growing with the turn, is written in one pass
+// (events.MarshalWithMessages) instead of through encoding/json.
+func marshalState(st *State) ([]byte, error) {
+	if st.Checkpoint == nil {
+		return json.Marshal(st)
+	}
+	head := *st
+	head.Checkpoint = nil
+	b, err := json.Marshal(&head)
+	if err != nil {
+		return nil, err
+	}
+	cp := *st.Checkpoint
+	cp.Messages = nil
+	b = append(b[:len(b)-1], `,"checkpoint":`...) // b is {…}, never {}: version is always written
+	if b, err = events.AppendWithMessages(b, &cp, st.Checkpoint.Messages); err != nil {
+		return nil, err
+	}
+	return append(b, '}'), nil
+}
+
 // Pending returns the tool calls a paused turn waits for decisions on.
 func (s *State) Pending() []events.ToolCall {
 	if s == nil || s.Checkpoint == nil {
@@ -172,7 +195,9 @@ func storeSession(ctx context.Context, kv jetstream.KeyValue, maxPayload int64, 
 		}
 		cur.Messages = append(cur.Messages, added...)
 		cur.LastTurn, cur.Updated = turnID, time.Now().UTC()
-		b, err := json.Marshal(cur)
+		head := *cur
+		head.Messages = nil
+		b, err := events.MarshalWithMessages(&head, cur.Messages)
 		if err != nil {
 			return fmt.Errorf("turn: encode session %s: %w", id, err)
 		}
