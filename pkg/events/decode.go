@@ -19,17 +19,27 @@ type Validator interface {
 // to blame it is a *FieldError naming the field.
 func Decode[T any](data []byte) (T, error) {
 	var v T
+	if r, ok := any(&v).(*CompletionRequest); ok {
+		// Ingest decodes one at every step of every turn, with the whole
+		// conversation in it: the form MarshalData writes is read
+		// without encoding/json (decodeCompletionFast).
+		data, err := checkBody(data)
+		if err != nil {
+			return v, err
+		}
+		if fast, ok := decodeCompletionFast(data); ok {
+			*r = fast
+			return v, r.Validate()
+		}
+	}
 	err := Unmarshal(data, &v)
 	return v, err
 }
 
 // Unmarshal is Decode for an existing value.
 func Unmarshal(data []byte, v any) error {
-	data = bytes.TrimSpace(data)
-	if len(data) == 0 {
-		return &FieldError{Problem: "empty body, want a JSON object"}
-	}
-	if err := checkDepth(data); err != nil {
+	data, err := checkBody(data)
+	if err != nil {
 		return err
 	}
 	if err := json.Unmarshal(data, v); err != nil {
@@ -39,6 +49,15 @@ func Unmarshal(data []byte, v any) error {
 		return val.Validate()
 	}
 	return nil
+}
+
+// checkBody trims the body and refuses an empty or too deeply nested one.
+func checkBody(data []byte) ([]byte, error) {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 {
+		return nil, &FieldError{Problem: "empty body, want a JSON object"}
+	}
+	return data, checkDepth(data)
 }
 
 // MaxDepth is how deeply a payload's JSON may nest (objects and arrays).
