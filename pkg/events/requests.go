@@ -310,6 +310,12 @@ type ToolCallRequest struct {
 	Name      string          `json:"name"`
 	Input     json.RawMessage `json:"input"`
 	Deadline  time.Time       `json:"deadline,omitzero"`
+	// FirstPublish says that the turn publishes the call for the first
+	// time: the model asked for it in the run of the turn that publishes
+	// it, not in a run this one continues, so no result of it can be
+	// stored yet, and a host needs no lookup before it runs the call's
+	// first delivery (docs/protocol.md §6).
+	FirstPublish bool `json:"first_publish,omitempty"`
 }
 
 // Validate checks the ids and the name.

@@ -16,6 +16,12 @@ type CallInfo struct {
 	Name string
 	// Step is the model call that asked for the tool, from 1.
 	Step int
+	// First is true when the model asked for the call in this run of the
+	// turn, so that it runs for the first time: no earlier run can have
+	// published it or stored its result. A call continued from a
+	// checkpoint (worker.RunFrom, Resume) is not First. toolexec's client
+	// skips its look for a stored result then, and tells the host so.
+	First bool
 }
 
 type callKey struct{}

@@ -167,7 +167,8 @@ func DecodeResult(h nats.Header, data []byte) (events.ToolCallResult, error) {
 // Call runs a tool call through toolexec and returns its result (which may
 // be an error result: IsError). In order, so that no result is missed and
 // no finished call runs again (docs/architecture.md, "Durability"): subscribe to the result
-// subject; look for the stored result in LLMW_TOOLRESULTS and, at the same
+// subject; look for the stored result in LLMW_TOOLRESULTS (not for a call
+// published for the first time, req.FirstPublish) and, at the same
 // time, pass ctx's fence (pkg/fence); return the stored result if there is
 // one, else the fence's error if it failed (nothing is published); publish the
 // call with Nats-Msg-Id = <turn id>.<call id>, wait for the result and
@@ -223,20 +224,26 @@ func (c *Client) Call(ctx context.Context, req events.ToolCallRequest, timeout t
 
 	// ctx's fence (a flush of the turn's events, pkg/fence) and the
 	// stored-result check are independent waits: they run together, and
-	// the call is published only after both.
-	fenced := make(chan error, 1)
-	go func() { fenced <- fence.Check(ctx) }()
-	// JetStream errors here are usually transient (a stream electing a new
-	// leader after a node loss): retry until the call's deadline rather
-	// than hand the model an error about our plumbing.
+	// the call is published only after both. A call published for the
+	// first time has no stored result to find.
 	var stored events.ToolCallResult
 	var ok bool
-	err = retryUntil(ctx, req.Deadline, func(actx context.Context) error {
-		var err error
-		stored, ok, err = c.StoredResult(actx, req.TurnID, req.CallID)
-		return err
-	})
-	fenceErr := <-fenced
+	var fenceErr error
+	if req.FirstPublish {
+		fenceErr = fence.Check(ctx)
+	} else {
+		fenced := make(chan error, 1)
+		go func() { fenced <- fence.Check(ctx) }()
+		// JetStream errors here are usually transient (a stream electing
+		// a new leader after a node loss): retry until the call's
+		// deadline rather than hand the model an error about our plumbing.
+		err = retryUntil(ctx, req.Deadline, func(actx context.Context) error {
+			var err error
+			stored, ok, err = c.StoredResult(actx, req.TurnID, req.CallID)
+			return err
+		})
+		fenceErr = <-fenced
+	}
 	if err != nil {
 		return events.ToolCallResult{}, err
 	} else if ok {
@@ -379,6 +386,7 @@ func (t *RemoteTool) Execute(ctx context.Context, input json.RawMessage) (string
 	}
 	r, err := t.c.Call(ctx, events.ToolCallRequest{
 		CallID: ci.CallID, TurnID: ci.TurnID, SessionID: ci.SessionID, Name: t.entry.Name, Input: input,
+		FirstPublish: ci.First,
 	}, t.Timeout())
 	if err != nil {
 		return "", err

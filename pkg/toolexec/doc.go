@@ -31,7 +31,8 @@
 // busy replica leaves work to idle ones), then: decodes it (an undecodable
 // call is terminated, after an error result if its ids can be read); acks
 // it without running if LLMW_TOOLRESULTS already holds its result (a
-// duplicate delivery); validates the input against the schema; runs the
+// duplicate delivery; not looked for at the first delivery of a call
+// whose turn publishes it for the first time, first_publish); validates the input against the schema; runs the
 // tool under the earlier of the call's deadline and the tool's timeout,
 // sending in-progress acks every AckWait/3; publishes the result to
 // P.tool.result.<turn>.<call> with Nats-Msg-Id = <turn id>.<call id>; acks. Invalid
@@ -46,7 +47,8 @@
 // Client and RemoteTool (a tool.Tool) are the calling side: subscribe to
 // P.tool.result.<turn>.<call>, return the stored result if
 // LLMW_TOOLRESULTS already has one (a resumed turn never runs a finished
-// call again), else publish the llmw.tool.call to JetStream with
+// call again; a call the model asked for in this run, tool.CallInfo.First,
+// has none and is not looked up), else publish the llmw.tool.call to JetStream with
 // Nats-Msg-Id = <turn id>.<call id> (events.ToolMsgID) and a deadline, and
 // wait. The ids come from tool.CallFrom(ctx), which the worker sets for
 // every tool execution. Cancelling publishes

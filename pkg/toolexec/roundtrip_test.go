@@ -4,13 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/fence"
+	"github.com/llmworker/llmworker/pkg/natstest"
 	"github.com/llmworker/llmworker/pkg/provision"
+	"github.com/llmworker/llmworker/pkg/tool"
 	"github.com/llmworker/llmworker/pkg/toolexec"
 )
 
@@ -89,5 +96,149 @@ func TestStoredResultComesBeforeTheFence(t *testing.T) {
 	out, err := rt.Execute(c, json.RawMessage(`{"text":"second"}`))
 	if err != nil || out != "first" || calls.Load() != 1 {
 		t.Fatalf("Execute = %q, %v, tool ran %d times; want the stored result first, nil, 1", out, err, calls.Load())
+	}
+}
+
+// traffic records every message the server routes, in the order it
+// routes them (one subscription, so one order).
+type traffic struct {
+	mu   sync.Mutex
+	msgs []*nats.Msg
+}
+
+func watch(t *testing.T, e *env) *traffic {
+	t.Helper()
+	tr := &traffic{}
+	sub, err := e.nc.Subscribe(">", func(m *nats.Msg) {
+		tr.mu.Lock()
+		tr.msgs = append(tr.msgs, m)
+		tr.mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := e.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+// lookups counts the direct gets of a call's stored result (docs/protocol.md
+// §6, "Answered already?"): the client's (on e.nc, replying to its
+// inbox) before it published the call, and the host's before it published
+// the result. A connection's messages reach the subscriber in the order
+// the connection sent them.
+func (tr *traffic) lookups(t *testing.T, e *env, turn, id string) (client, host int) {
+	t.Helper()
+	inbox := e.nc.NewRespInbox()
+	mine := inbox[:strings.LastIndexByte(inbox, '.')+1]
+	get := "$JS.API.DIRECT.GET." + events.StreamToolResults + ".llmw.tool.result." + turn + "." + id
+	natstest.Eventually(t, "the result of "+id+" routed", func() bool {
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		published, answered := false, false
+		client, host = 0, 0
+		for _, m := range tr.msgs {
+			switch {
+			case m.Subject == get && strings.HasPrefix(m.Reply, mine):
+				if !published {
+					client++
+				}
+			case m.Subject == get:
+				if !answered {
+					host++
+				}
+			case strings.HasPrefix(m.Subject, "llmw.tool.call."):
+				published = true
+			case m.Subject == "llmw.tool.result."+turn+"."+id:
+				answered = true
+			}
+		}
+		return answered
+	})
+	return client, host
+}
+
+// A call the model asked for in this run (tool.CallInfo.First) has no
+// stored result to look for: neither the turn's client before it
+// publishes nor the host before it runs the first delivery asks for
+// one. A call continued from a checkpoint is looked up by both.
+func TestFirstPublishedCallIsNotLookedUp(t *testing.T) {
+	e := start(t)
+	var calls atomic.Int32
+	replica(t, e.url, toolexec.Config{}, echo(&calls))
+	rt := remote(t, e, "echo")
+	for _, c := range []struct {
+		id         string
+		first      bool
+		wantLookup int
+	}{{"c1", true, 0}, {"c2", false, 1}} {
+		tr := watch(t, e)
+		callCtx := tool.WithCall(ctx(t), tool.CallInfo{TurnID: "t1", SessionID: "s1", CallID: c.id, First: c.first})
+		if out, err := rt.Execute(callCtx, json.RawMessage(`{"text":"ran"}`)); err != nil || out != "ran" {
+			t.Fatalf("%s: Execute = %q, %v", c.id, out, err)
+		}
+		if client, host := tr.lookups(t, e, "t1", c.id); client != c.wantLookup || host != c.wantLookup {
+			t.Errorf("%s (first %v): looked up %d times by the client before it published, %d by the host before it answered; want %d and %d",
+				c.id, c.first, client, host, c.wantLookup, c.wantLookup)
+		}
+	}
+	if calls.Load() != 2 {
+		t.Errorf("tool ran %d times, want 2", calls.Load())
+	}
+}
+
+// A call published for the first time whose host stored its result and
+// died before acknowledging it comes back (a second delivery): the next
+// host looks the result up and acknowledges the call without running it.
+func TestFirstPublishedCallRedeliveredAfterItsResultIsNotRunAgain(t *testing.T) {
+	e := start(t)
+	stored, die := make(chan struct{}), make(chan struct{})
+	var ranOnB atomic.Int32
+	storeAndHang := tool.Must("once", "Stores its result, then hangs.", func(c context.Context, _ struct{}) (string, error) {
+		ci, _ := tool.CallFrom(c)
+		env, _ := events.NewEnvelope("/test", events.TypeToolResult, events.ToolCallResult{CallID: "c1", TurnID: "t1", Name: "once", Content: "stored by a"})
+		env.Subject, env.TurnID = "t1", "t1"
+		m := &nats.Msg{Subject: "llmw.tool.result.t1.c1", Header: nats.Header(env.BinaryHeader()), Data: env.Data}
+		if _, err := e.js.PublishMsg(c, m, jetstream.WithMsgID(events.ToolMsgID(ci.TurnID, ci.CallID))); err != nil {
+			t.Error(err)
+		}
+		close(stored)
+		<-die
+		return "", errors.New("a is gone")
+	})
+	cfg := toolexec.Config{Instance: "a", Concurrency: 1, AckWait: 500 * time.Millisecond}
+	_, ncA := replica(t, e.url, cfg, storeAndHang)
+	rt := remote(t, e, "once")
+	done := make(chan string, 1)
+	go func() {
+		out, err := rt.Execute(tool.WithCall(ctx(t), tool.CallInfo{TurnID: "t1", SessionID: "s1", CallID: "c1", First: true}), nil)
+		if err != nil {
+			out = err.Error()
+		}
+		done <- out
+	}()
+	<-stored
+	cfg.Instance = "b"
+	replica(t, e.url, cfg, tool.Must("once", "Counts.", func(context.Context, struct{}) (string, error) {
+		ranOnB.Add(1)
+		return "ran on b", nil
+	}))
+	ncA.Close()
+	close(die)
+	if out := <-done; out != "stored by a" {
+		t.Fatalf("Execute = %q, want a's stored result", out)
+	}
+	cons, err := e.js.Consumer(ctx(t), events.StreamToolCalls, "tool_once")
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, "the call redelivered to b and acknowledged", func() bool {
+		info, err := cons.Info(ctx(t))
+		return err == nil && info.NumAckPending == 0 && info.NumPending == 0 && info.Delivered.Consumer >= 2
+	})
+	if n := ranOnB.Load(); n != 0 {
+		t.Errorf("b ran the call %d times; its result was stored, want 0", n)
 	}
 }

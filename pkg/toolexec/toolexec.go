@@ -793,8 +793,10 @@ func (s *Server) handle(m jetstream.Msg, h *hosted) {
 	}
 	key := events.ToolMsgID(req.TurnID, req.CallID)
 	var seq uint64
+	redelivered := true // unless the metadata says otherwise
 	if md, err := m.Metadata(); err == nil {
 		seq = md.Sequence.Stream
+		redelivered = md.NumDelivered > 1
 		if md.NumDelivered > 1 {
 			telemetry.RecordRedelivery(context.Background(), "tool_call", h.entry.Name)
 		} else {
@@ -822,16 +824,22 @@ func (s *Server) handle(m jetstream.Msg, h *hosted) {
 	}
 	answered := false
 	defer func() { s.end(key, answered) }()
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	_, seen, err := s.rc.StoredResult(sctx, req.TurnID, req.CallID)
-	cancel()
-	if err != nil {
-		s.log.Warn("toolexec: stored result lookup", "call_id", req.CallID, "err", err)
-	}
-	if seen { // a duplicate delivery of a call that already has its result
-		answered = true
-		_ = m.Ack()
-		return
+	// The first delivery of a call its turn published for the first time
+	// cannot have a stored result: nothing ran it before. Every other
+	// delivery may be of a call answered already (its acknowledgement
+	// lost, or a message of a call the turn published again).
+	if redelivered || !req.FirstPublish {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, seen, err := s.rc.StoredResult(sctx, req.TurnID, req.CallID)
+		cancel()
+		if err != nil {
+			s.log.Warn("toolexec: stored result lookup", "call_id", req.CallID, "err", err)
+		}
+		if seen { // a duplicate delivery of a call that already has its result
+			answered = true
+			_ = m.Ack()
+			return
+		}
 	}
 	// In progress until the result is stored, publishing included: a
 	// result that takes a while to store (no stream leader) must not let

@@ -359,7 +359,7 @@ func TestRegistryAndCallInfo(t *testing.T) {
 	if res.Status != worker.StatusCompleted {
 		t.Fatal(res.Reason)
 	}
-	want := tool.CallInfo{TurnID: "turn-1", SessionID: "sess", CallID: "c9", Name: "whoami", Step: 2}
+	want := tool.CallInfo{TurnID: "turn-1", SessionID: "sess", CallID: "c9", Name: "whoami", Step: 2, First: true}
 	if got != want {
 		t.Fatalf("call info %+v", got)
 	}

@@ -554,3 +554,49 @@ func TestRunFromCheckpointNewCallNotAnObject(t *testing.T) {
 		t.Fatalf("results %s, tool ran %d times", jsonString(t, results), ran.Load())
 	}
 }
+
+// tool.CallInfo.First tells a remote executor that nothing can have run a
+// call yet: true for the calls of this run's model calls, false for a
+// call continued from a checkpoint (another run may have run it).
+func TestCallInfoFirstOnlyForThisRunsCalls(t *testing.T) {
+	var mu sync.Mutex
+	first := map[string][]bool{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	record := tool.Must("rec", "records CallInfo.First", func(c context.Context, _ struct{}) (string, error) {
+		ci, _ := tool.CallFrom(c)
+		mu.Lock()
+		first[ci.CallID] = append(first[ci.CallID], ci.First)
+		mu.Unlock()
+		if ci.CallID == "c1" && ci.First {
+			cancel() // the replica "dies" while c1 runs
+			return "", c.Err()
+		}
+		return "ok", nil
+	})
+	var cps []*worker.Checkpoint
+	w := mustNew(t, worker.Config{Provider: newScripted(toolStep(call{"c1", "rec", `{}`})), Tools: []tool.Tool{record},
+		Checkpoint: func(_ context.Context, cp *worker.Checkpoint) error {
+			mu.Lock()
+			cps = append(cps, cp)
+			mu.Unlock()
+			return nil
+		}})
+	if res, _ := w.Run(ctx, []events.Message{events.UserText("go")}); res.Status != worker.StatusAborted {
+		t.Fatalf("first run %+v", res)
+	}
+	mu.Lock()
+	last := roundTrip(t, cps[len(cps)-1])
+	mu.Unlock()
+	if last.Phase != worker.PhaseTools {
+		t.Fatalf("last checkpoint %s", jsonString(t, last))
+	}
+	w2 := mustNew(t, worker.Config{Provider: newScripted(toolStep(call{"c2", "rec", `{}`}), textStep("done")), Tools: []tool.Tool{record}})
+	if res, err := w2.RunFrom(context.Background(), last); err != nil || res.Status != worker.StatusCompleted {
+		t.Fatalf("continued run %+v, %v", res, err)
+	}
+	want := map[string][]bool{"c1": {true, false}, "c2": {true}}
+	if !reflect.DeepEqual(first, want) {
+		t.Fatalf("CallInfo.First by call %v, want %v", first, want)
+	}
+}

@@ -38,6 +38,9 @@ type run struct {
 	// continueHook is the on_turn_end hook whose continue_with_messages led
 	// to the next model call, for the max_steps reason.
 	continueHook string
+	// freshCalls: the pending calls are from this run's model call, not
+	// from a checkpoint it continues (tool.CallInfo.First).
+	freshCalls bool
 	// toolsWG counts the calls of the step under way that run on tool
 	// goroutines, and cancelTools cancels the step's tool context (set
 	// while its calls run); see stopTools.
@@ -195,6 +198,7 @@ func (r *run) modelPhase(ctx context.Context) *Result {
 		// is the tool loop's.
 		r.continueHook = ""
 		r.st.Pending = r.pendingCalls(calls)
+		r.freshCalls = true
 		r.st.Phase = PhaseTools
 		return nil
 	}

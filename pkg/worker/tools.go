@@ -249,7 +249,7 @@ func (r *run) execute(ctx context.Context) *Result {
 		}
 		j := &jobs[i]
 		j.r, j.t, j.call = r, t, &p.Call
-		j.ctx.Set(tctx, tool.CallInfo{TurnID: r.st.TurnID, SessionID: r.st.SessionID, CallID: p.Call.ID, Name: p.Call.Name, Step: r.st.Step}, j)
+		j.ctx.Set(tctx, tool.CallInfo{TurnID: r.st.TurnID, SessionID: r.st.SessionID, CallID: p.Call.ID, Name: p.Call.Name, Step: r.st.Step, First: r.freshCalls}, j)
 		if r.em.observed() {
 			r.em.emit(events.ToolStarted{CallID: j.call.ID, Name: j.call.Name, Input: j.call.Input})
 		}

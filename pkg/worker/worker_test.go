@@ -347,9 +347,9 @@ func TestParallelCallsCallInfoAndProgress(t *testing.T) {
 		t.Fatalf("status %s: %s", res.Status, res.Reason)
 	}
 	want := map[string]tool.CallInfo{
-		"a": {TurnID: "turn-7", SessionID: "sess-7", CallID: "c1", Name: "who", Step: 1},
-		"b": {TurnID: "turn-7", SessionID: "sess-7", CallID: "c2", Name: "who", Step: 1},
-		"c": {TurnID: "turn-7", SessionID: "sess-7", CallID: "c3", Name: "who", Step: 1},
+		"a": {TurnID: "turn-7", SessionID: "sess-7", CallID: "c1", Name: "who", Step: 1, First: true},
+		"b": {TurnID: "turn-7", SessionID: "sess-7", CallID: "c2", Name: "who", Step: 1, First: true},
+		"c": {TurnID: "turn-7", SessionID: "sess-7", CallID: "c3", Name: "who", Step: 1, First: true},
 	}
 	if !reflect.DeepEqual(seen, want) {
 		t.Fatalf("call infos %+v, want %+v", seen, want)
