@@ -1,6 +1,7 @@
 package events
 
 import (
+	"bytes"
 	"encoding/json"
 )
 
@@ -249,4 +250,64 @@ func (r *fastReader) raw() (json.RawMessage, bool) {
 		r.i++
 	}
 	return nil, false
+}
+
+// UnmarshalWithMessages is json.Unmarshal(data, v) for a payload whose
+// "messages" field follows scalar fields only, as MarshalWithMessages
+// writes it (a session's transcript, which a turn of the session reads
+// whole when it starts): msgs is the address of v's messages field. The
+// transcript is read in one pass (the completion request's fast reader)
+// when it is in the form Message.AppendJSON writes, and the rest of the
+// object by encoding/json, with the "messages" member replaced by one no
+// field can match; anything else, and a payload that sets the messages
+// again under another spelling of the key, is decoded by encoding/json
+// alone.
+func UnmarshalWithMessages(data []byte, v any, msgs *[]Message) error {
+	if key, value, ok := messagesKey(data); ok {
+		r := fastReader{b: data, i: value}
+		var m []Message
+		if !r.lit("null") {
+			m, ok = r.messages()
+		}
+		if ok {
+			const placeholder = `"\u0000":null`
+			rest := make([]byte, 0, key+len(placeholder)+len(data)-r.i)
+			rest = append(append(append(rest, data[:key]...), placeholder...), data[r.i:]...)
+			sentinel := make([]Message, 0, 1)
+			*msgs = sentinel
+			err := json.Unmarshal(rest, v)
+			if err == nil && cap(*msgs) == 1 && len(*msgs) == 0 && &(*msgs)[:1][0] == &sentinel[:1][0] {
+				*msgs = m
+				return nil
+			}
+			*msgs = nil
+		}
+	}
+	return json.Unmarshal(data, v)
+}
+
+// messagesKey returns where data's "messages" key and its value start,
+// when data is an object whose members before that key have scalar values
+// only (no object or array can hide another "messages" before it).
+func messagesKey(data []byte) (key, value int, ok bool) {
+	const name = `"messages":`
+	i := bytes.Index(data, []byte(name))
+	if i < 1 || data[0] != '{' || (data[i-1] != '{' && data[i-1] != ',') {
+		return 0, 0, false
+	}
+	inString := false
+	for j := 1; j < i; j++ {
+		switch c := data[j]; {
+		case inString && c == '\\':
+			j++
+		case c == '"':
+			inString = !inString
+		case !inString && (c == '{' || c == '['):
+			return 0, 0, false
+		}
+	}
+	if inString {
+		return 0, 0, false
+	}
+	return i, i + len(name), true
 }

@@ -118,16 +118,7 @@ func FuzzDecodeCompletionFast(f *testing.F) {
 var benchSteps = 10
 
 func BenchmarkDecodeCompletion(b *testing.B) {
-	msgs := []Message{UserText("go")}
-	for n := 0; n < benchSteps*4; n += 4 {
-		call, res := Message{Role: RoleAssistant}, Message{Role: RoleTool}
-		for i := n; i < n+4; i++ {
-			id := "call_" + strconv.Itoa(i)
-			call.Content = append(call.Content, ToolUsePart(id, "echo", json.RawMessage(`{"n":`+strconv.Itoa(i)+`}`)))
-			res.Content = append(res.Content, ToolResultPart(id, strconv.Itoa(i), false))
-		}
-		msgs = append(msgs, call, res)
-	}
+	msgs := fastTranscript(benchSteps)
 	data, err := MarshalData(&CompletionRequest{RequestID: "r1", Model: "test:m", StreamGroup: "g",
 		Tools: []ToolDefinition{{Name: "echo", Description: "echoes n", InputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}}}`)}}, Messages: msgs})
 	if err != nil {
@@ -145,6 +136,108 @@ func BenchmarkDecodeCompletion(b *testing.B) {
 			b.SetBytes(int64(len(data)))
 			for b.Loop() {
 				if err := c.f(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// sessionLike is a payload with a transcript after scalar fields, as
+// turn.Session is.
+type sessionLike struct {
+	SessionID string    `json:"session_id"`
+	Messages  []Message `json:"messages"`
+	LastTurn  string    `json:"last_turn,omitempty"`
+	N         int       `json:"n"`
+}
+
+func sessionSeeds(t testing.TB) [][]byte {
+	v := sessionLike{SessionID: "s\"1", LastTurn: "t9", N: 3, Messages: fastTranscript(3)}
+	b, err := MarshalWithMessages(&sessionLike{SessionID: v.SessionID, LastTurn: v.LastTurn, N: v.N}, v.Messages)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return [][]byte{
+		b,
+		[]byte(`{"session_id":"s","messages":[]}`),
+		[]byte(`{"messages":null,"n":1}`),
+		[]byte(`{"session_id":"s","messages":[{"role":"user","content":[{"type":"text","text":"a"}]}],"Messages":null}`),
+		[]byte(`{"session_id":"s","messages":[{"role":"user","content":[]}],"MESSAGES":[{"role":"tool","content":null}]}`),
+		[]byte(`{"x":{"messages":[]},"messages":[{"role":"user","content":null}]}`),
+		[]byte(`{"session_id":"s\"messages\":","messages":[]}`),
+		[]byte(`{"session_id":"s","messages":[],}`),
+		[]byte(`{"session_id":"s", "messages":[]}`),
+		[]byte(`{"n":"not a number","messages":[]}`),
+	}
+}
+
+func fastTranscript(steps int) []Message {
+	msgs := []Message{UserText("go")}
+	for n := 0; n < steps*4; n += 4 {
+		call, res := Message{Role: RoleAssistant}, Message{Role: RoleTool}
+		for i := n; i < n+4; i++ {
+			id := "call_" + strconv.Itoa(i)
+			call.Content = append(call.Content, ToolUsePart(id, "echo", json.RawMessage(`{"n":`+strconv.Itoa(i)+`}`)))
+			res.Content = append(res.Content, ToolResultPart(id, strconv.Itoa(i), false))
+		}
+		msgs = append(msgs, call, res)
+	}
+	return msgs
+}
+
+// TestUnmarshalWithMessagesIsJSONUnmarshal: the session a turn reads
+// decodes to what encoding/json makes of it, whatever its form.
+func TestUnmarshalWithMessagesIsJSONUnmarshal(t *testing.T) {
+	for i, b := range sessionSeeds(t) {
+		var fast, slow sessionLike
+		ferr := UnmarshalWithMessages(b, &fast, &fast.Messages)
+		serr := json.Unmarshal(b, &slow)
+		if (ferr == nil) != (serr == nil) || !reflect.DeepEqual(fast, slow) {
+			t.Errorf("seed %d %s:\nfast %+v, %v\nslow %+v, %v", i, b, fast, ferr, slow, serr)
+		}
+	}
+}
+
+func FuzzUnmarshalWithMessages(f *testing.F) {
+	for _, b := range sessionSeeds(f) {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var fast, slow sessionLike
+		ferr := UnmarshalWithMessages(b, &fast, &fast.Messages)
+		serr := json.Unmarshal(b, &slow)
+		if (ferr == nil) != (serr == nil) {
+			t.Fatalf("%q: fast error %v, encoding/json error %v", b, ferr, serr)
+		}
+		if serr == nil && !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("%q:\nfast %+v\nslow %+v", b, fast, slow)
+		}
+	})
+}
+
+// BenchmarkUnmarshalSession reads a session of 500 messages (the
+// transcript of 25 ten-step four-tool turns), as every turn of the session
+// does when it starts: UnmarshalWithMessages against encoding/json.
+func BenchmarkUnmarshalSession(b *testing.B) {
+	msgs := fastTranscript(250)[:500]
+	data, err := MarshalWithMessages(&sessionLike{SessionID: "s", LastTurn: "t"}, msgs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		f    func(*sessionLike) error
+	}{
+		{"UnmarshalWithMessages", func(s *sessionLike) error { return UnmarshalWithMessages(data, s, &s.Messages) }},
+		{"encoding-json", func(s *sessionLike) error { return json.Unmarshal(data, s) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(data)))
+			for b.Loop() {
+				var s sessionLike
+				if err := c.f(&s); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
-	"strconv"
 	"testing"
 
 	"github.com/llmworker/llmworker/pkg/events"
@@ -105,22 +104,7 @@ func FuzzMessageJSON(f *testing.F) {
 }
 
 // transcript is the conversation of a turn after steps four-tool steps.
-func transcript(steps int) []events.Message {
-	msgs := []events.Message{events.UserText("go")}
-	n := 0
-	for range steps {
-		call := events.Message{Role: events.RoleAssistant}
-		res := events.Message{Role: events.RoleTool}
-		for range 4 {
-			id := "call_" + strconv.Itoa(n)
-			call.Content = append(call.Content, events.ToolUsePart(id, "echo", json.RawMessage(`{"n":`+strconv.Itoa(n)+`}`)))
-			res.Content = append(res.Content, events.ToolResultPart(id, strconv.Itoa(n), false))
-			n++
-		}
-		msgs = append(msgs, call, res)
-	}
-	return msgs
-}
+var transcript = events.FastTranscript
 
 // BenchmarkMarshalTranscript encodes the transcript of a ten-step
 // four-tool turn (21 messages, 80 parts), as every checkpoint and

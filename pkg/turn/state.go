@@ -173,7 +173,7 @@ func getSession(ctx context.Context, kv jetstream.KeyValue, id string) (*Session
 		return nil, 0, err
 	}
 	var s Session
-	if err := json.Unmarshal(e.Value(), &s); err != nil {
+	if err := events.UnmarshalWithMessages(e.Value(), &s, &s.Messages); err != nil {
 		return nil, e.Revision(), fmt.Errorf("turn: session %s: %w", id, err)
 	}
 	return &s, e.Revision(), nil
