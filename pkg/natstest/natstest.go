@@ -103,3 +103,41 @@ func EventuallyWithin(t testing.TB, limit time.Duration, what string, cond func(
 		time.Sleep(2 * time.Millisecond)
 	}
 }
+
+// LaggingReplica adds a member to stream's direct-get group that stays
+// where the stream is now, as a replica cut off from its cluster does: a
+// mirror of the stream (MirrorDirect, as KV mirrors have), which joins
+// the group once it caught up, then sealed so that it stores nothing
+// more. From then on a share of the direct gets (kv.Get,
+// Stream.GetLastMsgForSubject) is answered from that copy: old revisions,
+// and nothing for what was stored later. The stream must hold a message
+// (a mirror joins the group at its first). The mirror is named
+// LAGGING_<stream>.
+func LaggingReplica(t testing.TB, js jetstream.JetStream, stream string) {
+	t.Helper()
+	ctx := Context(t)
+	src, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatalf("natstest: lagging replica of %s: %v", stream, err)
+	}
+	last := src.CachedInfo().State.LastSeq
+	if last == 0 {
+		t.Fatalf("natstest: lagging replica of %s: the stream is empty, and an empty mirror answers no direct get", stream)
+	}
+	mirror, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: "LAGGING_" + stream, MirrorDirect: true, Storage: jetstream.MemoryStorage,
+		Mirror: &jetstream.StreamSource{Name: stream},
+	})
+	if err != nil {
+		t.Fatalf("natstest: lagging replica of %s: %v", stream, err)
+	}
+	Eventually(t, "the mirror of "+stream+" caught up", func() bool {
+		mi, err := mirror.Info(ctx)
+		return err == nil && mi.State.LastSeq >= last
+	})
+	cfg := mirror.CachedInfo().Config
+	cfg.Sealed = true
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatalf("natstest: seal the mirror of %s: %v", stream, err)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/llmworker/llmworker/internal/jsread"
 	"github.com/llmworker/llmworker/pkg/cenats"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/fence"
@@ -97,13 +98,31 @@ func (c *Client) resultsStream(ctx context.Context) (jetstream.Stream, error) {
 }
 
 // StoredResult returns the result of a call already stored in
-// LLMW_TOOLRESULTS; ok is false when there is none yet.
+// LLMW_TOOLRESULTS, as the stream's leader has it; ok is false when there
+// is none yet. A replica that is behind (a node back from a partition)
+// may not have a result the leader stored, and a call believed
+// unanswered runs again.
 func (c *Client) StoredResult(ctx context.Context, turnID, callID string) (events.ToolCallResult, bool, error) {
-	st, err := c.resultsStream(ctx)
-	if err != nil {
-		return events.ToolCallResult{}, false, err
+	return c.storedResult(ctx, turnID, callID, true)
+}
+
+// storedResult is StoredResult, read from the stream's leader or, with
+// leader false, with a direct get that any replica answers: for the waits
+// for a result to appear, where a replica that is behind only makes them
+// look again (a call's result is stored once; a replica that has it has
+// the one of record).
+func (c *Client) storedResult(ctx context.Context, turnID, callID string, leader bool) (events.ToolCallResult, bool, error) {
+	var m *jetstream.RawStreamMsg
+	var err error
+	if leader {
+		m, err = jsread.LastMsg(ctx, c.nc, jsread.APIPrefix(c.js), events.StreamToolResults, c.subjects.ToolResult(turnID, callID))
+	} else {
+		var st jetstream.Stream
+		if st, err = c.resultsStream(ctx); err != nil {
+			return events.ToolCallResult{}, false, err
+		}
+		m, err = st.GetLastMsgForSubject(ctx, c.subjects.ToolResult(turnID, callID))
 	}
-	m, err := st.GetLastMsgForSubject(ctx, c.subjects.ToolResult(turnID, callID))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return events.ToolCallResult{}, false, nil
 	}
@@ -134,7 +153,7 @@ func (c *Client) awaitStored(ctx context.Context, req events.ToolCallRequest) (e
 	backoff := storedPoll
 	for {
 		actx, cancel := context.WithTimeout(ctx, time.Second)
-		r, ok, err := c.StoredResult(actx, req.TurnID, req.CallID)
+		r, ok, err := c.storedResult(actx, req.TurnID, req.CallID, false)
 		cancel()
 		if err == nil && ok {
 			return r, true
@@ -292,7 +311,7 @@ func (c *Client) Call(ctx context.Context, req events.ToolCallRequest, timeout t
 			// have been lost to this connection (a partition, a
 			// reconnect while it was routed).
 			actx, cancel := context.WithTimeout(ctx, time.Second)
-			stored, ok, err := c.StoredResult(actx, req.TurnID, req.CallID)
+			stored, ok, err := c.storedResult(actx, req.TurnID, req.CallID, false)
 			cancel()
 			if err == nil && ok {
 				return stored, nil

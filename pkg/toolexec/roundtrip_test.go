@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -124,16 +125,21 @@ func watch(t *testing.T, e *env) *traffic {
 	return tr
 }
 
-// lookups counts the direct gets of a call's stored result (docs/protocol.md
-// §6, "Answered already?"): the client's (on e.nc, replying to its
-// inbox) before it published the call, and the host's before it published
-// the result. A connection's messages reach the subscriber in the order
-// the connection sent them.
+// lookups counts the reads of a call's stored result (docs/protocol.md
+// §6, "Answered already?"), leader message gets and direct gets alike: the
+// client's (on e.nc, replying to its inbox) before it published the call,
+// and the host's before it published the result. A connection's messages
+// reach the subscriber in the order the connection sent them.
 func (tr *traffic) lookups(t *testing.T, e *env, turn, id string) (client, host int) {
 	t.Helper()
 	inbox := e.nc.NewRespInbox()
 	mine := inbox[:strings.LastIndexByte(inbox, '.')+1]
-	get := "$JS.API.DIRECT.GET." + events.StreamToolResults + ".llmw.tool.result." + turn + "." + id
+	direct := "$JS.API.DIRECT.GET." + events.StreamToolResults + ".llmw.tool.result." + turn + "." + id
+	leader := "$JS.API.STREAM.MSG.GET." + events.StreamToolResults
+	body := `{"last_by_subj":"llmw.tool.result.` + turn + "." + id + `"}`
+	isGet := func(m *nats.Msg) bool {
+		return m.Subject == direct || m.Subject == leader && string(m.Data) == body
+	}
 	natstest.Eventually(t, "the result of "+id+" routed", func() bool {
 		tr.mu.Lock()
 		defer tr.mu.Unlock()
@@ -141,11 +147,11 @@ func (tr *traffic) lookups(t *testing.T, e *env, turn, id string) (client, host 
 		client, host = 0, 0
 		for _, m := range tr.msgs {
 			switch {
-			case m.Subject == get && strings.HasPrefix(m.Reply, mine):
+			case isGet(m) && strings.HasPrefix(m.Reply, mine):
 				if !published {
 					client++
 				}
-			case m.Subject == get:
+			case isGet(m):
 				if !answered {
 					host++
 				}
@@ -240,5 +246,84 @@ func TestFirstPublishedCallRedeliveredAfterItsResultIsNotRunAgain(t *testing.T) 
 	})
 	if n := ranOnB.Load(); n != 0 {
 		t.Errorf("b ran the call %d times; its result was stored, want 0", n)
+	}
+}
+
+// A replica of LLMW_TOOLRESULTS that is behind (a node back from a
+// partition) answers some direct gets without the results the leader
+// stored since. A call asked for again after its result was stored — by
+// a turn continued on another turn replica, or its message published
+// again after the duplicate window and delivered to another toolexec
+// replica — is looked up on the leader: the stored result comes at once
+// (not at a Recheck) and the tool does not run a second time.
+func TestLaggingReplicaDoesNotRunACallAgain(t *testing.T) {
+	e := start(t)
+	var runs atomic.Int32
+	count := tool.Must("count", "Counts its runs.", func(context.Context, struct{}) (string, error) {
+		return fmt.Sprintf("run %d", runs.Add(1)), nil
+	})
+	a, _ := replica(t, e.url, toolexec.Config{Instance: "a"}, count)
+	rt := remote(t, e, "count")
+	if _, err := rt.Execute(tool.WithCall(ctx(t), tool.CallInfo{TurnID: "t0", CallID: "c0", First: true}), nil); err != nil {
+		t.Fatal(err)
+	}
+	natstest.LaggingReplica(t, e.js, events.StreamToolResults)
+	first, err := rt.Execute(tool.WithCall(ctx(t), tool.CallInfo{TurnID: "t1", CallID: "c1", First: true}), nil)
+	if err != nil || first != "run 2" {
+		t.Fatalf("first call = %q, %v; want run 2", first, err)
+	}
+	st, err := e.js.Stream(ctx(t), events.StreamToolResults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := 0
+	for range 40 {
+		if _, err := st.GetLastMsgForSubject(ctx(t), "llmw.tool.result.t1.c1"); errors.Is(err, jetstream.ErrMsgNotFound) {
+			missing++
+		}
+	}
+	if missing == 0 {
+		t.Fatal("the lagging replica answered none of 40 direct gets: the test would prove nothing")
+	}
+	// Replica b has not seen the call (a remembers the calls it answered).
+	if err := a.Stop(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	replica(t, e.url, toolexec.Config{Instance: "b"}, count)
+
+	cat, err := toolexec.OpenCatalog(ctx(t), e.js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry, err := cat.Get(ctx(t), "count")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := toolexec.NewClient(e.nc, e.js, toolexec.ClientOptions{Recheck: -1}).Tool(entry)
+	for i := range 5 {
+		c, cancel := context.WithTimeout(ctx(t), 3*time.Second)
+		out, err := again.Execute(tool.WithCall(c, tool.CallInfo{TurnID: "t1", CallID: "c1"}), nil)
+		cancel()
+		if err != nil || out != first {
+			t.Fatalf("the call asked for again (%d) = %q, %v; want the stored %q", i, out, err, first)
+		}
+	}
+	req, _ := events.NewEnvelope("/test", events.TypeToolCall, events.ToolCallRequest{CallID: "c1", TurnID: "t1", Name: "count", Input: json.RawMessage(`{}`)})
+	for i := range 5 {
+		m := &nats.Msg{Subject: "llmw.tool.call.count", Header: nats.Header(req.BinaryHeader()), Data: req.Data}
+		if _, err := e.js.PublishMsg(ctx(t), m, jetstream.WithMsgID(fmt.Sprintf("again-%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cons, err := e.js.Consumer(ctx(t), events.StreamToolCalls, "tool_count")
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, "the calls published again consumed", func() bool {
+		info, err := cons.Info(ctx(t))
+		return err == nil && info.Delivered.Stream >= 7 && info.NumAckPending == 0 && info.NumPending == 0
+	})
+	if n := runs.Load(); n != 2 {
+		t.Errorf("the tool ran %d times, want 2 (once per call)", n)
 	}
 }

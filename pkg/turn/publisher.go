@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/llmworker/llmworker/internal/jsread"
 	"github.com/llmworker/llmworker/pkg/cenats"
 	"github.com/llmworker/llmworker/pkg/events"
 )
@@ -734,44 +735,23 @@ func LastEvent(ctx context.Context, nc *nats.Conn, prefix, sessionID, turnID str
 	return pos, nil
 }
 
-// lastEvent reads the last message of filter in LLMW_EVENTS with the
-// stream's message get API (answered by the leader: a direct get may
-// answer from a replica that is behind) and returns its position and
-// CloudEvents id.
+// lastEvent reads the last message of filter in LLMW_EVENTS from the
+// stream's leader (jsread.LastMsg) and returns its position and CloudEvents id.
 func lastEvent(nc *nats.Conn, apiPrefix, filter string, timeout time.Duration) (Position, string, error) {
-	req, _ := json.Marshal(map[string]string{"last_by_subj": filter})
-	m, err := nc.Request(apiPrefix+"STREAM.MSG.GET."+events.StreamEvents, req, timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	m, err := jsread.LastMsg(ctx, nc, apiPrefix, events.StreamEvents, filter)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return Position{}, "", nil
+	}
 	if err != nil {
 		return Position{}, "", err
 	}
-	var r struct {
-		Message *struct {
-			Seq  uint64 `json:"seq"`
-			Hdrs []byte `json:"hdrs"`
-		} `json:"message"`
-		Error *apiError `json:"error"`
-	}
-	if err := json.Unmarshal(m.Data, &r); err != nil {
-		return Position{}, "", fmt.Errorf("message get answer %q: %w", m.Data, err)
-	}
-	if r.Error != nil {
-		if r.Error.Code == 404 {
-			return Position{}, "", nil
-		}
-		return Position{}, "", r.Error
-	}
-	if r.Message == nil {
-		return Position{}, "", errors.New("message get: empty answer")
-	}
-	h, err := nats.DecodeHeadersMsg(r.Message.Hdrs)
-	if err != nil {
-		return Position{}, "", fmt.Errorf("headers of stream message %d: %w", r.Message.Seq, err)
-	}
-	pos := Position{StreamSeq: r.Message.Seq}
-	if v := h.Get(events.HeaderSeq); v != "" {
+	pos := Position{StreamSeq: m.Sequence}
+	if v := m.Header.Get(events.HeaderSeq); v != "" {
 		if pos.Seq, err = strconv.ParseUint(v, 10, 64); err != nil {
-			return Position{}, "", fmt.Errorf("stream message %d: bad seq %q: %w", r.Message.Seq, v, err)
+			return Position{}, "", fmt.Errorf("stream message %d: bad seq %q: %w", m.Sequence, v, err)
 		}
 	}
-	return pos, h.Get(events.HeaderID), nil
+	return pos, m.Header.Get(events.HeaderID), nil
 }

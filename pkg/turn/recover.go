@@ -149,7 +149,7 @@ func (s *Service) flush(ep *EventPublisher) error {
 // ends at once with llmw.turn.aborted. A running turn is its replica's to
 // cancel. Replicas race by revision; one wins.
 func (s *Service) cancelIdle(ctx context.Context, id string) {
-	st, rev, err := getState(ctx, s.stateKV, id)
+	st, rev, err := s.leaderState(ctx, id)
 	now := time.Now().UTC()
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/llmworker/llmworker/internal/jsread"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/fence"
 	"github.com/llmworker/llmworker/pkg/telemetry"
@@ -127,8 +128,8 @@ func (t *turnRun) lost(err error) {
 func (t *turnRun) owns() bool {
 	ctx, cancel := context.WithTimeout(t.s.root, kvTimeout)
 	defer cancel()
-	e, err := t.s.stateKV.Get(ctx, kvKey(t.id))
-	return err == nil && e.Revision() == t.rev
+	_, rev, err := t.s.leaderState(ctx, t.id)
+	return err == nil && rev == t.rev
 }
 
 // handle runs one delivered request to its end (or hand-off).
@@ -210,7 +211,7 @@ func (s *Service) reject(m jetstream.Msg, env *events.Envelope, err error) {
 	}
 	if events.ValidToken(ids.TurnID) && (env == nil || env.Type != events.TypeTurnResume) {
 		ctx, cancel := context.WithTimeout(s.root, kvTimeout)
-		_, _, gerr := getState(ctx, s.stateKV, ids.TurnID)
+		_, _, gerr := s.leaderState(ctx, ids.TurnID)
 		cancel()
 		if errors.Is(gerr, jetstream.ErrKeyNotFound) {
 			ep := s.turnEvents(ids.TurnID, ids.SessionID)
@@ -318,7 +319,7 @@ const resumeRetryDelay = 100 * time.Millisecond
 // look again in a moment. Otherwise the turn really runs and is not paused.
 func (s *Service) resumeWhileBusy(m acker, id string) {
 	kctx, cancel := context.WithTimeout(s.root, kvTimeout)
-	st, _, err := getState(kctx, s.stateKV, id)
+	st, _, err := s.leaderState(kctx, id)
 	cancel()
 	switch {
 	case err == nil && st.Status == StatusPaused:
@@ -362,9 +363,7 @@ func (s *Service) process(m acker, env *events.Envelope, submit *events.TurnRequ
 	defer s.unregister(t)
 
 	for attempt := 0; ; attempt++ {
-		kctx, kcancel := context.WithTimeout(s.root, kvTimeout)
-		st, rev, err := getState(kctx, s.stateKV, id)
-		kcancel()
+		st, rev, err := s.dispatchState(id, resume == nil && attempt == 0)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 			if resume != nil {
@@ -415,6 +414,24 @@ func (s *Service) process(m acker, env *events.Envelope, submit *events.TurnRequ
 	}
 }
 
+// dispatchState reads the state process dispatches on. A submit's first
+// look may take the direct get (kv.Get, answered by any replica): for a
+// new turn, the common case, it says there is none, and if a lagging
+// replica said so wrongly the Create that follows conflicts and the next
+// look goes to the leader. Whatever else it finds is read again from the
+// leader, since a claim, a resume or an answer follows.
+func (s *Service) dispatchState(id string, direct bool) (*State, uint64, error) {
+	ctx, cancel := context.WithTimeout(s.root, kvTimeout)
+	defer cancel()
+	if direct {
+		st, rev, err := getState(ctx, s.stateKV, id)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return st, rev, err
+		}
+	}
+	return s.leaderState(ctx, id)
+}
+
 // submitWhileBusy answers a submit of a turn this replica runs: its own
 // request delivered again is left to the run (which acknowledges it);
 // another submit of the id is answered as for any existing turn.
@@ -426,7 +443,7 @@ func (s *Service) submitWhileBusy(m acker, id, dg string) {
 		return
 	}
 	kctx, cancel := context.WithTimeout(s.root, kvTimeout)
-	st, _, err := getState(kctx, s.stateKV, id)
+	st, _, err := s.leaderState(kctx, id)
 	cancel()
 	if err != nil {
 		_ = m.NakWithDelay(time.Second)
@@ -787,10 +804,10 @@ func (t *turnRun) update(b []byte, ttl time.Duration) (uint64, error) {
 		if isConflict(err) {
 			if retried {
 				gctx, cancel := context.WithTimeout(t.s.root, kvTimeout)
-				e, gerr := t.s.stateKV.Get(gctx, kvKey(t.id))
+				cur, rev, gerr := jsread.KVLast(gctx, t.s.nc, t.s.pub.apiPrefix, events.BucketTurnState, kvKey(t.id))
 				cancel()
-				if gerr == nil && bytes.Equal(e.Value(), b) {
-					return e.Revision(), nil
+				if gerr == nil && bytes.Equal(cur, b) {
+					return rev, nil
 				}
 			}
 			return 0, err

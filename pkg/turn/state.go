@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/llmworker/llmworker/internal/jsread"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/worker"
 )
@@ -118,13 +119,11 @@ func kvKey(id string) string {
 
 // LoadState reads a turn's state from KV LLMW_TURN_STATE (for tools such as
 // a CLI that lists the pending calls of a paused turn). ok is false when
-// there is none.
+// there is none. The bucket's stream leader answers, so a state written
+// before LoadState was called is the one it returns, on any node of a
+// cluster.
 func LoadState(ctx context.Context, js jetstream.JetStream, turnID string) (st *State, ok bool, err error) {
-	kv, err := js.KeyValue(ctx, events.BucketTurnState)
-	if err != nil {
-		return nil, false, fmt.Errorf("turn: bucket %s: %w", events.BucketTurnState, err)
-	}
-	st, _, err = getState(ctx, kv, turnID)
+	st, _, err = readState(ctx, js.Conn(), jsread.APIPrefix(js), turnID)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, false, nil
 	}

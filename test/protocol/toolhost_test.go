@@ -185,9 +185,19 @@ func TestWalkToolHost(t *testing.T) {
 	// The call.
 	call := h.pull()
 	h.checkCall(call, "t-04", "call_1")
-	// Not answered yet: no stored result.
-	stored, err := s.nc.Request("$JS.API.DIRECT.GET.LLMW_TOOLRESULTS.llmw.tool.result.t-04.call_1", nil, waitFor)
-	if err != nil || stored.Header.Get("Status") != "404" {
+	// The turn asked for it in the run that published it.
+	if !strings.Contains(string(call.Data), `"first_publish":true`) {
+		t.Fatalf("call body %s, want first_publish", call.Data)
+	}
+	// Not answered yet: no stored result (asked of the stream's leader).
+	stored, err := s.nc.Request("$JS.API.STREAM.MSG.GET.LLMW_TOOLRESULTS", []byte(`{"last_by_subj":"llmw.tool.result.t-04.call_1"}`), waitFor)
+	var none struct {
+		Error struct {
+			Code    int `json:"code"`
+			ErrCode int `json:"err_code"`
+		} `json:"error"`
+	}
+	if err != nil || json.Unmarshal(stored.Data, &none) != nil || none.Error.Code != 404 || none.Error.ErrCode != 10037 {
 		t.Fatalf("stored result lookup: %v %v", stored, err)
 	}
 	// In progress.
@@ -227,8 +237,14 @@ func TestWalkToolHost(t *testing.T) {
 	if dup["duplicate"] != true {
 		t.Fatalf("second result acknowledged %v, want a duplicate", dup)
 	}
-	stored, err = s.nc.Request("$JS.API.DIRECT.GET.LLMW_TOOLRESULTS.llmw.tool.result.t-04.call_1", nil, waitFor)
-	if err != nil || !strings.Contains(string(stored.Data), `"content":"hi"`) {
+	stored, err = s.nc.Request("$JS.API.STREAM.MSG.GET.LLMW_TOOLRESULTS", []byte(`{"last_by_subj":"llmw.tool.result.t-04.call_1"}`), waitFor)
+	var one struct {
+		Message struct {
+			Seq  int    `json:"seq"`
+			Data []byte `json:"data"`
+		} `json:"message"`
+	}
+	if err != nil || json.Unmarshal(stored.Data, &one) != nil || one.Message.Seq != 1 || !strings.Contains(string(one.Message.Data), `"content":"hi"`) {
 		t.Fatalf("stored result after the duplicate: %v %v", stored, err)
 	}
 

@@ -1,0 +1,108 @@
+// Package jsread reads messages from a JetStream stream's leader.
+//
+// Once a stream allows direct gets (AllowDirect: every KV bucket, and
+// LLMW_EVENTS and LLMW_TOOLRESULTS), nats.go reads with them: kv.Get and
+// Stream.GetLastMsgForSubject send $JS.API.DIRECT.GET, which any replica
+// of the stream may answer, with what it has. A replica that is behind
+// answers with an old value or none at all: right after a partition heals
+// the node that was cut off keeps answering from what it had until it
+// caught up, and a client connected to that node gets its answers first.
+// That is fine for a read that only waits for something to appear, not
+// for one a decision follows — a write expecting the revision read (which
+// then conflicts, and conflicts again at every retry that reads there), or
+// running a tool whose result seems to be missing.
+//
+// LastMsg asks the stream's message get API ($JS.API.STREAM.MSG.GET),
+// which only the stream's leader answers.
+package jsread
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// LastMsg returns the last message of subject in stream as the stream's
+// leader has it; jetstream.ErrMsgNotFound when the subject has none,
+// a *jetstream.APIError for any other refusal (a missing stream). ctx
+// bounds the request.
+func LastMsg(ctx context.Context, nc *nats.Conn, apiPrefix, stream, subject string) (*jetstream.RawStreamMsg, error) {
+	req, err := json.Marshal(map[string]string{"last_by_subj": subject})
+	if err != nil {
+		return nil, err
+	}
+	m, err := nc.RequestWithContext(ctx, apiPrefix+"STREAM.MSG.GET."+stream, req)
+	if err != nil {
+		return nil, err
+	}
+	var r struct {
+		Message *struct {
+			Subject string    `json:"subject"`
+			Seq     uint64    `json:"seq"`
+			Hdrs    []byte    `json:"hdrs"`
+			Data    []byte    `json:"data"`
+			Time    time.Time `json:"time"`
+		} `json:"message"`
+		Error *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(m.Data, &r); err != nil {
+		return nil, fmt.Errorf("jsread: answer of %s to a message get: %q: %w", stream, m.Data, err)
+	}
+	if r.Error != nil {
+		if r.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound {
+			return nil, jetstream.ErrMsgNotFound
+		}
+		return nil, r.Error
+	}
+	if r.Message == nil {
+		return nil, fmt.Errorf("jsread: answer of %s to a message get: %w", stream, errEmpty)
+	}
+	out := &jetstream.RawStreamMsg{Subject: r.Message.Subject, Sequence: r.Message.Seq, Data: r.Message.Data, Time: r.Message.Time}
+	if len(r.Message.Hdrs) > 0 {
+		if out.Header, err = nats.DecodeHeadersMsg(r.Message.Hdrs); err != nil {
+			return nil, fmt.Errorf("jsread: headers of message %d of %s: %w", r.Message.Seq, stream, err)
+		}
+	}
+	return out, nil
+}
+
+var errEmpty = errors.New("neither a message nor an error")
+
+// APIPrefix is the JetStream API prefix js sends its requests with
+// (jetstream.New, NewWithAPIPrefix or NewWithDomain), ending in a dot.
+func APIPrefix(js jetstream.JetStream) string {
+	o := js.Options()
+	switch {
+	case o.Domain != "":
+		return "$JS." + o.Domain + ".API."
+	case o.APIPrefix == "":
+		return jetstream.DefaultAPIPrefix
+	case !strings.HasSuffix(o.APIPrefix, "."):
+		return o.APIPrefix + "."
+	}
+	return o.APIPrefix
+}
+
+// KVLast returns the current entry of key in the KV bucket as the
+// leader of its stream has it: the message's data, and its sequence as
+// the revision; jetstream.ErrKeyNotFound when the key has none, or was
+// deleted, purged or expired (what kv.Get returns then).
+func KVLast(ctx context.Context, nc *nats.Conn, apiPrefix, bucket, key string) ([]byte, uint64, error) {
+	m, err := LastMsg(ctx, nc, apiPrefix, "KV_"+bucket, "$KV."+bucket+"."+key)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, 0, jetstream.ErrKeyNotFound
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	if m.Header.Get("KV-Operation") != "" || m.Header.Get(jetstream.MarkerReasonHeader) != "" {
+		return nil, 0, jetstream.ErrKeyNotFound
+	}
+	return m.Data, m.Sequence, nil
+}

@@ -1,0 +1,38 @@
+package turn
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/llmworker/llmworker/internal/jsread"
+	"github.com/llmworker/llmworker/pkg/events"
+)
+
+// readState reads a turn's state and revision from the leader of
+// LLMW_TURN_STATE's stream (jsread), for every read a conditional write or
+// an answer follows: a claim, a resume, a cancel, the check whether a run
+// still owns its turn. getState (kv.Get, a direct get that any replica may
+// answer) would give what a lagging replica has: a resume of a paused
+// turn rejected as unknown, a claim expecting an old revision that
+// conflicts again at every redelivery while the turn's end stays
+// unrecorded. A deleted, purged or expired key is
+// jetstream.ErrKeyNotFound, as for kv.Get.
+func readState(ctx context.Context, nc *nats.Conn, apiPrefix, turnID string) (*State, uint64, error) {
+	b, rev, err := jsread.KVLast(ctx, nc, apiPrefix, events.BucketTurnState, kvKey(turnID))
+	if err != nil {
+		return nil, 0, err
+	}
+	var st State
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, rev, fmt.Errorf("turn: state of %s: %w", turnID, err)
+	}
+	return &st, rev, nil
+}
+
+// leaderState is readState on the service's connection.
+func (s *Service) leaderState(ctx context.Context, turnID string) (*State, uint64, error) {
+	return readState(ctx, s.nc, s.pub.apiPrefix, turnID)
+}

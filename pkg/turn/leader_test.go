@@ -1,0 +1,84 @@
+package turn_test
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/llm/llmtest"
+	"github.com/llmworker/llmworker/pkg/natstest"
+	"github.com/llmworker/llmworker/pkg/toolexec"
+	"github.com/llmworker/llmworker/pkg/turn"
+)
+
+// A replica of the state bucket that is behind (here: since before the
+// turns started) answers some of the direct gets; what the turn service
+// decides on, and what LoadState returns, comes from the leader: every
+// paused turn is found by its resume and by its cancel, and LoadState
+// never returns an old revision.
+func TestLaggingReplicaIsNotBelieved(t *testing.T) {
+	e := newEnv(t)
+	p := llmtest.NewScripted()
+	e.scripted(p)
+	var runs atomic.Int64
+	e.startToolexec(toolexec.Config{}, capitalTool(&runs))
+	e.startTurn(turn.Config{Hooks: pauseChain(t)})
+	ctx := natstest.Context(t)
+	kv, err := e.js.KeyValue(ctx, events.BucketTurnState)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The mirror joins the direct-get group only once it has a message.
+	if _, err := kv.Put(ctx, "warm-up", []byte("old")); err != nil {
+		t.Fatal(err)
+	}
+	natstest.LaggingReplica(t, e.js, "KV_"+events.BucketTurnState)
+	if _, err := kv.Put(ctx, "warm-up", []byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	stale := 0
+	for range 40 {
+		en, err := kv.Get(ctx, "warm-up")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(en.Value()) == "old" {
+			stale++
+		}
+	}
+	if stale == 0 {
+		t.Fatal("the lagging replica answered none of 40 direct gets: the test would prove nothing")
+	}
+
+	call := llmtest.ToolCallSpec{ID: "call_1", Name: "get_capital", Input: `{"country":"France"}`}
+	paused := func(id string) *watcher {
+		w := e.watch(id)
+		e.submit(events.TurnRequest{TurnID: id, Model: "test:m", Messages: []events.Message{events.UserText("capital?")}, Tools: []string{"get_capital"}})
+		w.waitType(events.TypeTurnPaused)
+		for range 10 {
+			st, ok, err := turn.LoadState(ctx, e.js, id)
+			if err != nil || !ok || st.Status != turn.StatusPaused {
+				t.Fatalf("LoadState(%s) = %+v, %v, %v; want the paused state", id, st, ok, err)
+			}
+		}
+		return w
+	}
+	for i := range 3 {
+		p.Add(llmtest.ToolStep(call), llmtest.TextStep("Paris"))
+		id := newID(fmt.Sprintf("lagging-resume-%d", i))
+		w := paused(id)
+		e.resume(events.ResumeRequest{TurnID: id, Decisions: map[string]events.Decision{"call_1": {Kind: events.DecisionApprove}}})
+		w.waitType(events.TypeTurnCompleted)
+
+		p.Add(llmtest.ToolStep(call))
+		id = newID(fmt.Sprintf("lagging-cancel-%d", i))
+		w = paused(id)
+		e.cancelTurn(id)
+		w.waitType(events.TypeTurnAborted)
+	}
+	if runs.Load() != 3 {
+		t.Fatalf("the tool ran %d times, want 3 (once per resumed turn)", runs.Load())
+	}
+	e.consumerIdle(t)
+}
