@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/llmworker/llmworker/internal/jsread"
 	"github.com/llmworker/llmworker/pkg/events"
 )
 
@@ -100,7 +101,10 @@ func (c *Catalog) Release(ctx context.Context, toolName, host string) error {
 	if err := c.kv.Purge(ctx, claim, jetstream.PurgeTTL(releaseMarkerTTL)); err != nil {
 		return fmt.Errorf("toolexec: catalog release %s: %w", claim, err)
 	}
-	cur, err := c.kv.Get(ctx, toolName)
+	// The revision from the bucket's leader: a replica that is behind
+	// would give one the purge then conflicts with, leaving the entry
+	// listed until its TTL.
+	_, rev, err := jsread.KVLast(ctx, c.js.Conn(), jsread.APIPrefix(c.js), events.BucketTools, toolName)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil
 	}
@@ -111,7 +115,7 @@ func (c *Catalog) Release(ctx context.Context, toolName, host string) error {
 	if err != nil || others {
 		return err
 	}
-	err = c.kv.Purge(ctx, toolName, jetstream.LastRevision(cur.Revision()), jetstream.PurgeTTL(releaseMarkerTTL))
+	err = c.kv.Purge(ctx, toolName, jetstream.LastRevision(rev), jetstream.PurgeTTL(releaseMarkerTTL))
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
 		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
@@ -147,7 +151,9 @@ func (c *Catalog) Put(ctx context.Context, e events.ToolCatalogEntry) error {
 	if err != nil {
 		return err
 	}
-	if cur, err := c.kv.Get(ctx, e.Name); err == nil && string(cur.Value()) == string(b) {
+	// Compared with the leader's value: a replica that is behind may still
+	// have an equal entry the leader no longer has.
+	if cur, _, err := jsread.KVLast(ctx, c.js.Conn(), jsread.APIPrefix(c.js), events.BucketTools, e.Name); err == nil && string(cur) == string(b) {
 		return nil
 	}
 	if _, err := c.kv.Put(ctx, e.Name, b); err != nil {

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/llmworker/llmworker/internal/jsread"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/natstest"
 	"github.com/llmworker/llmworker/pkg/tool"
@@ -183,5 +185,54 @@ func TestCatalogStopWithdrawsClaim(t *testing.T) {
 	})
 	if n := len(claims(t, e.js, "echo")); n != 0 {
 		t.Fatalf("%d claims of echo after both stopped", n)
+	}
+}
+
+// A replica of LLMW_TOOLS that is behind does not keep a stopped host's
+// tool listed: Release purges the entry at the revision the bucket's
+// leader has (one a lagging replica gave would conflict, and the entry
+// would stay for its TTL), and Put compares with the leader's value (a
+// lagging replica's equal entry is not the stored one).
+func TestCatalogWithALaggingReplica(t *testing.T) {
+	e := start(t)
+	cat, err := toolexec.OpenCatalog(ctx(t), e.js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := func(name string) events.ToolCatalogEntry {
+		return events.ToolCatalogEntry{Name: name, Description: "A tool.", InputSchema: json.RawMessage(`{"type":"object"}`)}
+	}
+	const n = 5
+	for i := range n {
+		if err := cat.Claim(ctx(t), entry(fmt.Sprintf("t%d", i)), "h1", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cat.Put(ctx(t), entry("kept")); err != nil {
+		t.Fatal(err)
+	}
+	natstest.LaggingReplica(t, e.js, "KV_"+events.BucketTools)
+	for i := range n {
+		// The heartbeat: a new revision the lagging replica lacks.
+		if err := cat.Claim(ctx(t), entry(fmt.Sprintf("t%d", i)), "h1", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if err := cat.Release(ctx(t), fmt.Sprintf("t%d", i), "h1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cat.Delete(ctx(t), "kept"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cat.Put(ctx(t), entry("kept")); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if _, _, err := jsread.KVLast(ctx(t), e.nc, jetstream.DefaultAPIPrefix, events.BucketTools, fmt.Sprintf("t%d", i)); !errors.Is(err, jetstream.ErrKeyNotFound) {
+			t.Errorf("t%d: the entry of a tool whose only host released it is still stored (%v)", i, err)
+		}
+	}
+	if _, _, err := jsread.KVLast(ctx(t), e.nc, jetstream.DefaultAPIPrefix, events.BucketTools, "kept"); err != nil {
+		t.Errorf("the entry put again after its delete is not stored: %v", err)
 	}
 }

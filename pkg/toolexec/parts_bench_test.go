@@ -2,6 +2,7 @@ package toolexec_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/llmworker/llmworker/internal/jsread"
 	"github.com/llmworker/llmworker/internal/natsutil"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/provision"
@@ -18,7 +20,8 @@ import (
 // BenchmarkToolRoundTripParts times, one at a time, the NATS operations a
 // tool round trip is made of, with an fsync of every write (fsync=always,
 // the default) and without (fsync=lazy): a core request/reply, a direct
-// get that finds nothing (the stored-result lookups), a JetStream publish
+// get that finds nothing (the stored-result lookups; and the same asked of
+// the stream's leader, jsread.LastMsg), a JetStream publish
 // to LLMW_TOOLRESULTS (the result's store), and a publish to
 // LLMW_TOOLCALLS with the delivery to a standing pull and an acknowledged
 // ack (the call's store and its removal from the work queue), and the same
@@ -81,10 +84,13 @@ func BenchmarkToolRoundTripParts(b *testing.B) {
 		}
 		b.Cleanup(lit.Stop)
 		c := context.Background()
+		// i counts on across the runs of a sub-benchmark (-count, the
+		// runs that size b.N): a message id used again is a duplicate,
+		// which the stream acknowledges without storing or delivering it.
+		i := 0
 		run := func(name string, op func(i int) error) {
 			b.Run(name+"/"+mode, func(b *testing.B) {
 				lat := make([]time.Duration, 0, 1<<12)
-				i := 0
 				for b.Loop() {
 					i++
 					t0 := time.Now()
@@ -104,6 +110,13 @@ func BenchmarkToolRoundTripParts(b *testing.B) {
 		run("stored-result-miss", func(i int) error {
 			_, err := results.GetLastMsgForSubject(c, "llmw.tool.result.bench.miss"+strconv.Itoa(i))
 			if err == jetstream.ErrMsgNotFound {
+				return nil
+			}
+			return err
+		})
+		run("stored-result-miss-leader", func(i int) error {
+			_, err := jsread.LastMsg(c, nc, jetstream.DefaultAPIPrefix, events.StreamToolResults, "llmw.tool.result.bench.miss"+strconv.Itoa(i))
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
 				return nil
 			}
 			return err

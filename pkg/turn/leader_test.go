@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/llm/llmtest"
 	"github.com/llmworker/llmworker/pkg/natstest"
@@ -81,4 +83,54 @@ func TestLaggingReplicaIsNotBelieved(t *testing.T) {
 		t.Fatalf("the tool ran %d times, want 3 (once per resumed turn)", runs.Load())
 	}
 	e.consumerIdle(t)
+}
+
+// The leader is asked only where a decision follows a read of something
+// that existed before. A new turn whose tools run on toolexec, the common
+// path, reads neither its state nor its results there: its state lookup
+// finds none with a direct get, its calls are first published (no
+// lookup), and the results it receives are confirmed with direct gets.
+// (Where its events end is read from the leader, as before: its first
+// publish is fenced on it.)
+func TestANewTurnReadsNoStateOrResultFromTheLeader(t *testing.T) {
+	e := newEnv(t)
+	p := llmtest.NewScripted(
+		llmtest.ToolStep(llmtest.ToolCallSpec{ID: "call_1", Name: "get_capital", Input: `{"country":"France"}`},
+			llmtest.ToolCallSpec{ID: "call_2", Name: "get_capital", Input: `{"country":"UK"}`}),
+		llmtest.TextStep("Paris and London"),
+	)
+	e.scripted(p)
+	var runs atomic.Int64
+	e.startToolexec(toolexec.Config{}, capitalTool(&runs))
+	e.startTurn(turn.Config{})
+	var gets, eventGets atomic.Int64
+	sub, err := e.nc.Subscribe("$JS.API.STREAM.MSG.GET.>", func(m *nats.Msg) {
+		if m.Subject == "$JS.API.STREAM.MSG.GET."+events.StreamEvents {
+			eventGets.Add(1)
+			return
+		}
+		gets.Add(1)
+		t.Logf("message get from the leader: %s %s", m.Subject, m.Data)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := e.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	id := newID("no-leader")
+	w := e.watch(id)
+	e.submit(events.TurnRequest{TurnID: id, Model: "test:m", Messages: []events.Message{events.UserText("capitals?")}, Tools: []string{"get_capital"}})
+	w.completed()
+	e.consumerIdle(t)
+	if err := e.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n := gets.Load(); n != 0 || runs.Load() != 2 {
+		t.Fatalf("%d message gets of state or results from a stream's leader (want 0), the tool ran %d times (want 2)", n, runs.Load())
+	}
+	if n := eventGets.Load(); n != 1 {
+		t.Fatalf("%d reads of where the turn's events end, want 1 (the watcher sees the gets: the test would prove nothing)", n)
+	}
 }
