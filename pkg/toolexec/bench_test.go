@@ -11,6 +11,7 @@ import (
 
 	"github.com/llmworker/llmworker/internal/natsutil"
 	"github.com/llmworker/llmworker/pkg/provision"
+	"github.com/llmworker/llmworker/pkg/tool"
 	"github.com/llmworker/llmworker/pkg/toolexec"
 )
 
@@ -22,7 +23,17 @@ import (
 //
 //	go test -run '^$' -bench ToolRoundTrip -benchmem ./pkg/toolexec/
 func BenchmarkToolRoundTrip(b *testing.B) {
-	roundTrips(b, start(b))
+	roundTrips(b, start(b), false)
+}
+
+// BenchmarkToolRoundTripFirst is BenchmarkToolRoundTrip for calls the
+// model asked for in the run that publishes them (tool.CallInfo.First,
+// first_publish): the common case, which neither the client nor the host
+// looks up in LLMW_TOOLRESULTS before it runs. BenchmarkToolRoundTrip's
+// calls are continued ones (a turn continued from its checkpoint), which
+// both look up.
+func BenchmarkToolRoundTripFirst(b *testing.B) {
+	roundTrips(b, start(b), true)
 }
 
 // BenchmarkToolRoundTripLazyFsync is BenchmarkToolRoundTrip on a server
@@ -43,11 +54,12 @@ func BenchmarkToolRoundTripLazyFsync(b *testing.B) {
 	if err := provision.Provision(ctx(b), js, provision.Options{}); err != nil {
 		b.Fatal(err)
 	}
-	roundTrips(b, &env{url: emb.URL(), nc: nc, js: js, tc: toolexec.NewClient(nc, js, toolexec.ClientOptions{})})
+	roundTrips(b, &env{url: emb.URL(), nc: nc, js: js, tc: toolexec.NewClient(nc, js, toolexec.ClientOptions{})}, false)
 }
 
-// roundTrips runs the calls of the round-trip benchmarks on e.
-func roundTrips(b *testing.B, e *env) {
+// roundTrips runs the calls of the round-trip benchmarks on e, first
+// published or continued ones.
+func roundTrips(b *testing.B, e *env, first bool) {
 	replica(b, e.url, toolexec.Config{}, echo(nil))
 	rt := remote(b, e, "echo")
 	in := json.RawMessage(`{"text":"x"}`)
@@ -58,7 +70,7 @@ func roundTrips(b *testing.B, e *env) {
 	for b.Loop() {
 		i++
 		t0 := time.Now()
-		if _, err := rt.Execute(call(c, "bench", "c"+strconv.Itoa(i)), in); err != nil {
+		if _, err := rt.Execute(tool.WithCall(c, tool.CallInfo{TurnID: "bench", SessionID: "s1", CallID: "c" + strconv.Itoa(i), First: first}), in); err != nil {
 			b.Fatal(err)
 		}
 		lat = append(lat, time.Since(t0))
