@@ -3,9 +3,11 @@ package turn
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/llmworker/llmworker/internal/jsread"
 	"github.com/llmworker/llmworker/pkg/events"
@@ -22,8 +24,11 @@ import (
 // jetstream.ErrKeyNotFound, as for kv.Get.
 func readState(ctx context.Context, nc *nats.Conn, apiPrefix, turnID string) (*State, uint64, error) {
 	b, rev, err := jsread.KVLast(ctx, nc, apiPrefix, events.BucketTurnState, kvKey(turnID))
-	if err != nil {
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, 0, err
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("turn: state of %s in bucket %s: %w", turnID, events.BucketTurnState, err)
 	}
 	var st State
 	if err := json.Unmarshal(b, &st); err != nil {

@@ -2,6 +2,7 @@ package turn_test
 
 import (
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -132,5 +133,15 @@ func TestANewTurnReadsNoStateOrResultFromTheLeader(t *testing.T) {
 	}
 	if n := eventGets.Load(); n != 1 {
 		t.Fatalf("%d reads of where the turn's events end, want 1 (the watcher sees the gets: the test would prove nothing)", n)
+	}
+}
+
+// LoadState on a NATS account without the turn state bucket says which
+// bucket it could not read.
+func TestLoadStateWithoutTheBucket(t *testing.T) {
+	s := natstest.Start(t, natstest.Options{})
+	_, ok, err := turn.LoadState(natstest.Context(t), s.JS, "t1")
+	if ok || err == nil || !strings.Contains(err.Error(), events.BucketTurnState) || !strings.Contains(err.Error(), "stream not found") {
+		t.Fatalf("LoadState = %v, %v; want an error naming %s and the missing stream", ok, err, events.BucketTurnState)
 	}
 }
