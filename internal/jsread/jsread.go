@@ -94,15 +94,64 @@ func APIPrefix(js jetstream.JetStream) string {
 // the revision; jetstream.ErrKeyNotFound when the key has none, or was
 // deleted, purged or expired (what kv.Get returns then).
 func KVLast(ctx context.Context, nc *nats.Conn, apiPrefix, bucket, key string) ([]byte, uint64, error) {
-	m, err := LastMsg(ctx, nc, apiPrefix, "KV_"+bucket, "$KV."+bucket+"."+key)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, 0, jetstream.ErrKeyNotFound
-	}
+	m, err := kvLast(ctx, nc, apiPrefix, bucket, key)
 	if err != nil {
 		return nil, 0, err
 	}
-	if m.Header.Get("KV-Operation") != "" || m.Header.Get(jetstream.MarkerReasonHeader) != "" {
-		return nil, 0, jetstream.ErrKeyNotFound
-	}
 	return m.Data, m.Sequence, nil
 }
+
+func kvLast(ctx context.Context, nc *nats.Conn, apiPrefix, bucket, key string) (*jetstream.RawStreamMsg, error) {
+	m, err := LastMsg(ctx, nc, apiPrefix, "KV_"+bucket, "$KV."+bucket+"."+key)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, jetstream.ErrKeyNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	if m.Header.Get("KV-Operation") != "" || m.Header.Get(jetstream.MarkerReasonHeader) != "" {
+		return nil, jetstream.ErrKeyNotFound
+	}
+	return m, nil
+}
+
+// KeyValue returns kv, a bucket opened through js, with a Get (of a key's
+// current value) that asks the leader of the bucket's stream, as KVLast
+// does; every other method is kv's own. For a bucket whose reads by key
+// decide writes that cannot conflict, such as skipping a write because
+// the value is stored already.
+func KeyValue(js jetstream.JetStream, kv jetstream.KeyValue) jetstream.KeyValue {
+	return &leaderKV{KeyValue: kv, nc: js.Conn(), apiPrefix: APIPrefix(js)}
+}
+
+type leaderKV struct {
+	jetstream.KeyValue
+	nc        *nats.Conn
+	apiPrefix string
+}
+
+var _ jetstream.KeyValue = (*leaderKV)(nil)
+
+func (kv *leaderKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	m, err := kvLast(ctx, kv.nc, kv.apiPrefix, kv.Bucket(), key)
+	if err != nil {
+		return nil, err
+	}
+	return &entry{bucket: kv.Bucket(), key: key, msg: m}, nil
+}
+
+// entry is a key's current value as the leader has it.
+type entry struct {
+	bucket, key string
+	msg         *jetstream.RawStreamMsg
+}
+
+var _ jetstream.KeyValueEntry = (*entry)(nil)
+
+func (e *entry) Bucket() string                  { return e.bucket }
+func (e *entry) Key() string                     { return e.key }
+func (e *entry) Value() []byte                   { return e.msg.Data }
+func (e *entry) Revision() uint64                { return e.msg.Sequence }
+func (e *entry) Created() time.Time              { return e.msg.Time }
+func (e *entry) Delta() uint64                   { return 0 }
+func (e *entry) Operation() jetstream.KeyValueOp { return jetstream.KeyValuePut }

@@ -12,8 +12,9 @@ import (
 	"github.com/llmworker/llmworker/pkg/natstest"
 )
 
-// On one server the leader is the only replica: KVLast answers what
-// kv.Get answers, for every state a key can be in.
+// On one server the leader is the only replica: KVLast, and the Get of
+// a bucket wrapped by KeyValue, answer what kv.Get answers, for every
+// state a key can be in.
 func TestKVLastAgreesWithGet(t *testing.T) {
 	s := natstest.Start(t, natstest.Options{})
 	ctx := natstest.Context(t)
@@ -21,19 +22,24 @@ func TestKVLastAgreesWithGet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	leader := jsread.KeyValue(s.JS, kv)
 	check := func(key string) {
 		t.Helper()
 		b, rev, err := jsread.KVLast(ctx, s.NC, jsread.APIPrefix(s.JS), "B", key)
+		le, lerr := leader.Get(ctx, key)
 		e, gerr := kv.Get(ctx, key)
 		switch {
 		case errors.Is(gerr, jetstream.ErrKeyNotFound):
-			if !errors.Is(err, jetstream.ErrKeyNotFound) {
-				t.Fatalf("%s: KVLast = %q, %d, %v; kv.Get says not found", key, b, rev, err)
+			if !errors.Is(err, jetstream.ErrKeyNotFound) || !errors.Is(lerr, jetstream.ErrKeyNotFound) {
+				t.Fatalf("%s: KVLast = %q, %d, %v; KeyValue's Get = %v, %v; kv.Get says not found", key, b, rev, err, le, lerr)
 			}
 		case gerr != nil:
 			t.Fatal(gerr)
 		case err != nil || string(b) != string(e.Value()) || rev != e.Revision():
 			t.Fatalf("%s: KVLast = %q, %d, %v; kv.Get = %q at %d", key, b, rev, err, e.Value(), e.Revision())
+		case lerr != nil || le.Bucket() != e.Bucket() || le.Key() != e.Key() || string(le.Value()) != string(e.Value()) ||
+			le.Revision() != e.Revision() || !le.Created().Equal(e.Created()) || le.Delta() != e.Delta() || le.Operation() != e.Operation():
+			t.Fatalf("%s: KeyValue's Get = %+v, %v; kv.Get = %+v", key, le, lerr, e)
 		}
 	}
 	check("never")

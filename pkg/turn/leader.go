@@ -37,6 +37,28 @@ func readState(ctx context.Context, nc *nats.Conn, apiPrefix, turnID string) (*S
 	return &st, rev, nil
 }
 
+// readSession reads a session's transcript and revision from the leader
+// of LLMW_SESSIONS' stream. A turn of the session starts from it, and a
+// client that saw the session's previous turn end expects this turn to
+// know it: a replica that has not applied that turn's write yet (right
+// after it, or after a partition) would answer with the transcript
+// before it, and the model would answer without the last exchange.
+// A missing key is jetstream.ErrKeyNotFound.
+func readSession(ctx context.Context, nc *nats.Conn, apiPrefix, id string) (*Session, uint64, error) {
+	b, rev, err := jsread.KVLast(ctx, nc, apiPrefix, events.BucketSessions, kvKey(id))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, 0, err
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("turn: session %s in bucket %s: %w", id, events.BucketSessions, err)
+	}
+	var s Session
+	if err := events.UnmarshalWithMessages(b, &s, &s.Messages); err != nil {
+		return nil, rev, fmt.Errorf("turn: session %s: %w", id, err)
+	}
+	return &s, rev, nil
+}
+
 // leaderState is readState on the service's connection.
 func (s *Service) leaderState(ctx context.Context, turnID string) (*State, uint64, error) {
 	return readState(ctx, s.nc, s.pub.apiPrefix, turnID)

@@ -145,3 +145,62 @@ func TestLoadStateWithoutTheBucket(t *testing.T) {
 		t.Fatalf("LoadState = %v, %v; want an error naming %s and the missing stream", ok, err, events.BucketTurnState)
 	}
 }
+
+// A session's next turn starts from the transcript its previous turn
+// stored, even when a replica of LLMW_SESSIONS that is behind (here: since
+// the session's first turn) answers some of the direct gets: each turn's
+// model call carries every exchange before it, and LoadSession returns
+// the last transcript.
+func TestLaggingSessionReplicaIsNotBelieved(t *testing.T) {
+	e := newEnv(t)
+	p := llmtest.NewScripted()
+	e.scripted(p)
+	e.startTurn(turn.Config{})
+	ctx := natstest.Context(t)
+	session := newID("lagging-session")
+	var want []events.Message // the transcript so far, as the turns' ends report it
+	turnOf := func(i int) {
+		t.Helper()
+		p.Add(llmtest.TextStep(fmt.Sprintf("answer %d", i)))
+		id := newID(fmt.Sprintf("lagging-session-%d", i))
+		w := e.watch(id)
+		q := events.UserText(fmt.Sprintf("question %d", i))
+		e.submit(events.TurnRequest{TurnID: id, SessionID: session, Model: "test:m", Messages: []events.Message{q}})
+		done := w.completed()
+		reqs := p.Requests()
+		got := reqs[len(reqs)-1].Messages
+		if exp := append(append([]events.Message{}, want...), q); mustJSON(t, got) != mustJSON(t, exp) {
+			t.Fatalf("turn %d's model call carried\n%s\nwant every earlier exchange of the session and its question:\n%s", i, mustJSON(t, got), mustJSON(t, exp))
+		}
+		want = done.Messages
+	}
+	turnOf(0)
+	natstest.LaggingReplica(t, e.js, "KV_"+events.BucketSessions)
+	turnOf(1)
+	kv, err := e.js.KeyValue(ctx, events.BucketSessions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := 0
+	for range 40 {
+		en, err := kv.Get(ctx, session)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(en.Value()), "answer 1") {
+			stale++
+		}
+	}
+	if stale == 0 {
+		t.Fatal("the lagging replica answered none of 40 direct gets: the test would prove nothing")
+	}
+	for i := 2; i < 7; i++ {
+		turnOf(i)
+	}
+	for range 10 {
+		s, ok, err := turn.LoadSession(ctx, e.js, session)
+		if err != nil || !ok || mustJSON(t, s.Messages) != mustJSON(t, want) {
+			t.Fatalf("LoadSession = %v, %v; want the transcript of all seven turns", ok, err)
+		}
+	}
+}

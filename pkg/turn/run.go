@@ -500,7 +500,7 @@ func (s *Service) fresh(t *turnRun, req *events.TurnRequest, dg string) bool {
 	var prefix []events.Message
 	if t.session != "" {
 		kctx, cancel := context.WithTimeout(s.root, kvTimeout)
-		sess, _, err := getSession(kctx, s.sessionKV, t.session)
+		sess, _, err := readSession(kctx, s.nc, s.pub.apiPrefix, t.session)
 		cancel()
 		switch {
 		case err == nil:
@@ -1048,7 +1048,7 @@ func (t *turnRun) storeSession(msgs []events.Message) *events.TurnEnded {
 	}
 	kctx, cancel := context.WithTimeout(t.s.root, kvTimeout)
 	defer cancel()
-	err := storeSession(kctx, t.s.sessionKV, t.s.nc.MaxPayload(), t.session, t.id, msgs)
+	err := storeSession(kctx, t.s.nc, t.s.pub.apiPrefix, t.s.sessionKV, t.session, t.id, msgs)
 	switch {
 	case err == nil:
 		return nil

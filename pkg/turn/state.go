@@ -153,37 +153,25 @@ type Session struct {
 }
 
 // LoadSession reads a session's transcript; ok is false when there is
-// none yet.
+// none yet. The bucket's stream leader answers, as for LoadState: a
+// transcript stored before LoadSession was called is the one it returns.
 func LoadSession(ctx context.Context, js jetstream.JetStream, sessionID string) (s *Session, ok bool, err error) {
-	kv, err := js.KeyValue(ctx, events.BucketSessions)
-	if err != nil {
-		return nil, false, fmt.Errorf("turn: bucket %s: %w", events.BucketSessions, err)
-	}
-	s, _, err = getSession(ctx, kv, sessionID)
+	s, _, err = readSession(ctx, js.Conn(), jsread.APIPrefix(js), sessionID)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, false, nil
 	}
 	return s, err == nil, err
 }
 
-func getSession(ctx context.Context, kv jetstream.KeyValue, id string) (*Session, uint64, error) {
-	e, err := kv.Get(ctx, kvKey(id))
-	if err != nil {
-		return nil, 0, err
-	}
-	var s Session
-	if err := events.UnmarshalWithMessages(e.Value(), &s, &s.Messages); err != nil {
-		return nil, e.Revision(), fmt.Errorf("turn: session %s: %w", id, err)
-	}
-	return &s, e.Revision(), nil
-}
-
 // storeSession appends the messages of a finished turn to its session with
 // the expected revision, re-reading on a conflict (another turn of the
-// session finished meanwhile): the transcript never loses a turn.
-func storeSession(ctx context.Context, kv jetstream.KeyValue, maxPayload int64, id, turnID string, added []events.Message) error {
+// session finished meanwhile): the transcript never loses a turn. It
+// reads from the leader (readSession): a lagging replica's old revision
+// would only conflict, again at every retry that asked it.
+func storeSession(ctx context.Context, nc *nats.Conn, apiPrefix string, kv jetstream.KeyValue, id, turnID string, added []events.Message) error {
+	maxPayload := nc.MaxPayload()
 	for attempt := 0; ; attempt++ {
-		cur, rev, err := getSession(ctx, kv, id)
+		cur, rev, err := readSession(ctx, nc, apiPrefix, id)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 			cur, rev = &Session{SessionID: id}, 0

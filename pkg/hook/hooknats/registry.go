@@ -11,17 +11,23 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/llmworker/llmworker/internal/jsread"
 	"github.com/llmworker/llmworker/pkg/events"
 )
 
 // Bucket opens the hook registry, KV bucket LLMW_HOOKS (provision.Provision
-// creates it). Errors match ErrRegistry.
+// creates it). Its Get asks the leader of the bucket's stream: Register
+// decides on what Get returns whether to write at all, and a replica that
+// is behind (right after a write, or back from a partition) would have it
+// skip a write the registry needs — a hook re-registered after it was
+// unregistered or changed stays missing or changed. A KeyValue opened
+// with js.KeyValue reads any replica. Errors match ErrRegistry.
 func Bucket(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
 	kv, err := js.KeyValue(ctx, events.BucketHooks)
 	if err != nil {
 		return nil, fmt.Errorf("%w: bucket %s: %w", ErrRegistry, events.BucketHooks, err)
 	}
-	return kv, nil
+	return jsread.KeyValue(js, kv), nil
 }
 
 // Entry is a registration as stored in the registry.
@@ -42,7 +48,8 @@ func encode(reg events.HookRegistration) ([]byte, error) {
 // Register stores reg under its name and returns the revision that orders
 // it among hooks of equal priority.
 //
-// Order is registration order: a new name is created (kv.Create), so its
+// kv should come from Bucket (see there why). Order is registration
+// order: a new name is created (kv.Create), so its
 // revision is higher than every hook registered before. Re-registering a
 // name with an identical value writes nothing and keeps the hook's place
 // (replicas of one responder can all register on start). Registering a

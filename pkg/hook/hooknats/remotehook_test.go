@@ -15,6 +15,7 @@ import (
 	"github.com/llmworker/llmworker/pkg/hook"
 	"github.com/llmworker/llmworker/pkg/hook/hooknats"
 	"github.com/llmworker/llmworker/pkg/hook/hooktest"
+	"github.com/llmworker/llmworker/pkg/natstest"
 )
 
 // Three hooks registered A, B, C run in that order, each seeing the
@@ -508,5 +509,69 @@ func TestReplyOfWrongTypeNamesTheFix(t *testing.T) {
 	if !errors.Is(err, hooknats.ErrInvalidReply) || !strings.Contains(err.Error(), `"com.example.other"`) ||
 		!strings.Contains(err.Error(), events.TypeHookResponse) || !strings.Contains(err.Error(), "no ce- headers") {
 		t.Fatalf("error %v", err)
+	}
+}
+
+// A replica of LLMW_HOOKS that is behind (here: since the hooks were
+// first registered) answers some of the direct gets. Register decides
+// on its read whether to write at all, so it must not believe one: a
+// hook unregistered since, or changed since, and registered again as it
+// was, is stored again — the registry then holds what was registered
+// last, and RegisterOrdered's list stays in its order.
+func TestRegisterWithALaggingReplica(t *testing.T) {
+	e := start(t)
+	c := ctx(t)
+	const n = 6
+	regs := make([]events.HookRegistration, n)
+	for i := range regs {
+		regs[i] = reg(fmt.Sprintf("lag-%d", i), events.HookOnTurnEnd, fmt.Sprintf("s.lag.%d", i))
+		if _, err := hooknats.Register(c, e.kv, regs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	natstest.LaggingReplica(t, e.js, "KV_"+events.BucketHooks)
+	raw, err := e.js.KeyValue(c, events.BucketHooks) // reads any replica
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range regs {
+		if i%2 == 0 {
+			if err := hooknats.Unregister(c, e.kv, r.Name); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		changed := r
+		changed.Matcher = "changed"
+		if _, err := hooknats.Register(c, e.kv, changed); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stale := 0
+	for range 40 {
+		if en, err := raw.Get(c, regs[1].Name); err == nil && !strings.Contains(string(en.Value()), "changed") {
+			stale++
+		}
+	}
+	if stale == 0 {
+		t.Fatal("the lagging replica answered none of 40 direct gets: the test would prove nothing")
+	}
+	revs, err := hooknats.RegisterOrdered(c, e.kv, regs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := hooknats.List(c, e.kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]hooknats.Entry{}
+	for _, en := range entries {
+		got[en.Name] = en
+	}
+	for i, r := range regs {
+		en, ok := got[r.Name]
+		if !ok || en.Matcher != r.Matcher || en.Revision != revs[i] || (i > 0 && revs[i] <= revs[i-1]) {
+			t.Errorf("%s: stored %+v (present %v), revisions %v; want it registered again as first registered, in the list's order", r.Name, en, ok, revs)
+		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nuid"
 
+	"github.com/llmworker/llmworker/internal/jsread"
 	"github.com/llmworker/llmworker/internal/version"
 	"github.com/llmworker/llmworker/pkg/cenats"
 	"github.com/llmworker/llmworker/pkg/events"
@@ -321,7 +322,8 @@ func (b *Server) recheckLoop(every time.Duration, regs []events.HookRegistration
 	}
 }
 
-// bucket opens LLMW_HOOKS, creating it as provision.Provision would.
+// bucket opens LLMW_HOOKS, creating it as provision.Provision would; its
+// Get asks the leader (see Bucket).
 func (b *Server) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	js, err := jetstream.New(b.nc)
 	if err != nil {
@@ -329,7 +331,7 @@ func (b *Server) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	}
 	kv, err := js.KeyValue(ctx, events.BucketHooks)
 	if err == nil {
-		return kv, nil
+		return jsread.KeyValue(js, kv), nil
 	}
 	if !errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, fmt.Errorf("%w: %w", ErrRegistry, err)
@@ -340,7 +342,7 @@ func (b *Server) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%w: create %s: %w", ErrRegistry, c.Bucket, err)
 			}
-			return kv, nil
+			return jsread.KeyValue(js, kv), nil
 		}
 	}
 	return nil, fmt.Errorf("%w: no configuration for %s", ErrRegistry, events.BucketHooks)
