@@ -109,11 +109,11 @@ func (c *cluster) checkTurnHistory(id string) (bad []string) {
 			resultEvents[r.CallID]++
 		}
 	}
-	stored := c.toolResults(id)
+	stored := c.storedResults(id, calls, storedSettles)
 	for _, call := range calls {
 		if inTranscript[call] != 1 || stored[call] != 1 || resultEvents[call] != 1 {
-			bad = append(bad, fmt.Sprintf("call %s: %d results in the transcript, %d in LLMW_TOOLRESULTS, %d llmw.tool.result events; want 1 each",
-				call, inTranscript[call], stored[call], resultEvents[call]))
+			bad = append(bad, fmt.Sprintf("call %s: %d results in the transcript, %d in LLMW_TOOLRESULTS, %d llmw.tool.result events; want 1 each (the stream's leader has: %s; a direct get finds: %s)",
+				call, inTranscript[call], stored[call], resultEvents[call], c.leaderGet(id, call), c.directGet(id, call)))
 		}
 	}
 	for call, n := range stored {
@@ -236,6 +236,39 @@ func rebuild(evs []*events.Envelope) []string {
 // say running: a few turn AckWaits (3–5 s in these tests), for a request
 // redelivered to a replica that then records the end.
 const stateSettles = 30 * time.Second
+
+// storedSettles bounds how long the count of a turn's stored results
+// may differ from one per call. The count comes from the stream's
+// information, which a replica that believes its group leaderless (one
+// back from a partition, until it hears from the leader) answers with
+// what it has: the leader's answer comes on a later request.
+const storedSettles = 30 * time.Second
+
+// storedResults counts a turn's stored results per call until there is
+// one for each of calls and no other, or within passed, and returns the
+// last count.
+func (c *cluster) storedResults(id string, calls []string, within time.Duration) map[string]uint64 {
+	c.t.Helper()
+	start := time.Now()
+	var first map[string]uint64
+	for {
+		stored := c.toolResults(id)
+		ok := len(stored) == len(calls)
+		for _, call := range calls {
+			ok = ok && stored[call] == 1
+		}
+		if first == nil {
+			first = stored
+		} else if ok {
+			// Says which explanation held when a run needed the wait.
+			c.t.Logf("turn %s: LLMW_TOOLRESULTS' count settled after %v (first answer %v)", id, time.Since(start).Round(time.Millisecond), first)
+		}
+		if ok || time.Since(start) > within {
+			return stored
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
 
 // finalState reads a turn's state until it is no longer running or
 // within passed, and returns the last one read.

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/llmworker/llmworker/internal/jsread"
 	"github.com/llmworker/llmworker/internal/replay"
 	"github.com/llmworker/llmworker/internal/replay/demotools"
 	"github.com/llmworker/llmworker/pkg/events"
@@ -419,6 +420,18 @@ func (c *cluster) slowStarts() map[string][]string {
 		}
 	}
 	return out
+}
+
+// leaderGet reads a call's result from the leader of LLMW_TOOLRESULTS,
+// for failure messages.
+func (c *cluster) leaderGet(turnID, callID string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	m, err := jsread.LastMsg(ctx, c.nc, jsread.APIPrefix(c.js), events.StreamToolResults, c.subj.ToolResult(turnID, callID))
+	if err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("seq %d %s", m.Sequence, m.Data)
 }
 
 // directGet reads a call's result with a direct get, for failure messages.
