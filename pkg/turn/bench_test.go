@@ -138,9 +138,16 @@ func withTracing(b *testing.B, f func(*testing.B)) {
 // (a local replay server answering with a recorded Anthropic stream) to a
 // UI subscriber receiving the first text delta: the official SDK in
 // ingest, NATS, the turn service's worker and Timeline, NATS again.
-func BenchmarkFirstDelta(b *testing.B) { withTracing(b, benchFirstDelta) }
+func BenchmarkFirstDelta(b *testing.B) {
+	withTracing(b, func(b *testing.B) { firstDelta(b, newEnv(b)) })
+}
 
-func benchFirstDelta(b *testing.B) {
+// BenchmarkFirstDeltaLazyFsync is BenchmarkFirstDelta (tracing off) on a
+// server that fsyncs every two minutes: the pipeline's share of the first
+// delta without the disk's.
+func BenchmarkFirstDeltaLazyFsync(b *testing.B) { firstDelta(b, newLazyEnv(b)) }
+
+func firstDelta(b *testing.B, e *env) {
 	body := sse(b, "anthropic/text-ping_claude-sonnet-4-5.sse")
 	var firstByte atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -152,7 +159,6 @@ func benchFirstDelta(b *testing.B) {
 		w.(http.Flusher).Flush()
 	}))
 	defer srv.Close()
-	e := newEnv(b)
 	e.startIngest(provider.Builtin(provider.Config{Anthropic: anthropic.Config{APIKey: "k", BaseURL: srv.URL, MaxRetries: -1}}))
 	e.startTurn(turn.Config{})
 	te := e.turnEvents(b)
@@ -212,10 +218,16 @@ func echoTool() tool.Tool {
 // with its checkpoints, toolexec) and reports the distributed overhead per
 // step, and the tool round trip (llmw.tool.started → llmw.tool.result as a
 // UI sees them: turn → toolexec → turn) at p50 and p99.
-func BenchmarkStepOverhead(b *testing.B) { withTracing(b, benchStepOverhead) }
+func BenchmarkStepOverhead(b *testing.B) {
+	withTracing(b, func(b *testing.B) { stepOverhead(b, newEnv(b)) })
+}
 
-func benchStepOverhead(b *testing.B) {
-	e := newEnv(b)
+// BenchmarkStepOverheadLazyFsync is BenchmarkStepOverhead (tracing off)
+// on a server that fsyncs every two minutes: the pipeline's share of a
+// step without the disk's.
+func BenchmarkStepOverheadLazyFsync(b *testing.B) { stepOverhead(b, newLazyEnv(b)) }
+
+func stepOverhead(b *testing.B, e *env) {
 	e.scripted(tenSteps())
 	e.startToolexec(toolexec.Config{}, echoTool())
 	e.startTurn(turn.Config{})
@@ -270,7 +282,11 @@ func BenchmarkDeltaThroughput(b *testing.B) { deltaThroughput(b, newEnv(b)) }
 // BenchmarkDeltaThroughputLazyFsync is BenchmarkDeltaThroughput on a
 // server that fsyncs every two minutes (natsutil.EmbeddedOptions.
 // SyncInterval): what the pipeline moves when the disk is not the bound.
-func BenchmarkDeltaThroughputLazyFsync(b *testing.B) {
+func BenchmarkDeltaThroughputLazyFsync(b *testing.B) { deltaThroughput(b, newLazyEnv(b)) }
+
+// newLazyEnv is newEnv on a server that fsyncs every two minutes
+// (natsutil.EmbeddedOptions.SyncInterval) instead of at every write.
+func newLazyEnv(b *testing.B) *env {
 	emb, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{SyncInterval: 2 * time.Minute})
 	if err != nil {
 		b.Fatal(err)
@@ -281,7 +297,7 @@ func BenchmarkDeltaThroughputLazyFsync(b *testing.B) {
 	if e.js, err = jetstream.New(e.nc); err != nil {
 		b.Fatal(err)
 	}
-	deltaThroughput(b, e)
+	return e
 }
 
 func deltaThroughput(b *testing.B, e *env) {
