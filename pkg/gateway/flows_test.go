@@ -9,8 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/llmworker/llmworker/internal/replay"
+	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/gateway"
+	"github.com/llmworker/llmworker/pkg/natstest"
 )
 
 // recordedAnswer is the reasoning and text of a one-step OpenAI
@@ -387,5 +391,67 @@ func TestCloseLeavesTurnsRunning(t *testing.T) {
 	// drain-2 was never submitted.
 	if _, err := (&gateway.Client{URL: b.URL}).Resume(ctxT(t), "drain-2"); !errors.Is(err, gateway.ErrNoActiveStream) {
 		t.Fatalf("drain-2: %v", err)
+	}
+}
+
+// A replica of LLMW_EVENTS that is behind (here: since the middle of a
+// turn) answers some of the direct gets, with the turn still running.
+// The gateway's answers follow what the stream's leader has: after the
+// turn ended, a resume finds no active stream, a stop finds no turn to
+// stop, and the session's next message starts its next turn.
+func TestLaggingReplicaIsNotBelieved(t *testing.T) {
+	st := startStack(t, stackOpts{pace: 3 * time.Millisecond})
+	_, srv := startGateway(t, st, gateway.Config{Model: "replay:openai-reasoning"})
+	c := &gateway.Client{URL: srv.URL}
+	const id = "lagging-1"
+	s, err := c.Chat(ctxT(t), &gateway.ChatRequest{ID: id, Messages: []gateway.UIMessage{userMsg("How do I cross the street?")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, done := readAll(t, s, func(ps []part) bool { return len(ps) >= 10 }); done {
+		t.Fatal("the turn ended before the replica was made: pace it slower")
+	}
+	js, err := jetstream.New(st.NC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.LaggingReplica(t, js, events.StreamEvents)
+	if rest, done := readAll(t, s, nil); !done || rest[len(rest)-1].Type != "finish" {
+		t.Fatalf("the turn did not finish: %v", types(rest[max(0, len(rest)-4):]))
+	}
+	evs, err := js.Stream(ctxT(t), events.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := 0
+	for range 40 {
+		m, err := evs.GetLastMsgForSubject(ctxT(t), events.NewSubjects(st.Prefix).Events(id, "*", events.ChannelTurn))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Header.Get("ce-type") != events.TypeTurnCompleted {
+			stale++
+		}
+	}
+	if stale == 0 {
+		t.Fatal("the lagging replica answered none of 40 direct gets: the test would prove nothing")
+	}
+	var he *gateway.HTTPError
+	for i := range 8 {
+		if _, err := c.Resume(ctxT(t), id); !errors.Is(err, gateway.ErrNoActiveStream) {
+			t.Fatalf("resume %d after the end: %v, want 204", i, err)
+		}
+		if err := c.Stop(ctxT(t), id); !errors.As(err, &he) || he.Status != http.StatusConflict {
+			t.Fatalf("stop %d after the end: %v, want 409", i, err)
+		}
+	}
+	next, err := c.Chat(ctxT(t), &gateway.ChatRequest{ID: id, Messages: []gateway.UIMessage{userMsg("and then?")}})
+	if err != nil {
+		t.Fatalf("the session's next message: %v", err)
+	}
+	defer next.Close()
+	if rest, done := readAll(t, next, nil); !done || rest[len(rest)-1].Type != "finish" {
+		t.Fatalf("the next turn did not finish: %v", types(rest[max(0, len(rest)-4):]))
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/llmworker/llmworker/internal/jsread"
 	"github.com/llmworker/llmworker/pkg/events"
 )
 
@@ -58,9 +59,14 @@ func (g *Gateway) latestTurn(ctx context.Context, session string) (turnInfo, boo
 	return g.lastOn(ctx, g.turnSubject(session, "*"))
 }
 
-// lastOn is the last message stored on subject (wildcards allowed).
+// lastOn is the last message stored on subject (wildcards allowed), as
+// the stream's leader has it: every answer follows from it (409 for a
+// message while a turn runs, 204 for a resume of a finished one, where a
+// resumed stream starts), and a replica that had not applied the latest
+// events (right after they were stored, or back from a partition) would
+// answer with an earlier turn's or an earlier state.
 func (g *Gateway) lastOn(ctx context.Context, subject string) (turnInfo, bool, error) {
-	m, err := g.events.GetLastMsgForSubject(ctx, subject)
+	m, err := jsread.LastMsg(ctx, g.js.Conn(), jsread.APIPrefix(g.js), events.StreamEvents, subject)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return turnInfo{}, false, nil
 	}
