@@ -170,16 +170,19 @@ func (c *Catalog) Delete(ctx context.Context, name string) error {
 	return nil
 }
 
-// Get returns one entry; ErrNotFound when the tool is not in the catalog.
+// Get returns one entry as the leader of the bucket's stream has it;
+// ErrNotFound when the tool is not in the catalog. A turn asks it for a
+// tool its catalog watcher has not seen (yet) and fails when it is not
+// found, so a replica that is behind must not answer.
 func (c *Catalog) Get(ctx context.Context, name string) (events.ToolCatalogEntry, error) {
-	kve, err := c.kv.Get(ctx, name)
+	b, _, err := jsread.KVLast(ctx, c.js.Conn(), jsread.APIPrefix(c.js), events.BucketTools, name)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return events.ToolCatalogEntry{}, fmt.Errorf("%w: tool %q", ErrNotFound, name)
 	}
 	if err != nil {
 		return events.ToolCatalogEntry{}, fmt.Errorf("toolexec: catalog get %s: %w", name, err)
 	}
-	return decodeEntry(kve.Value())
+	return decodeEntry(b)
 }
 
 func decodeEntry(b []byte) (events.ToolCatalogEntry, error) {

@@ -235,4 +235,19 @@ func TestCatalogWithALaggingReplica(t *testing.T) {
 	if _, _, err := jsread.KVLast(ctx(t), e.nc, jetstream.DefaultAPIPrefix, events.BucketTools, "kept"); err != nil {
 		t.Errorf("the entry put again after its delete is not stored: %v", err)
 	}
+	// A tool registered since the replica fell behind is found (a turn
+	// asks Get when its catalog watcher has not seen the tool yet, and
+	// fails with an unknown tool when Get does not find it), and one
+	// released since is not.
+	if err := cat.Put(ctx(t), entry("new")); err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		if _, err := cat.Get(ctx(t), "new"); err != nil {
+			t.Fatalf("Get of a tool put after the replica fell behind: %v", err)
+		}
+		if got, err := cat.Get(ctx(t), "t0"); !errors.Is(err, toolexec.ErrNotFound) {
+			t.Fatalf("Get of a released tool = %+v, %v; want ErrNotFound", got, err)
+		}
+	}
 }
