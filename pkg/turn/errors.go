@@ -41,6 +41,12 @@ var (
 	// crashing).
 	ErrTooLarge = errors.New("turn: too large for NATS")
 
+	// ErrCorruptSession is matched by the reason of a turn whose session
+	// (KV LLMW_SESSIONS) holds a value that is not a session transcript
+	// (code "internal"; the turn fails instead of its request being
+	// redelivered until it expires), and by LoadSession's error then.
+	ErrCorruptSession = errors.New("turn: the stored session transcript cannot be decoded")
+
 	// ErrOwnershipLost is what the checkpoint callback returns when the
 	// checkpoint's revision changed under it: another replica owns the turn
 	// now, and this run stops without publishing anything more. It matches

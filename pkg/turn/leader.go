@@ -54,7 +54,8 @@ func readSession(ctx context.Context, nc *nats.Conn, apiPrefix, id string) (*Ses
 	}
 	var s Session
 	if err := events.UnmarshalWithMessages(b, &s, &s.Messages); err != nil {
-		return nil, rev, fmt.Errorf("turn: session %s: %w", id, err)
+		return nil, rev, fmt.Errorf("%w: session %q (key %s of %s, revision %d): %w; start a new session, or delete the key",
+			ErrCorruptSession, id, kvKey(id), events.BucketSessions, rev, err)
 	}
 	return &s, rev, nil
 }

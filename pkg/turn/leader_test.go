@@ -1,6 +1,7 @@
 package turn_test
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -203,4 +204,39 @@ func TestLaggingSessionReplicaIsNotBelieved(t *testing.T) {
 			t.Fatalf("LoadSession = %v, %v; want the transcript of all seven turns", ok, err)
 		}
 	}
+}
+
+// A session whose stored value is not a transcript fails its next turn
+// at once, with a reason that names the session and the bucket (its
+// request is not redelivered: the value would be the same), and
+// LoadSession says what is wrong.
+func TestCorruptSessionFailsTheTurn(t *testing.T) {
+	e := newEnv(t)
+	p := llmtest.NewScripted(llmtest.TextStep("unused"))
+	e.scripted(p)
+	e.startTurn(turn.Config{})
+	ctx := natstest.Context(t)
+	kv, err := e.js.KeyValue(ctx, events.BucketSessions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	session := newID("corrupt-session")
+	if _, err := kv.Put(ctx, session, []byte(`{"session_id": 7, "messages": "not a list"}`)); err != nil {
+		t.Fatal(err)
+	}
+	id := newID("corrupt-session-turn")
+	w := e.watch(id)
+	e.submit(events.TurnRequest{TurnID: id, SessionID: session, Model: "test:m", Messages: []events.Message{events.UserText("hi")}})
+	end := w.waitEnd()
+	te := decode[events.TurnEnded](t, end)
+	if end.Type != events.TypeTurnFailed || te.Code != turn.CodeInternal || !strings.Contains(te.Reason, session) || !strings.Contains(te.Reason, events.BucketSessions) {
+		t.Fatalf("turn ended %s %+v; want failed (internal) naming the session and %s", end.Type, te, events.BucketSessions)
+	}
+	if p.Calls() != 0 {
+		t.Fatalf("the model was called %d times for a turn whose session cannot be read", p.Calls())
+	}
+	if _, ok, err := turn.LoadSession(ctx, e.js, session); ok || !errors.Is(err, turn.ErrCorruptSession) {
+		t.Fatalf("LoadSession = %v, %v; want ErrCorruptSession", ok, err)
+	}
+	e.consumerIdle(t)
 }

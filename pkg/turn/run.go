@@ -505,6 +505,9 @@ func (s *Service) fresh(t *turnRun, req *events.TurnRequest, dg string) bool {
 		switch {
 		case err == nil:
 			prefix = sess.Messages
+		case errors.Is(err, ErrCorruptSession):
+			// Redelivering the request would find the same value.
+			return s.failEarly(t, CodeInternal, err)
 		case !errors.Is(err, jetstream.ErrKeyNotFound):
 			s.log.Warn("turn: read session", "session_id", t.session, "err", err)
 			_ = t.msg.NakWithDelay(time.Second)

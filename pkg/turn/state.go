@@ -175,10 +175,10 @@ func storeSession(ctx context.Context, nc *nats.Conn, apiPrefix string, kv jetst
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 			cur, rev = &Session{SessionID: id}, 0
-		case err != nil && cur == nil:
-			return fmt.Errorf("turn: read session %s: %w", id, err)
-		case err != nil: // undecodable: start over rather than fail forever
+		case errors.Is(err, ErrCorruptSession): // start over (at rev) rather than fail forever
 			cur = &Session{SessionID: id}
+		case err != nil:
+			return fmt.Errorf("turn: read session %s: %w", id, err)
 		}
 		cur.Messages = append(cur.Messages, added...)
 		cur.LastTurn, cur.Updated = turnID, time.Now().UTC()
