@@ -23,12 +23,9 @@ import (
 // unrecorded. A deleted, purged or expired key is
 // jetstream.ErrKeyNotFound, as for kv.Get.
 func readState(ctx context.Context, nc *nats.Conn, apiPrefix, turnID string) (*State, uint64, error) {
-	b, rev, err := jsread.KVLast(ctx, nc, apiPrefix, events.BucketTurnState, kvKey(turnID))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, 0, err
-	}
+	b, rev, err := leaderValue(ctx, nc, apiPrefix, events.BucketTurnState, "state of", turnID)
 	if err != nil {
-		return nil, 0, fmt.Errorf("turn: state of %s in bucket %s: %w", turnID, events.BucketTurnState, err)
+		return nil, 0, err
 	}
 	var st State
 	if err := json.Unmarshal(b, &st); err != nil {
@@ -45,12 +42,9 @@ func readState(ctx context.Context, nc *nats.Conn, apiPrefix, turnID string) (*S
 // before it, and the model would answer without the last exchange.
 // A missing key is jetstream.ErrKeyNotFound.
 func readSession(ctx context.Context, nc *nats.Conn, apiPrefix, id string) (*Session, uint64, error) {
-	b, rev, err := jsread.KVLast(ctx, nc, apiPrefix, events.BucketSessions, kvKey(id))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, 0, err
-	}
+	b, rev, err := leaderValue(ctx, nc, apiPrefix, events.BucketSessions, "session", id)
 	if err != nil {
-		return nil, 0, fmt.Errorf("turn: session %s in bucket %s: %w", id, events.BucketSessions, err)
+		return nil, 0, err
 	}
 	var s Session
 	if err := events.UnmarshalWithMessages(b, &s, &s.Messages); err != nil {
@@ -58,6 +52,17 @@ func readSession(ctx context.Context, nc *nats.Conn, apiPrefix, id string) (*Ses
 			ErrCorruptSession, id, kvKey(id), events.BucketSessions, rev, err)
 	}
 	return &s, rev, nil
+}
+
+// leaderValue is the value and revision of id's key in bucket as the
+// leader has it: jetstream.ErrKeyNotFound as it is, any other error
+// naming what was read ("state of" the turn, "session") and the bucket.
+func leaderValue(ctx context.Context, nc *nats.Conn, apiPrefix, bucket, what, id string) ([]byte, uint64, error) {
+	b, rev, err := jsread.KVLast(ctx, nc, apiPrefix, bucket, kvKey(id))
+	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		err = fmt.Errorf("turn: %s %s in bucket %s: %w", what, id, bucket, err)
+	}
+	return b, rev, err
 }
 
 // leaderState is readState on the service's connection.

@@ -249,36 +249,48 @@ const storedSettles = 30 * time.Second
 // last count.
 func (c *cluster) storedResults(id string, calls []string, within time.Duration) map[string]uint64 {
 	c.t.Helper()
-	start := time.Now()
 	var first map[string]uint64
-	for {
+	stored, took := settle(within, func() (map[string]uint64, bool) {
 		stored := c.toolResults(id)
+		if first == nil {
+			first = stored
+		}
 		ok := len(stored) == len(calls)
 		for _, call := range calls {
 			ok = ok && stored[call] == 1
 		}
-		if first == nil {
-			first = stored
-		} else if ok {
-			// Says which explanation held when a run needed the wait.
-			c.t.Logf("turn %s: LLMW_TOOLRESULTS' count settled after %v (first answer %v)", id, time.Since(start).Round(time.Millisecond), first)
-		}
-		if ok || time.Since(start) > within {
-			return stored
-		}
-		time.Sleep(200 * time.Millisecond)
+		return stored, ok
+	})
+	if took > 0 {
+		// Says which explanation held when a run needed the wait.
+		c.t.Logf("turn %s: LLMW_TOOLRESULTS' count read for %v (first answer %v, last %v)", id, took.Round(time.Millisecond), first, stored)
 	}
+	return stored
 }
 
 // finalState reads a turn's state until it is no longer running or
 // within passed, and returns the last one read.
 func (c *cluster) finalState(id string, within time.Duration) *turn.State {
 	c.t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	st, _ := settle(within, func() (*turn.State, bool) {
 		st := c.state(id)
-		if st.Status != turn.StatusRunning || time.Now().After(deadline) {
-			return st
+		return st, st.Status != turn.StatusRunning
+	})
+	return st
+}
+
+// settle calls read every 200 ms until it says done or within passed,
+// and returns the last value read and how long the reads took when it
+// needed more than one (0 when the first was done).
+func settle[T any](within time.Duration, read func() (T, bool)) (T, time.Duration) {
+	start := time.Now()
+	for n := 1; ; n++ {
+		v, done := read()
+		if done && n == 1 {
+			return v, 0
+		}
+		if done || time.Since(start) > within {
+			return v, time.Since(start)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
