@@ -18,3 +18,6 @@ func HoldSender(ep *EventPublisher) (release func()) {
 	ep.mu.Unlock()
 	return func() { go ep.send() }
 }
+
+// StateKey is the key of a turn's state in LLMW_TURN_STATE.
+func StateKey(id string) string { return kvKey(id) }

@@ -2,6 +2,8 @@ package turn_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook"
+	"github.com/llmworker/llmworker/pkg/llm"
 	"github.com/llmworker/llmworker/pkg/llm/llmtest"
 	"github.com/llmworker/llmworker/pkg/natstest"
 	"github.com/llmworker/llmworker/pkg/tool"
@@ -236,4 +239,73 @@ func TestCancelOfATurnWhoseReplicaDied(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	_ = a.Stop(ctx)
+}
+
+// A replica that claims a turn after its owner's last checkpoint but whose
+// claim events never get in before the owner's end (a claim written into
+// the state, as a claimant that then gave up its claim after ten lost
+// attempts leaves it) does not leave the state saying running until the
+// request's next delivery, an AckWait later: the owner, whose end is
+// stored, records it over the claim and acknowledges the request.
+func TestEndRecordedOverAClaimThatCameTooLate(t *testing.T) {
+	e := newEnv(t)
+	id := newID("late-claim")
+	claimed := make(chan error, 1)
+	step := llmtest.TextStep("the answer")
+	step.OnCall = func(ctx context.Context, _ *llm.Request) error {
+		// The checkpoint before this model call is stored: claim it.
+		claimed <- e.claimState(id, "b")
+		return nil
+	}
+	e.scripted(llmtest.NewScripted(step))
+	// An AckWait far beyond the wait below: the request must not need a
+	// redelivery for the state to record the end.
+	e.startTurn(turn.Config{Instance: "a", AckWait: 2 * time.Minute})
+	w := e.watch(id)
+	e.submit(events.TurnRequest{TurnID: id, Model: "test:m", Messages: []events.Message{events.UserText("go")}})
+	w.completed()
+	if err := <-claimed; err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	var st *turn.State
+	natstest.Eventually(t, "the state to record the end", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		s, ok, err := turn.LoadState(ctx, e.js, id)
+		st = s
+		return err == nil && ok && s.Status != turn.StatusRunning
+	})
+	if st.Status != turn.StatusCompleted || st.Owner != "a" {
+		t.Fatalf("state %s by %q, want completed by a", st.Status, st.Owner)
+	}
+	e.consumerIdle(t)
+}
+
+// claimState rewrites turn id's state as a replica claiming it does: the
+// same state with another owner, at the revision it read.
+func (e *env) claimState(id, owner string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	kv, err := e.js.KeyValue(ctx, events.BucketTurnState)
+	if err != nil {
+		return err
+	}
+	entry, err := kv.Get(ctx, turn.StateKey(id))
+	if err != nil {
+		return err
+	}
+	var st turn.State
+	if err := json.Unmarshal(entry.Value(), &st); err != nil {
+		return err
+	}
+	if st.Status != turn.StatusRunning {
+		return fmt.Errorf("state %s, want running", st.Status)
+	}
+	st.Owner = owner
+	b, err := json.Marshal(&st)
+	if err != nil {
+		return err
+	}
+	_, err = kv.Update(ctx, turn.StateKey(id), b, entry.Revision())
+	return err
 }

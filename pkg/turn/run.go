@@ -572,8 +572,8 @@ func (s *Service) failRun(t *turnRun, code string, err error) {
 		t.end()
 		return
 	}
-	if isConflict(t.writeFinal(StatusFailed, err.Error(), code)) {
-		return // the request is the replica's that claimed the turn
+	if isConflict(t.recordEnd(StatusFailed, err.Error(), code)) {
+		return // the request is the replica's that wrote the state
 	}
 	_ = t.msg.TermWithReason(code)
 }
@@ -899,9 +899,10 @@ func (t *turnRun) checkpoint(_ context.Context, cp *worker.Checkpoint) error {
 // in llmw.turn.completed and the session).
 //
 // A revision conflict means another replica claimed the turn meanwhile
-// (this run had lost it and was not fenced yet): it records the end when
-// it finds it in the events, and this run must not acknowledge the
-// request, which is that replica's now.
+// (this run had lost it and was not fenced yet). After a run's own end,
+// recordEnd decides what follows; a claimant that finds the end of a
+// previous owner records it with writeFinal and, on a conflict, leaves
+// the request to the replica that wrote the state.
 func (t *turnRun) writeFinal(status Status, reason, code string) error {
 	st := t.base
 	st.Status, st.Owner, st.Seq, st.Reason, st.Code, st.Updated = status, t.s.cfg.Instance, t.ep.Seq(), reason, code, time.Now().UTC()
@@ -916,10 +917,51 @@ func (t *turnRun) writeFinal(status Status, reason, code string) error {
 	} else {
 		_, err = t.update(b, t.s.cfg.FinishedTTL)
 	}
-	if err != nil {
+	if err != nil && !isConflict(err) {
 		t.s.log.Warn("turn: write final state", "turn_id", t.id, "status", status, "err", err)
-	} else if status == StatusAborted && code == CodeCancelled {
+	} else if err == nil && status == StatusAborted && code == CodeCancelled {
 		t.cancelApplied.Store(true)
+	}
+	return err
+}
+
+// endAttempts bounds how often recordEnd writes the end again over claims
+// that keep coming (each a replica that read the state before the end).
+const endAttempts = 3
+
+// recordEnd writes the end of a turn whose events, its terminal event
+// included, are stored (the run flushed them). A conflict means a replica
+// claimed the turn since this run's last checkpoint, but the claim cannot
+// go on: its events are fenced on where the turn's events ended when it
+// scanned them, before this end, so the server refuses them, and its
+// scan again finds the end. The turn is over whatever the claimant does,
+// so the end is written over the claim, at the revision the leader has,
+// and the request is this run's to answer. (Leaving the request to the
+// claimant, as before, let the state say running for an AckWait after
+// the end was published when the claimant had given up its claim.) A
+// state that is finished already was recorded by another replica. A
+// conflict is returned when claims keep coming or the state is neither
+// running nor finished: the request is then left to whoever wrote it.
+func (t *turnRun) recordEnd(status Status, reason, code string) error {
+	err := t.writeFinal(status, reason, code)
+	// t.rev 0: the run never wrote the state, so the conflict is with a
+	// state some other run created, not with a claim of this run's.
+	for attempt := 1; isConflict(err) && t.rev != 0 && attempt <= endAttempts; attempt++ {
+		ctx, cancel := context.WithTimeout(t.s.root, kvTimeout)
+		st, rev, rerr := t.s.leaderState(ctx, t.id)
+		cancel()
+		switch {
+		case rerr != nil:
+			t.s.log.Warn("turn: read the state of a turn claimed after its end", "turn_id", t.id, "err", rerr)
+			return err
+		case st.Status.Finished():
+			return nil
+		case st.Status != StatusRunning:
+			return err
+		}
+		t.s.log.Info("turn: claimed after its end was stored; recording the end over the claim", "turn_id", t.id, "claimant", st.Owner)
+		t.rev = rev
+		err = t.writeFinal(status, reason, code)
 	}
 	return err
 }
@@ -945,12 +987,12 @@ func (t *turnRun) finish(res *worker.Result, err error) {
 		ov := t.override
 		t.mu.Unlock()
 		if ov != nil {
-			werr = t.writeFinal(StatusFailed, ov.Reason, ov.Code)
+			werr = t.recordEnd(StatusFailed, ov.Reason, ov.Code)
 			break
 		}
-		werr = t.writeFinal(StatusCompleted, "", "")
+		werr = t.recordEnd(StatusCompleted, "", "")
 	case worker.StatusAborted:
-		werr = t.writeFinal(StatusAborted, res.Reason, res.Code)
+		werr = t.recordEnd(StatusAborted, res.Reason, res.Code)
 	default:
 		reason, code := res.Reason, res.Code
 		t.mu.Lock()
@@ -958,10 +1000,10 @@ func (t *turnRun) finish(res *worker.Result, err error) {
 			reason, code = t.tooLarge.Error(), CodeTooLarge
 		}
 		t.mu.Unlock()
-		werr = t.writeFinal(StatusFailed, reason, code)
+		werr = t.recordEnd(StatusFailed, reason, code)
 	}
 	if isConflict(werr) {
-		return // the request is the replica's that claimed the turn
+		return // the request is the replica's that wrote the state
 	}
 	_ = t.msg.Ack()
 }

@@ -72,11 +72,11 @@ func (c *cluster) checkTurnHistory(id string) (bad []string) {
 		ended, _ := events.DecodeData[events.TurnEnded](end)
 		return append(bad, fmt.Sprintf("ended %s: %s (%s)", end.Type, ended.Reason, ended.Code))
 	}
-	// The end is published before the state records it, and when the
-	// replica that published it had lost the turn meanwhile (its final
-	// write conflicts with the claim) the claimant records it at the
-	// request's next delivery, up to an AckWait later: the state must
-	// get there, not be there at once.
+	// The end is published before the state records it (the replica that
+	// published it writes the state next, over a claim that came too
+	// late: turnRun.recordEnd), and when that replica is cut off between
+	// the two the request's next delivery records it, up to an AckWait
+	// later: the state must get there, not be there at once.
 	if st := c.finalState(id, stateSettles); st.Status != turn.StatusCompleted {
 		bad = append(bad, fmt.Sprintf("state %q %s after the end was published, want completed", st.Status, stateSettles))
 	}
@@ -272,10 +272,13 @@ func (c *cluster) storedResults(id string, calls []string, within time.Duration)
 // within passed, and returns the last one read.
 func (c *cluster) finalState(id string, within time.Duration) *turn.State {
 	c.t.Helper()
-	st, _ := settle(within, func() (*turn.State, bool) {
+	st, took := settle(within, func() (*turn.State, bool) {
 		st := c.state(id)
 		return st, st.Status != turn.StatusRunning
 	})
+	if took > time.Second {
+		c.t.Logf("turn %s: state settled (%s by %s) %s after the end was seen", id, st.Status, st.Owner, took.Round(time.Millisecond))
+	}
 	return st
 }
 
