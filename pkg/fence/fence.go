@@ -3,7 +3,8 @@
 // call (pkg/toolexec) or a remote hook request (pkg/hook/hooknats).
 //
 // The turn service sets a check that waits until the turn's worker events
-// are stored in LLMW_EVENTS. Every event is fenced on the turn's last
+// are stored in LLMW_EVENTS (all but the llmw.tool.started of calls about
+// to go out, which a stored checkpoint lists already). Every event is fenced on the turn's last
 // stored event (docs/architecture.md#fencing), so a nil check proves that
 // no other replica took the turn over before this point; a replica that
 // lost its turn gets an error instead and publishes the call or request

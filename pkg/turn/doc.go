@@ -113,8 +113,10 @@
 // subscribers see only stored events. Once another replica published for
 // the turn, the server refuses the rest (ErrFenced) and the run stops
 // quietly; Flush waits for the events to be stored, and the service calls
-// it before every checkpoint, tool call and hook request (pkg/fence) and
-// before it acknowledges the request. A replica continuing a turn reads
+// it before every checkpoint and before it acknowledges the request, and
+// FlushTo before every tool call and hook request (pkg/fence: every event
+// but the calls' own llmw.tool.started, whose calls a stored checkpoint
+// lists already). A replica continuing a turn reads
 // where its events end with LastEvent (docs/architecture.md#fencing).
 //
 // # Configuration

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -182,6 +183,7 @@ type EventPublisher struct {
 
 	mu      sync.Mutex
 	seq     uint64    // last seq given out
+	stored  uint64    // seq of the last event stored
 	fence   uint64    // stream sequence of the turn's last stored event
 	queue   []queued  // events waiting for the sender
 	arena   []byte    // their data
@@ -342,8 +344,18 @@ func digits(n int) int {
 // service calls it before every side effect outside the events stream.
 // Cancelling ctx stops the wait, not the sending.
 func (ep *EventPublisher) Flush(ctx context.Context) error {
+	return ep.FlushTo(ctx, math.MaxUint64)
+}
+
+// FlushTo is Flush for the events up to seq: it returns at once when they
+// are stored (and nothing stored or refused since failed), else it waits
+// as Flush does. It proves what Flush proves up to the event of seq.
+func (ep *EventPublisher) FlushTo(ctx context.Context, seq uint64) error {
 	ep.mu.Lock()
 	idle, err := ep.idle, ep.err
+	if seq <= ep.stored {
+		idle = nil
+	}
 	ep.mu.Unlock()
 	if idle == nil || err != nil {
 		return err
@@ -395,6 +407,9 @@ func (ep *EventPublisher) send() {
 
 		ep.mu.Lock()
 		ep.fence, ep.err = fence, err
+		if err == nil {
+			ep.stored = ep.batch[len(ep.batch)-1].seq
+		}
 		ep.mu.Unlock()
 	}
 }

@@ -561,3 +561,63 @@ func (h *heldStream) stored() []*nats.Msg {
 	defer h.mu.Unlock()
 	return append([]*nats.Msg(nil), h.msgs...)
 }
+
+// FlushTo answers for the events up to a seq: at once when they are
+// stored though later ones wait, with the refusal once a later event was
+// refused (the publisher lost the turn), and like Flush for an event not
+// stored yet.
+func TestEventPublisherFlushTo(t *testing.T) {
+	e := natstest.Start(t, natstest.Options{Provision: true})
+	ctx := natstest.Context(t)
+	ep := turn.NewPublisher(e.NC, turn.PublisherOptions{Instance: "a"}).Turn("t1", "s1", turn.Position{})
+	first, err := ep.Publish(events.TurnStep{Step: 1, Attempt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ep.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	release := turn.HoldSender(ep)
+	second, err := ep.Publish(events.ToolStarted{CallID: "c1", Name: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ep.FlushTo(ctx, first); err != nil {
+		t.Fatalf("FlushTo(%d) with %d held: %v", first, second, err)
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if err := ep.FlushTo(short, second); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("FlushTo(%d) while it is held = %v; want the context's deadline", second, err)
+	}
+	release()
+	if err := ep.FlushTo(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	if got := storedEvents(t, e, "llmw.events.s1.t1.*"); len(got) != 2 {
+		t.Fatalf("%d events stored, want 2", len(got))
+	}
+
+	// Another replica takes the turn over: the next event is refused, and
+	// from then on even the events stored before answer with the refusal.
+	pos, err := turn.LastEvent(ctx, e.NC, "", "s1", "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := turn.NewPublisher(e.NC, turn.PublisherOptions{Instance: "b"}).Turn("t1", "s1", pos)
+	if _, err := owner.Publish(events.TurnStarted{TurnID: "t1", SessionID: "s1", Resumed: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := owner.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ep.Publish(events.ToolStarted{CallID: "c2", Name: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ep.Flush(ctx); !errors.Is(err, turn.ErrFenced) {
+		t.Fatalf("Flush = %v; want ErrFenced", err)
+	}
+	if err := ep.FlushTo(ctx, first); !errors.Is(err, turn.ErrFenced) {
+		t.Fatalf("FlushTo(%d) after the refusal = %v; want ErrFenced", first, err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -35,10 +36,13 @@ type turnRun struct {
 	ctx     context.Context
 	cancelF context.CancelCauseFunc
 
-	ep   *EventPublisher
-	base State // request and session prefix of the checkpoints
-	rev  uint64
-	step atomic.Int64
+	ep *EventPublisher
+	// fenceSeq is the seq of the last event published that the run's
+	// fence waits for: every event but llmw.tool.started (emit).
+	fenceSeq atomic.Uint64
+	base     State // request and session prefix of the checkpoints
+	rev      uint64
+	step     atomic.Int64
 
 	// silenced: this run must publish and write nothing more (another
 	// replica owns the turn, or it was handed off by Stop); nak says the
@@ -83,17 +87,27 @@ func (t *turnRun) handOff(cause error) {
 // EventPublisher.Flush): before a checkpoint, a side effect outside the
 // events stream and the request's acknowledgement. An error silences the
 // run (lost).
-func (t *turnRun) flush() error {
+func (t *turnRun) flush() error { return t.flushTo(math.MaxUint64) }
+
+// flushTo is flush for the events up to seq (EventPublisher.FlushTo).
+func (t *turnRun) flushTo(seq uint64) error {
 	ctx, cancel := context.WithTimeout(t.s.root, t.s.pub.retry+kvTimeout)
 	defer cancel()
-	err := t.ep.Flush(ctx)
+	err := t.ep.FlushTo(ctx, seq)
 	if err != nil {
 		t.lost(err)
 	}
 	return err
 }
 
-// fence is the run's fence.Func.
+// fence is the run's fence.Func: the events published so far are stored,
+// but for the llmw.tool.started of the calls about to go out. Those need
+// not be: a call runs only once the checkpoint that lists it is stored
+// (written with its expected revision, after a flush), so a replica that
+// claimed the turn since continues from that checkpoint and publishes the
+// same call, which the duplicate window keeps once
+// (docs/architecture.md#fencing). Waiting for them would put a round trip
+// to the events stream between every step's checkpoint and its calls.
 func (t *turnRun) fence() error {
 	if t.silenced.Load() {
 		return ErrOwnershipLost
@@ -101,7 +115,17 @@ func (t *turnRun) fence() error {
 	if t.ep == nil {
 		return nil
 	}
-	return t.flush()
+	return t.flushTo(t.fenceSeq.Load())
+}
+
+// emit publishes ev and, unless it is a llmw.tool.started, records its
+// seq as the one the run's fence waits for.
+func (t *turnRun) emit(ev events.WorkerEvent) (uint64, error) {
+	seq, err := t.ep.Publish(ev)
+	if _, started := ev.(events.ToolStarted); err == nil && !started {
+		t.fenceSeq.Store(seq)
+	}
+	return seq, err
 }
 
 // lost ends a run whose events were not stored: refused because another
@@ -658,9 +682,9 @@ func (s *Service) claimEvents(t *turnRun, st *State, sc scanned) bool {
 		t.ep = s.pub.Turn(t.id, t.session, sc.pos)
 		t.results, t.started = sc.results, sc.started
 		for _, a := range sc.open {
-			_, _ = t.ep.Publish(a)
+			_, _ = t.emit(a)
 		}
-		_, _ = t.ep.Publish(events.TurnStarted{TurnID: t.id, SessionID: t.session, Model: st.Request.Model, Resumed: true})
+		_, _ = t.emit(events.TurnStarted{TurnID: t.id, SessionID: t.session, Model: st.Request.Model, Resumed: true})
 		ctx, cancel := context.WithTimeout(s.root, s.pub.retry+kvTimeout)
 		err := t.ep.Flush(ctx)
 		cancel()
@@ -1049,7 +1073,7 @@ func (t *turnRun) Observe(ev worker.Event) {
 		}
 		t.mu.Unlock()
 	}
-	_, err := t.ep.Publish(data)
+	_, err := t.emit(data)
 	if err == nil {
 		return
 	}
@@ -1105,7 +1129,7 @@ func (t *turnRun) storeSession(msgs []events.Message) *events.TurnEnded {
 }
 
 func (t *turnRun) publish(ev events.WorkerEvent) {
-	if _, err := t.ep.Publish(ev); err != nil {
+	if _, err := t.emit(ev); err != nil {
 		t.failed(ev, err)
 	}
 }
