@@ -69,6 +69,11 @@ type Config struct {
 	// MaxDeliver bounds the deliveries of one request (0 = the default:
 	// unlimited).
 	MaxDeliver int
+	// RetryTimeout bounds how long a turn's events and state writes are
+	// retried while their stream cannot take them (no leader, no quorum)
+	// before the turn is handed off, or its end left to the request's next
+	// delivery (0 = DefaultRetryTimeout).
+	RetryTimeout time.Duration
 
 	// IngestTimeout bounds the wait for ingest's reply to a completion
 	// request (0 = ingest.DefaultRequestTimeout).
@@ -137,7 +142,7 @@ func (c *Config) withDefaults() error {
 	if strings.ContainsAny(c.Instance, " \t\r\n/.*>") {
 		return fmt.Errorf("%w: instance %q must not contain spaces, '/', '.', '*' or '>'", ErrInvalidConfig, c.Instance)
 	}
-	if c.MaxConcurrent < 0 || c.AckWait < 0 || c.MaxDeliver < 0 || c.DefaultMaxSteps < 0 || c.StreamBuffer < 0 {
+	if c.MaxConcurrent < 0 || c.AckWait < 0 || c.MaxDeliver < 0 || c.DefaultMaxSteps < 0 || c.StreamBuffer < 0 || c.RetryTimeout < 0 {
 		return fmt.Errorf("%w: negative bound", ErrInvalidConfig)
 	}
 	seen := map[string]bool{}

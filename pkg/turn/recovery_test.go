@@ -309,3 +309,81 @@ func (e *env) claimState(id, owner string) error {
 	_, err = kv.Update(ctx, turn.StateKey(id), b, entry.Revision())
 	return err
 }
+
+// A turn whose end is stored in its events but whose state took no write
+// (the bucket refused every write for RetryTimeout) is not left saying
+// running with its request gone: the request comes back, and a replica
+// records the end from the events once the bucket takes writes again,
+// without publishing a second end.
+func TestEndRecordedAfterTheStateTookNoWrite(t *testing.T) {
+	e := newEnv(t)
+	id := newID("no-write")
+	restore := make(chan func(), 1)
+	step := llmtest.TextStep("the answer")
+	step.OnCall = func(ctx context.Context, _ *llm.Request) error {
+		// The checkpoint before this model call is stored; the final
+		// write that follows it is refused.
+		restore <- e.refuseStateWrites()
+		return nil
+	}
+	e.scripted(llmtest.NewScripted(step))
+	e.startTurn(turn.Config{Instance: "a", AckWait: 2 * time.Minute, RetryTimeout: 300 * time.Millisecond})
+	w := e.watch(id)
+	e.submit(events.TurnRequest{TurnID: id, Model: "test:m", Messages: []events.Message{events.UserText("go")}})
+	w.completed()
+	undo := <-restore
+	ctx := natstest.Context(t)
+	cons, err := e.js.Consumer(ctx, events.StreamTurns, turn.ConsumerName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, "the request to come back", func() bool {
+		info, err := cons.Info(ctx)
+		return err == nil && info.NumRedelivered > 0
+	})
+	if st, ok, err := turn.LoadState(ctx, e.js, id); err != nil || !ok || st.Status != turn.StatusRunning {
+		t.Fatalf("state before the bucket takes writes: %+v, %v, %v", st, ok, err)
+	}
+	undo()
+	natstest.Eventually(t, "the state to record the end", func() bool {
+		st, ok, err := turn.LoadState(ctx, e.js, id)
+		return err == nil && ok && st.Status == turn.StatusCompleted
+	})
+	natstest.Eventually(t, "the request to be answered", func() bool {
+		info, err := cons.Info(ctx)
+		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+	})
+	evs := w.events()
+	if n := count(evs, events.TypeTurnCompleted); n != 1 {
+		t.Fatalf("%d completed events:%s", n, describe(evs))
+	}
+	checkSeq(t, evs)
+}
+
+// refuseStateWrites makes LLMW_TURN_STATE refuse every write (its
+// messages may be no larger than 16 bytes) and returns what undoes it.
+func (e *env) refuseStateWrites() func() {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := e.js.Stream(ctx, "KV_"+events.BucketTurnState)
+	if err != nil {
+		e.t.Error(err)
+		return func() {}
+	}
+	cfg := s.CachedInfo().Config
+	was := cfg.MaxMsgSize
+	cfg.MaxMsgSize = 16
+	if _, err := e.js.UpdateStream(ctx, cfg); err != nil {
+		e.t.Error(err)
+		return func() {}
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		cfg.MaxMsgSize = was
+		if _, err := e.js.UpdateStream(ctx, cfg); err != nil {
+			e.t.Error(err)
+		}
+	}
+}

@@ -596,10 +596,7 @@ func (s *Service) failRun(t *turnRun, code string, err error) {
 		t.end()
 		return
 	}
-	if isConflict(t.recordEnd(StatusFailed, err.Error(), code)) {
-		return // the request is the replica's that wrote the state
-	}
-	_ = t.msg.TermWithReason(code)
+	t.answerEnd(t.recordEnd(StatusFailed, err.Error(), code), func() { _ = t.msg.TermWithReason(code) })
 }
 
 // recover continues a running turn from its checkpoint: aborts for the
@@ -674,9 +671,7 @@ func (s *Service) claimEvents(t *turnRun, st *State, sc scanned) bool {
 				}
 			}
 			t.ep = s.pub.Turn(t.id, t.session, sc.pos)
-			if !isConflict(t.writeFinal(status, reason, code)) {
-				_ = t.msg.Ack()
-			}
+			t.answerEnd(t.writeFinal(status, reason, code), func() { _ = t.msg.Ack() })
 			return false
 		}
 		t.ep = s.pub.Turn(t.id, t.session, sc.pos)
@@ -1026,10 +1021,24 @@ func (t *turnRun) finish(res *worker.Result, err error) {
 		t.mu.Unlock()
 		werr = t.recordEnd(StatusFailed, reason, code)
 	}
-	if isConflict(werr) {
-		return // the request is the replica's that wrote the state
+	t.answerEnd(werr, func() { _ = t.msg.Ack() })
+}
+
+// answerEnd answers the request once the turn's end, stored in its
+// events, was written to its state (err): done (an ack, or a term for a
+// failure) when it was; nothing after a conflict, since the replica that
+// wrote the state answers; and when the write failed (the bucket took no
+// write for RetryTimeout), a delayed nak, so that the request's next
+// delivery records the end (recover finds it in its scan) instead of the
+// state saying running for good.
+func (t *turnRun) answerEnd(err error, done func()) {
+	switch {
+	case err == nil:
+		done()
+	case isConflict(err):
+	default:
+		_ = t.msg.NakWithDelay(time.Second)
 	}
-	_ = t.msg.Ack()
 }
 
 // Observe publishes a worker event on P.events.<session>.<turn>.<channel>.

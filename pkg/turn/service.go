@@ -97,7 +97,7 @@ func New(nc *nats.Conn, cfg Config) (*Service, error) {
 		local:   map[string]tool.Tool{},
 		running: map[string]*turnRun{}, orphanCancels: map[string]time.Time{},
 	}
-	s.pub = NewPublisher(nc, PublisherOptions{Prefix: cfg.Prefix, Service: "turn", Instance: cfg.Instance})
+	s.pub = NewPublisher(nc, PublisherOptions{Prefix: cfg.Prefix, Service: "turn", Instance: cfg.Instance, RetryTimeout: cfg.RetryTimeout})
 	s.tools = toolexec.NewClient(nc, js, toolexec.ClientOptions{Prefix: cfg.Prefix, Source: s.source})
 	s.provider = cfg.Provider
 	if s.provider == nil {
