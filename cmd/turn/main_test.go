@@ -29,11 +29,16 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"extra"}, nil, "unexpected arguments"},
 		{nil, map[string]string{"LLMW_ACK_WAIT": "soon"}, "LLMW_ACK_WAIT"},
 		{nil, map[string]string{"LLMW_MAX_CONCURRENT": "many"}, "LLMW_MAX_CONCURRENT"},
+		{nil, map[string]string{"LLMW_RETRY_TIMEOUT": "soon"}, "LLMW_RETRY_TIMEOUT"},
 		{[]string{"--log-format", "xml"}, nil, "--log-format"},
 		{[]string{"--instance", "a.b"}, nil, "instance"},
 	} {
 		var out bytes.Buffer
-		code := run(context.Background(), tc.args, env(tc.env), &out)
+		// Bounded: a setting the command does not refuse lets it try to
+		// connect and serve instead of exiting.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		code := run(ctx, tc.args, env(tc.env), &out)
+		cancel()
 		if code != 2 || !strings.Contains(out.String(), tc.want) {
 			t.Errorf("%v %v: code %d, output %q; want 2 and %q", tc.args, tc.env, code, out.String(), tc.want)
 		}

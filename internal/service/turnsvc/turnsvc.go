@@ -29,6 +29,7 @@ type Options struct {
 	DefaultTools string
 	FinishedTTL  time.Duration
 	CancelTTL    time.Duration
+	RetryTimeout time.Duration
 	// Ephemeral is turn.Config.Ephemeral: the store goes with the process
 	// (set by the stack for an embedded server's temporary store).
 	Ephemeral bool
@@ -68,6 +69,7 @@ func (s *Service) Flags(f *service.Flags) {
 	f.String(&s.DefaultTools, "default-tools", "LLMW_DEFAULT_TOOLS", "", `comma-separated tool patterns of a request without "tools" (e.g. "*")`)
 	f.Duration(&s.FinishedTTL, "finished-ttl", "LLMW_FINISHED_TTL", 0, "how long an ended turn's state is kept; its id is taken until then (0 = 24h, negative = forever)")
 	f.Duration(&s.CancelTTL, "cancel-ttl", "LLMW_CANCEL_TTL", 0, "how long a cancel of a not yet started turn waits for its submit (0 = 10m, negative = not at all)")
+	f.Duration(&s.RetryTimeout, "retry-timeout", "LLMW_RETRY_TIMEOUT", 0, "how long a turn's events and state writes are retried while their stream has no leader before the turn is handed off (0 = 30s)")
 }
 
 // Start starts the hook registry watcher and the turn service.
@@ -77,7 +79,7 @@ func (s *Service) Start(ctx context.Context, env service.Env) (service.Stopper, 
 		Prefix: env.Prefix, Instance: env.Instance, Logger: env.Log, Hooks: chain,
 		DefaultTools: service.SplitList(s.DefaultTools), MaxConcurrent: s.MaxConcurrent, AckWait: s.AckWait,
 		IdleTimeout: s.IdleTimeout, StepRetries: s.StepRetries, DefaultMaxSteps: s.MaxSteps,
-		FinishedTTL: s.FinishedTTL, CancelTTL: s.CancelTTL, Ephemeral: s.Ephemeral,
+		FinishedTTL: s.FinishedTTL, CancelTTL: s.CancelTTL, RetryTimeout: s.RetryTimeout, Ephemeral: s.Ephemeral,
 		Provision: env.Provision(),
 	})
 	if err != nil {
