@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -89,7 +90,18 @@ func runSide(args []string) error {
 	turns := fs.Int("turns", -1, "turns measured (-1 = the side's default)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured turns to this file")
 	memProfile := fs.String("memprofile", "", "write an allocation profile (every 512 bytes) to this file")
+	traceFile := fs.String("trace", "", "write an execution trace (runtime/trace) of the run to this file")
 	_ = fs.Parse(args)
+	if *traceFile != "" {
+		f, err := os.Create(*traceFile)
+		if err != nil {
+			return err
+		}
+		if err := trace.Start(f); err != nil {
+			return err
+		}
+		defer func() { trace.Stop(); _ = f.Close() }()
+	}
 	if *memProfile != "" {
 		runtime.MemProfileRate = 512
 		defer func() {

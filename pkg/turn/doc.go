@@ -56,7 +56,12 @@
 // at every step boundary with the expected revision; a revision conflict,
 // or a worker event the stream refuses (see Worker events), means another
 // replica owns the turn, and this run stops without publishing anything
-// more.
+// more. The checkpoint before a model call is written while the call is
+// made (the call has no effect outside the turn, and a replica continuing
+// from the checkpoint before it makes the call again); the next
+// checkpoint, every tool call and hook request, the session's transcript
+// and the run's end wait for it, and its failure stops the call and the
+// run.
 //
 // When a request is delivered, its turn's state decides: none → a fresh
 // run; running (a replica died, or stopped at a step boundary) → the turn
@@ -112,8 +117,10 @@
 // P.events.<session|_>.<turn>.<channel> and republishes it there, so live
 // subscribers see only stored events. Once another replica published for
 // the turn, the server refuses the rest (ErrFenced) and the run stops
-// quietly; Flush waits for the events to be stored, and the service calls
-// it before every checkpoint and before it acknowledges the request, and
+// quietly; Flush waits for the events published before it to be stored
+// (not for those published while it waits), and the service calls it (or
+// FlushTo the checkpoint's seq) before every checkpoint and before it
+// acknowledges the request, and
 // FlushTo before every tool call and hook request (pkg/fence: every event
 // but the calls' own llmw.tool.started, whose calls a stored checkpoint
 // lists already). A replica continuing a turn reads

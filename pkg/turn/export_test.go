@@ -10,11 +10,14 @@ func HoldSender(ep *EventPublisher) (release func()) {
 		if !ep.sending {
 			break
 		}
-		idle := ep.idle
+		if ep.advanced == nil {
+			ep.advanced = make(chan struct{})
+		}
+		advanced := ep.advanced
 		ep.mu.Unlock()
-		<-idle
+		<-advanced
 	}
-	ep.sending, ep.idle = true, make(chan bool)
+	ep.sending = true
 	ep.mu.Unlock()
 	return func() { go ep.send() }
 }

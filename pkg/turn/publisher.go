@@ -123,7 +123,7 @@ type Position struct {
 // that has events), so that seq goes on without a gap or a repeat and the
 // first publish is fenced on the last stored event.
 func (p *Publisher) Turn(turnID, sessionID string, last Position) *EventPublisher {
-	ep := &EventPublisher{p: p, turnID: turnID, sessionID: sessionID, seq: last.Seq, fence: last.StreamSeq,
+	ep := &EventPublisher{p: p, turnID: turnID, sessionID: sessionID, seq: last.Seq, stored: last.Seq, fence: last.StreamSeq,
 		filter: p.subjects.Events(sessionID, turnID, "*"),
 		w:      cenats.NewWriter(events.Envelope{Source: p.source, Subject: turnID, TurnID: turnID, SessionID: sessionID}, cenats.Options{})}
 	ep.filterHdr[0] = ep.filter
@@ -182,14 +182,16 @@ type EventPublisher struct {
 	filter            string
 
 	mu      sync.Mutex
-	seq     uint64    // last seq given out
-	stored  uint64    // seq of the last event stored
-	fence   uint64    // stream sequence of the turn's last stored event
-	queue   []queued  // events waiting for the sender
-	arena   []byte    // their data
-	sending bool      // a sender goroutine runs
-	idle    chan bool // closed when the sender stops
-	err     error     // sticky: ErrFenced or ErrEventsUnavailable
+	seq     uint64   // last seq given out
+	stored  uint64   // seq of the last event stored
+	fence   uint64   // stream sequence of the turn's last stored event
+	queue   []queued // events waiting for the sender
+	arena   []byte   // their data
+	sending bool     // a sender goroutine runs
+	// advanced, made by a waiting FlushTo, is closed when the sender
+	// stored a batch, failed or stopped (advance).
+	advanced chan struct{}
+	err      error // sticky: ErrFenced or ErrEventsUnavailable
 
 	// The sender's own: what it sends, the writer and the fence headers.
 	batch       []queued
@@ -286,7 +288,7 @@ func (ep *EventPublisher) Publish(ev events.WorkerEvent) (uint64, error) {
 	}
 	ep.queue = append(ep.queue, q)
 	if !ep.sending {
-		ep.sending, ep.idle = true, make(chan bool)
+		ep.sending = true
 		go ep.send()
 	}
 	return ep.seq, nil
@@ -342,32 +344,43 @@ func digits(n int) int {
 // ErrEventsUnavailable). A nil Flush proves that no other replica stored
 // an event of the turn before the last one of this publisher: the turn
 // service calls it before every side effect outside the events stream.
-// Cancelling ctx stops the wait, not the sending.
+// Events published while it waits are not waited for. Cancelling ctx
+// stops the wait, not the sending.
 func (ep *EventPublisher) Flush(ctx context.Context) error {
 	return ep.FlushTo(ctx, math.MaxUint64)
 }
 
-// FlushTo is Flush for the events up to seq: it returns at once when they
-// are stored (and nothing stored or refused since failed), else it waits
-// as Flush does. It proves what Flush proves up to the event of seq.
+// FlushTo is Flush for the events up to seq (at most the last published):
+// it returns once they are stored, or with the error that stopped the
+// sender (ErrFenced, ErrEventsUnavailable, also when they were stored
+// before it). It proves what Flush proves up to the event of seq.
 func (ep *EventPublisher) FlushTo(ctx context.Context, seq uint64) error {
 	ep.mu.Lock()
-	idle, err := ep.idle, ep.err
-	if seq <= ep.stored {
-		idle = nil
+	seq = min(seq, ep.seq)
+	for ep.err == nil && ep.sending && seq > ep.stored {
+		if ep.advanced == nil {
+			ep.advanced = make(chan struct{})
+		}
+		advanced := ep.advanced
+		ep.mu.Unlock()
+		select {
+		case <-advanced:
+		case <-ctx.Done():
+			return fmt.Errorf("turn: flush events of turn %s: %w", ep.turnID, context.Cause(ctx))
+		}
+		ep.mu.Lock()
 	}
-	ep.mu.Unlock()
-	if idle == nil || err != nil {
-		return err
-	}
-	select {
-	case <-idle:
-	case <-ctx.Done():
-		return fmt.Errorf("turn: flush events of turn %s: %w", ep.turnID, context.Cause(ctx))
-	}
-	ep.mu.Lock()
 	defer ep.mu.Unlock()
 	return ep.err
+}
+
+// advance wakes the waiters of FlushTo: the sender stored a batch, failed
+// or stopped. The caller holds ep.mu.
+func (ep *EventPublisher) advance() {
+	if ep.advanced != nil {
+		close(ep.advanced)
+		ep.advanced = nil
+	}
 }
 
 // keepArena is the capacity of an event arena that is kept while the
@@ -393,8 +406,7 @@ func (ep *EventPublisher) send() {
 				ep.batchArena = nil
 			}
 			ep.sending = false
-			close(ep.idle)
-			ep.idle = nil
+			ep.advance()
 			ep.mu.Unlock()
 			return
 		}
@@ -410,6 +422,7 @@ func (ep *EventPublisher) send() {
 		if err == nil {
 			ep.stored = ep.batch[len(ep.batch)-1].seq
 		}
+		ep.advance()
 		ep.mu.Unlock()
 	}
 }

@@ -621,3 +621,46 @@ func TestEventPublisherFlushTo(t *testing.T) {
 		t.Fatalf("FlushTo(%d) after the refusal = %v; want ErrFenced", first, err)
 	}
 }
+
+// A flush waits for the events published before it, not for those that
+// keep coming while it waits: the checkpoint written during a model call
+// (pkg/turn's pipelined checkpoint) flushes the events it counts while
+// the call's deltas stream on, and must not wait for the stream's end.
+func TestFlushDoesNotWaitForLaterEvents(t *testing.T) {
+	e := natstest.Start(t, natstest.Options{Provision: true})
+	ctx := natstest.Context(t)
+	ep := turn.NewPublisher(e.NC, turn.PublisherOptions{Instance: "a", KeepDeltas: true}).Turn("t1", "s1", turn.Position{})
+	if _, err := ep.Publish(events.TurnStep{Step: 1, Attempt: 1}); err != nil {
+		t.Fatal(err)
+	}
+	flushed := make(chan struct{})
+	publishing := make(chan error, 1)
+	go func() {
+		// Deltas as fast as Publish takes them, for far longer than a
+		// flush of the first event needs: the sender never runs dry.
+		deadline := time.Now().Add(10 * time.Second)
+		for i := 0; time.Now().Before(deadline); i++ {
+			select {
+			case <-flushed:
+				publishing <- nil
+				return
+			default:
+			}
+			if _, err := ep.Publish(events.WorkerBlockDelta{BlockDelta: events.TextDelta(0, "x"), Step: 1}); err != nil {
+				publishing <- err
+				return
+			}
+		}
+		publishing <- errors.New("still publishing when the deltas ran out: the flush waited for them")
+	}()
+	if err := ep.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	close(flushed)
+	if err := <-publishing; err != nil {
+		t.Fatal(err)
+	}
+	if err := ep.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook"
 	"github.com/llmworker/llmworker/pkg/llm"
@@ -17,6 +19,7 @@ import (
 	"github.com/llmworker/llmworker/pkg/tool"
 	"github.com/llmworker/llmworker/pkg/toolexec"
 	"github.com/llmworker/llmworker/pkg/turn"
+	"github.com/llmworker/llmworker/pkg/worker"
 )
 
 func countingTool(name string, runs *atomic.Int64, release <-chan struct{}) tool.Tool {
@@ -253,7 +256,9 @@ func TestEndRecordedOverAClaimThatCameTooLate(t *testing.T) {
 	claimed := make(chan error, 1)
 	step := llmtest.TextStep("the answer")
 	step.OnCall = func(ctx context.Context, _ *llm.Request) error {
-		// The checkpoint before this model call is stored: claim it.
+		// Once the checkpoint before this model call is stored (it is
+		// written while the call is made), claim it.
+		e.awaitRevision(id, 2)
 		claimed <- e.claimState(id, "b")
 		return nil
 	}
@@ -278,6 +283,87 @@ func TestEndRecordedOverAClaimThatCameTooLate(t *testing.T) {
 	if st.Status != turn.StatusCompleted || st.Owner != "a" {
 		t.Fatalf("state %s by %q, want completed by a", st.Status, st.Owner)
 	}
+	e.consumerIdle(t)
+}
+
+// awaitRevision waits until turn id's state has had rev writes: a new
+// turn's state is created (1), then its first checkpoint is written (2).
+func (e *env) awaitRevision(id string, rev uint64) {
+	natstest.Eventually(e.t, fmt.Sprintf("revision %d of the state", rev), func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		kv, err := e.js.KeyValue(ctx, events.BucketTurnState)
+		if err != nil {
+			return false
+		}
+		entry, err := kv.Get(ctx, turn.StateKey(id))
+		return err == nil && entry.Revision() >= rev
+	})
+}
+
+// The checkpoint before a model call is written while the call is made:
+// here the state takes no write while the second model call runs, and the
+// call is made all the same. Its checkpoint then fails (the bucket took
+// no write for RetryTimeout), which stops the call and hands the turn
+// off: the request's next delivery continues it from the checkpoint that
+// was stored, with the tool's result, once the bucket takes writes again.
+func TestModelCallMadeWhileItsCheckpointIsWritten(t *testing.T) {
+	e := newEnv(t)
+	id := newID("pipelined")
+	restore := make(chan func(), 1)
+	var runs atomic.Int64
+	refusing := tool.Must("refusing", "makes the state refuse writes", func(ctx context.Context, _ noArgs) (string, error) {
+		if runs.Add(1) == 1 {
+			restore <- e.refuseStateWrites()
+		}
+		return "done", nil
+	})
+	called := make(chan string, 1)
+	second := llmtest.BlockingStep("never fin")
+	second.OnCall = func(ctx context.Context, _ *llm.Request) error {
+		rctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		st, _, err := turn.LoadState(rctx, e.js, id)
+		if err != nil || st.Checkpoint == nil {
+			called <- fmt.Sprintf("no checkpoint (%v)", err)
+		} else {
+			called <- string(st.Checkpoint.Phase)
+		}
+		return nil
+	}
+	e.scripted(llmtest.NewScripted(
+		llmtest.ToolStep(llmtest.ToolCallSpec{ID: "c1", Name: "refusing", Input: `{}`}),
+		second,
+		llmtest.TextStep("the answer"),
+	))
+	e.startToolexec(toolexec.Config{}, refusing)
+	e.startTurn(turn.Config{Instance: "a", AckWait: 2 * time.Minute, RetryTimeout: 300 * time.Millisecond})
+	w := e.watch(id)
+	e.submit(events.TurnRequest{TurnID: id, Model: "test:m", Messages: []events.Message{events.UserText("go")}, Tools: []string{"refusing"}})
+	select {
+	case phase := <-called:
+		if phase != string(worker.PhaseTools) {
+			t.Fatalf("the state during the second model call: %s, want the first step's phase %q (its own checkpoint not stored yet)", phase, worker.PhaseTools)
+		}
+	case <-time.After(waitFor):
+		t.Fatalf("no second model call:%s", describe(w.events()))
+	}
+	// The run hands the turn off once it stopped the call (the call blocks
+	// until then).
+	e.awaitRedelivery()
+	(<-restore)()
+	done := w.completed()
+	if got := done.Messages[len(done.Messages)-1].Text(); got != "the answer" {
+		t.Fatalf("final text %q", got)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("the tool ran %d times", n)
+	}
+	evs := w.events()
+	if n := count(evs, events.TypeTurnCompleted); n != 1 {
+		t.Fatalf("%d completed events:%s", n, describe(evs))
+	}
+	checkSeq(t, evs)
 	e.consumerIdle(t)
 }
 
@@ -321,8 +407,10 @@ func TestEndRecordedAfterTheStateTookNoWrite(t *testing.T) {
 	restore := make(chan func(), 1)
 	step := llmtest.TextStep("the answer")
 	step.OnCall = func(ctx context.Context, _ *llm.Request) error {
-		// The checkpoint before this model call is stored; the final
-		// write that follows it is refused.
+		// Once the checkpoint before this model call is stored (it is
+		// written while the call is made), the final write that follows
+		// it is refused.
+		e.awaitRevision(id, 2)
 		restore <- e.refuseStateWrites()
 		return nil
 	}
@@ -333,14 +421,7 @@ func TestEndRecordedAfterTheStateTookNoWrite(t *testing.T) {
 	w.completed()
 	undo := <-restore
 	ctx := natstest.Context(t)
-	cons, err := e.js.Consumer(ctx, events.StreamTurns, turn.ConsumerName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	natstest.Eventually(t, "the request to come back", func() bool {
-		info, err := cons.Info(ctx)
-		return err == nil && info.NumRedelivered > 0
-	})
+	cons := e.awaitRedelivery()
 	if st, ok, err := turn.LoadState(ctx, e.js, id); err != nil || !ok || st.Status != turn.StatusRunning {
 		t.Fatalf("state before the bucket takes writes: %+v, %v, %v", st, ok, err)
 	}
@@ -358,6 +439,22 @@ func TestEndRecordedAfterTheStateTookNoWrite(t *testing.T) {
 		t.Fatalf("%d completed events:%s", n, describe(evs))
 	}
 	checkSeq(t, evs)
+}
+
+// awaitRedelivery waits until a turn request was delivered again and
+// returns the turn service's consumer.
+func (e *env) awaitRedelivery() jetstream.Consumer {
+	e.t.Helper()
+	ctx := natstest.Context(e.t)
+	cons, err := e.js.Consumer(ctx, events.StreamTurns, turn.ConsumerName)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	natstest.Eventually(e.t, "the request to come back", func() bool {
+		info, err := cons.Info(ctx)
+		return err == nil && info.NumRedelivered > 0
+	})
+	return cons
 }
 
 // refuseStateWrites makes LLMW_TURN_STATE refuse every write (its

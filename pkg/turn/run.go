@@ -41,8 +41,12 @@ type turnRun struct {
 	// fence waits for: every event but llmw.tool.started (emit).
 	fenceSeq atomic.Uint64
 	base     State // request and session prefix of the checkpoints
-	rev      uint64
-	step     atomic.Int64
+	// rev is the revision of the state this run wrote last.
+	rev atomic.Uint64
+	// pending is the checkpoint being written while the model call after
+	// it is made (checkpoint); nil when none was.
+	pending atomic.Pointer[pendingWrite]
+	step    atomic.Int64
 
 	// silenced: this run must publish and write nothing more (another
 	// replica owns the turn, or it was handed off by Stop); nak says the
@@ -109,6 +113,9 @@ func (t *turnRun) flushTo(seq uint64) error {
 // (docs/architecture.md#fencing). Waiting for them would put a round trip
 // to the events stream between every step's checkpoint and its calls.
 func (t *turnRun) fence() error {
+	if err := t.settle(); err != nil {
+		return err
+	}
 	if t.silenced.Load() {
 		return ErrOwnershipLost
 	}
@@ -153,7 +160,7 @@ func (t *turnRun) owns() bool {
 	ctx, cancel := context.WithTimeout(t.s.root, kvTimeout)
 	defer cancel()
 	_, rev, err := t.s.leaderState(ctx, t.id)
-	return err == nil && rev == t.rev
+	return err == nil && rev == t.rev.Load()
 }
 
 // handle runs one delivered request to its end (or hand-off).
@@ -492,7 +499,7 @@ func sameMsg(a, b acker) bool {
 func (s *Service) abortCancelled(t *turnRun, req *events.TurnRequest, rev uint64, dg string) {
 	t.session = req.SessionID
 	t.ep = s.turnEvents(t.id, t.session)
-	t.rev = rev
+	t.rev.Store(rev)
 	stripped := *req
 	stripped.Messages = []events.Message{}
 	t.base = State{Version: StateVersion, Request: &stripped, RequestDigest: dg}
@@ -559,7 +566,7 @@ func (s *Service) fresh(t *turnRun, req *events.TurnRequest, dg string) bool {
 		_ = t.msg.NakWithDelay(time.Second)
 		return false
 	}
-	t.rev = rev
+	t.rev.Store(rev)
 	w, err := s.newWorker(t, req, tools)
 	if err != nil {
 		s.failRun(t, CodeInternal, err)
@@ -604,7 +611,7 @@ func (s *Service) failRun(t *turnRun, code string, err error) {
 // with stored results are not run again; the interrupted model call is made
 // again).
 func (s *Service) recover(t *turnRun, st *State, rev uint64) {
-	t.rev = rev
+	t.rev.Store(rev)
 	t.base = State{Version: StateVersion, Request: st.Request, RequestDigest: st.RequestDigest, SessionPrefix: st.SessionPrefix}
 	if st.Request == nil || st.Checkpoint == nil {
 		t.ep = s.turnEvents(t.id, "")
@@ -704,7 +711,7 @@ func (s *Service) claimEvents(t *turnRun, st *State, sc scanned) bool {
 
 // resume continues a paused turn with the decisions of a resume request.
 func (s *Service) resume(t *turnRun, st *State, rev uint64, req *events.ResumeRequest) {
-	t.rev = rev
+	t.rev.Store(rev)
 	t.base = State{Version: StateVersion, Request: st.Request, RequestDigest: st.RequestDigest, SessionPrefix: st.SessionPrefix}
 	if st.Request == nil || st.Checkpoint == nil {
 		t.ep = s.turnEvents(t.id, "")
@@ -818,7 +825,7 @@ func (t *turnRun) update(b []byte, ttl time.Duration) (uint64, error) {
 	backoff, retried := 50*time.Millisecond, false
 	for {
 		kctx, cancel := context.WithTimeout(t.s.root, kvTimeout)
-		rev, err := t.s.storeState(kctx, t.id, b, t.rev, ttl)
+		rev, err := t.s.storeState(kctx, t.id, b, t.rev.Load(), ttl)
 		cancel()
 		if err == nil {
 			return rev, nil
@@ -848,12 +855,13 @@ func (t *turnRun) update(b []byte, ttl time.Duration) (uint64, error) {
 // owns the turn (the run is silenced) or the write failed (the request is
 // left for redelivery).
 func (t *turnRun) write(st *State) bool {
+	_ = t.settle() // a checkpoint being written has the revision this one expects
 	b, err := marshalState(st)
 	if err == nil {
 		var rev uint64
 		rev, err = t.update(b, 0)
 		if err == nil {
-			t.rev = rev
+			t.rev.Store(rev)
 			return true
 		}
 	}
@@ -868,15 +876,27 @@ func (t *turnRun) write(st *State) bool {
 }
 
 // checkpoint is the worker's Checkpoint callback: the state is written
-// with the expected revision at every step boundary.
+// with the expected revision at every step boundary, after a flush of the
+// events it counts (its seq).
+//
+// The checkpoint before a model call is written while the call is made
+// (pendingWrite): the call and the events it streams are all that go
+// ahead of it. Neither needs it stored: a model call has no effect
+// outside the turn, the events are fenced on their own, and a replica
+// that continues from the checkpoint before makes the same call again.
+// Everything else waits for it (settle): the next checkpoint — the one
+// that lists a step's tool calls, which run only once it is stored — and
+// every side effect outside the events stream (the run's fence, the
+// session's transcript), and the run's end. A write that fails fails the
+// run there as a checkpoint that failed at once would; meanwhile it
+// silences the run and stops the model call. The model call no longer
+// waits for two round trips (the flush and the write).
 func (t *turnRun) checkpoint(_ context.Context, cp *worker.Checkpoint) error {
+	if err := t.settle(); err != nil {
+		return err
+	}
 	if t.silenced.Load() {
 		return ErrOwnershipLost
-	}
-	// The checkpoint records the events' seq, and tools run after it: the
-	// events must be stored, and the run still the turn's, first.
-	if err := t.flush(); err != nil {
-		return err
 	}
 	st := t.base
 	st.Status, st.Owner, st.Checkpoint, st.Seq, st.Updated = StatusRunning, t.s.cfg.Instance, cp, t.ep.Seq(), time.Now().UTC()
@@ -889,6 +909,53 @@ func (t *turnRun) checkpoint(_ context.Context, cp *worker.Checkpoint) error {
 		t.mu.Lock()
 		t.tooLarge = err
 		t.mu.Unlock()
+		return err
+	}
+	seq := t.ep.Seq()
+	if cp.Phase == worker.PhaseModel && !t.s.isDraining() {
+		p := &pendingWrite{done: make(chan struct{})}
+		t.pending.Store(p)
+		go func() {
+			defer close(p.done)
+			if p.err = t.store(b, seq); p.err != nil {
+				t.cancelF(p.err)
+			}
+		}()
+		return nil
+	}
+	if err := t.store(b, seq); err != nil {
+		return err
+	}
+	if cp.Phase != worker.PhasePaused && t.s.isDraining() {
+		t.silenced.Store(true)
+		t.nak.Store(true)
+		return ErrDraining
+	}
+	return nil
+}
+
+// pendingWrite is a checkpoint being written: err is its outcome once
+// done is closed.
+type pendingWrite struct {
+	done chan struct{}
+	err  error
+}
+
+// settle waits for the checkpoint being written, if any, and returns its
+// error (again at every call after a failure, when the run is silenced).
+func (t *turnRun) settle() error {
+	p := t.pending.Load()
+	if p == nil {
+		return nil
+	}
+	<-p.done
+	return p.err
+}
+
+// store writes the checkpoint b once the events up to seq, which it
+// counts, are stored.
+func (t *turnRun) store(b []byte, seq uint64) error {
+	if err := t.flushTo(seq); err != nil {
 		return err
 	}
 	rev, err := t.update(b, 0)
@@ -905,12 +972,7 @@ func (t *turnRun) checkpoint(_ context.Context, cp *worker.Checkpoint) error {
 		t.nak.Store(true)
 		return fmt.Errorf("%w: %w", ErrStateUnavailable, err)
 	}
-	t.rev = rev
-	if cp.Phase != worker.PhasePaused && t.s.isDraining() {
-		t.silenced.Store(true)
-		t.nak.Store(true)
-		return ErrDraining
-	}
+	t.rev.Store(rev)
 	return nil
 }
 
@@ -929,7 +991,7 @@ func (t *turnRun) writeFinal(status Status, reason, code string) error {
 	if err != nil {
 		return err
 	}
-	if t.rev == 0 {
+	if t.rev.Load() == 0 {
 		kctx, cancel := context.WithTimeout(t.s.root, kvTimeout)
 		_, err = t.s.storeState(kctx, t.id, b, 0, t.s.cfg.FinishedTTL)
 		cancel()
@@ -965,7 +1027,7 @@ func (t *turnRun) recordEnd(status Status, reason, code string) error {
 	err := t.writeFinal(status, reason, code)
 	// t.rev 0: the run never wrote the state, so the conflict is with a
 	// state some other run created, not with a claim of this run's.
-	for attempt := 1; isConflict(err) && t.rev != 0 && attempt <= endAttempts; attempt++ {
+	for attempt := 1; isConflict(err) && t.rev.Load() != 0 && attempt <= endAttempts; attempt++ {
 		ctx, cancel := context.WithTimeout(t.s.root, kvTimeout)
 		st, rev, rerr := t.s.leaderState(ctx, t.id)
 		cancel()
@@ -979,7 +1041,7 @@ func (t *turnRun) recordEnd(status Status, reason, code string) error {
 			return err
 		}
 		t.s.log.Info("turn: claimed after its end was stored; recording the end over the claim", "turn_id", t.id, "claimant", st.Owner)
-		t.rev = rev
+		t.rev.Store(rev)
 		err = t.writeFinal(status, reason, code)
 	}
 	return err
@@ -987,6 +1049,7 @@ func (t *turnRun) recordEnd(status Status, reason, code string) error {
 
 // finish acts on the worker's result: session, final state, ack.
 func (t *turnRun) finish(res *worker.Result, err error) {
+	_ = t.settle() // its failure silenced the run
 	if t.silenced.Load() || t.flush() != nil {
 		t.end()
 		return
@@ -1065,8 +1128,12 @@ func (t *turnRun) Observe(ev worker.Event) {
 	case events.TurnCompleted:
 		// The session is stored before the completed event goes out: a
 		// client that submits the session's next turn when it sees the
-		// event finds this turn's transcript.
+		// event finds this turn's transcript. Like every write outside
+		// the events, it waits for the checkpoint being written.
 		if t.session != "" {
+			if t.settle() != nil {
+				return // the run is silenced
+			}
 			if ov := t.storeSession(d.Messages); ov != nil {
 				t.mu.Lock()
 				t.override = ov
