@@ -1110,6 +1110,14 @@ func (t *turnRun) Observe(ev worker.Event) {
 		return
 	}
 	data := ev.Data
+	if terminal(data) && t.settle() != nil {
+		// The end waits for the checkpoint being written, so that the
+		// state lags it by the final write alone, as it did when the
+		// checkpoint before the model call was written first: a client
+		// that sees the end and submits the id again is told the turn
+		// ended. A failed write silenced the run.
+		return
+	}
 	switch d := data.(type) {
 	case events.TurnStarted:
 		if d.Resumed && t.claimed {
@@ -1128,12 +1136,8 @@ func (t *turnRun) Observe(ev worker.Event) {
 	case events.TurnCompleted:
 		// The session is stored before the completed event goes out: a
 		// client that submits the session's next turn when it sees the
-		// event finds this turn's transcript. Like every write outside
-		// the events, it waits for the checkpoint being written.
+		// event finds this turn's transcript.
 		if t.session != "" {
-			if t.settle() != nil {
-				return // the run is silenced
-			}
 			if ov := t.storeSession(d.Messages); ov != nil {
 				t.mu.Lock()
 				t.override = ov
@@ -1176,6 +1180,15 @@ func (t *turnRun) failed(ev events.WorkerEvent, err error) {
 }
 
 var _ worker.Observer = (*turnRun)(nil)
+
+// terminal says whether ev ends the turn.
+func terminal(ev events.WorkerEvent) bool {
+	switch ev.(type) {
+	case events.TurnCompleted, events.TurnFailed, events.TurnAborted:
+		return true
+	}
+	return false
+}
 
 // end is the end of a silenced run: the request is negatively
 // acknowledged when the turn is to continue elsewhere at once.
