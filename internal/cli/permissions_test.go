@@ -329,6 +329,8 @@ func TestRolesOnTheBus(t *testing.T) {
 	}
 	refused("toolexec", toolexec, s.Emit("", id, events.ChannelTurn))
 	refused("toolexec", toolexec, s.TurnSubmit())
+	// A host's results reach the turn through the stream only.
+	refused("toolexec", toolexec, s.ToolStored(id, "c1"))
 	refused("hookbridge", hookbridge, s.ToolResult(id, "c1"))
 	refused("reader", reader, s.TurnSubmit())
 	refused("reader", reader, s.TurnCancel(id))

@@ -161,6 +161,17 @@ func (s Subjects) ToolResultsOfTurn(turnID string) string {
 // ToolResultAll is P.tool.result.> (what LLMW_TOOLRESULTS captures).
 func (s Subjects) ToolResultAll() string { return s.join("tool", "result", ">") }
 
+// ToolStored is P.tool.stored.<turn_id>.<call_id>: where LLMW_TOOLRESULTS
+// republishes a result once it stored it, so that a message there is the
+// call's result of record (a duplicate, or a result the stream failed to
+// store, is not republished).
+func (s Subjects) ToolStored(turnID, callID string) string {
+	return s.join("tool", "stored", turnID, callID)
+}
+
+// ToolStoredAll is P.tool.stored.> (LLMW_TOOLRESULTS' republish).
+func (s Subjects) ToolStoredAll() string { return s.join("tool", "stored", ">") }
+
 // ToolCancel is P.tool.cancel.<turn_id>.<call_id>. It names the turn as
 // well as the call because call ids are not unique across turns (see
 // ToolMsgID): a cancel of one turn's call_1 must not stop another turn's.

@@ -152,7 +152,7 @@ func For(role Role, prefix string) Permissions {
 		for _, b := range []string{events.BucketTurnState, events.BucketSessions, events.BucketTools, events.BucketHooks} {
 			pub = append(pub, bucket(b)...)
 		}
-		sub = []string{s.TurnCancelAll(), p + ".llm.stream.>", s.ToolResultAll(), s.ToolProgressAll(), discovery, inbox}
+		sub = []string{s.TurnCancelAll(), p + ".llm.stream.>", s.ToolStoredAll(), s.ToolResultAll(), s.ToolProgressAll(), discovery, inbox}
 		responses = true
 	case Toolexec:
 		pub = []string{s.ToolResultAll(), s.ToolProgressAll()}
@@ -171,7 +171,7 @@ func For(role Role, prefix string) Permissions {
 		pub = append(pub, read(events.StreamEvents)...)
 		pub = append(pub, read(kv(events.BucketTools))...)
 		pub = append(pub, read(kv(events.BucketHooks))...)
-		sub = []string{s.ToolResultAll(), s.ToolProgressAll(), s.MCPResumeAll(), inbox}
+		sub = []string{s.ToolStoredAll(), s.ToolResultAll(), s.ToolProgressAll(), s.MCPResumeAll(), inbox}
 		responses = true
 	case Gateway:
 		pub = append([]string{s.TurnSubmit(), s.TurnResume(), s.TurnCancelAll()}, read(events.StreamEvents)...)

@@ -171,6 +171,10 @@ func StreamConfigs(o Options) []jetstream.StreamConfig {
 			Name:        events.StreamToolResults,
 			Description: "llmworker tool results",
 			Subjects:    []string{s.ToolResultAll()},
+			// Each result stored is republished on P.tool.stored.…, so
+			// that the turn waiting for it has the result of record
+			// without reading it back (toolexec.Client.Call).
+			RePublish:   &jetstream.RePublish{Source: s.ToolResultAll(), Destination: s.ToolStoredAll()},
 			Retention:   jetstream.LimitsPolicy,
 			MaxAge:      o.ToolResultsMaxAge,
 			Storage:     st,

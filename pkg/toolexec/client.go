@@ -97,6 +97,21 @@ func (c *Client) resultsStream(ctx context.Context) (jetstream.Stream, error) {
 	return st, nil
 }
 
+// republished says whether LLMW_TOOLRESULTS republishes each result it
+// stores on P.tool.stored.<turn_id>.<call_id> (provision configures it; a
+// stream made by hand, or by a version before, may not), as the stream's
+// configuration said when this client first read it. A message there is
+// the call's result of record: the stream republishes a result only once
+// it stored it, and neither a duplicate nor a result it failed to store.
+func (c *Client) republished(ctx context.Context) bool {
+	st, err := c.resultsStream(ctx)
+	if err != nil {
+		return false
+	}
+	rp := st.CachedInfo().Config.RePublish
+	return rp != nil && !rp.HeadersOnly && rp.Source == c.subjects.ToolResultAll() && rp.Destination == c.subjects.ToolStoredAll()
+}
+
 // StoredResult returns the result of a call already stored in
 // LLMW_TOOLRESULTS, as the stream's leader has it; ok is false when there
 // is none yet. A replica that is behind (a node back from a partition)
@@ -215,7 +230,14 @@ func (c *Client) Call(ctx context.Context, req events.ToolCallRequest, timeout t
 			req.Deadline = time.Now().Add(timeout)
 		}
 	}
+	// Where LLMW_TOOLRESULTS republishes what it stores, the result comes
+	// from there and is the one of record as it arrives; otherwise it
+	// comes as the host published it, and is read back (awaitStored).
+	republished := c.republished(ctx)
 	resSubj := c.subjects.ToolResult(req.TurnID, req.CallID)
+	if republished {
+		resSubj = c.subjects.ToolStored(req.TurnID, req.CallID)
+	}
 	ch := make(chan *nats.Msg, 4)
 	sub, err := c.nc.ChanSubscribe(resSubj, ch)
 	if err != nil {
@@ -320,6 +342,9 @@ func (c *Client) Call(ctx context.Context, req events.ToolCallRequest, timeout t
 			r, err := DecodeResult(m.Header, m.Data)
 			if err != nil || r.CallID != req.CallID {
 				continue // not ours or garbage: keep waiting for the real one
+			}
+			if republished {
+				return r, nil
 			}
 			// The message comes as the server routes it, which may be
 			// before the stream stored it, or without it storing it (a

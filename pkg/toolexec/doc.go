@@ -45,7 +45,10 @@
 // # Client and catalog
 //
 // Client and RemoteTool (a tool.Tool) are the calling side: subscribe to
-// P.tool.result.<turn>.<call>, return the stored result if
+// P.tool.stored.<turn>.<call>, where LLMW_TOOLRESULTS republishes each
+// result it stored (on a stream without that setting, to
+// P.tool.result.<turn>.<call>, and read the stored result back when a
+// message comes), return the stored result if
 // LLMW_TOOLRESULTS already has one (a resumed turn never runs a finished
 // call again; a call the model asked for in this run, tool.CallInfo.First,
 // has none and is not looked up), else publish the llmw.tool.call to JetStream with

@@ -19,8 +19,9 @@ import (
 // A result that LLMW_TOOLRESULTS stored but whose message never reached
 // the waiting client (its connection was cut off from the server that
 // routed it, a partitioned node) is found in the stream: the call ends
-// with it instead of waiting for its deadline. The lost message is made
-// with a connection that does not hear its own publishes (NoEcho).
+// with it instead of waiting for its deadline. The lost message is the
+// stream's republish of the result (which the client waits for): the
+// stream stops republishing after the client read its configuration.
 func TestWaitingCallFindsAStoredResultWhoseMessageWasLost(t *testing.T) {
 	e := start(t)
 	for i, tc := range []struct {
@@ -29,7 +30,7 @@ func TestWaitingCallFindsAStoredResultWhoseMessageWasLost(t *testing.T) {
 		found   bool
 	}{{"recheck", 200 * time.Millisecond, true}, {"no recheck", -1, false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			nc, err := nats.Connect(e.url, nats.NoEcho())
+			nc, err := nats.Connect(e.url)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -56,6 +57,10 @@ func TestWaitingCallFindsAStoredResultWhoseMessageWasLost(t *testing.T) {
 				}
 				info, err := st.Info(ctx(t), jetstream.WithSubjectFilter(subj))
 				return err == nil && info.State.Subjects[subj] == uint64(i+1)
+			})
+			setRepublish(t, e, nil)
+			t.Cleanup(func() {
+				setRepublish(t, e, &jetstream.RePublish{Source: "llmw.tool.result.>", Destination: "llmw.tool.stored.>"})
 			})
 			env, err := events.NewEnvelope(events.Source("toolexec", "elsewhere"), events.TypeToolResult,
 				events.ToolCallResult{CallID: callID, TurnID: "t1", Name: "nobody_hosts_this", Content: "42"})

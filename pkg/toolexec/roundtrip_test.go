@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -326,4 +327,84 @@ func TestLaggingReplicaDoesNotRunACallAgain(t *testing.T) {
 	if n := runs.Load(); n != 2 {
 		t.Errorf("the tool ran %d times, want 2 (once per call)", n)
 	}
+}
+
+// LLMW_TOOLRESULTS republishes each result once it stored it (on
+// P.tool.stored.…), so the turn waiting for a call takes the result as it
+// arrives, without reading it back. A stream that does not republish (made
+// by hand, or by a version before) still works: the client takes the
+// result as the host published it and reads the stored one back.
+func TestStoredResultIsNotReadBack(t *testing.T) {
+	e := start(t)
+	replica(t, e.url, toolexec.Config{}, echo(nil))
+	for _, c := range []struct {
+		name      string
+		republish bool
+	}{{"republished", true}, {"not republished", false}} {
+		t.Run(c.name, func(t *testing.T) {
+			if !c.republish {
+				setRepublish(t, e, nil)
+			}
+			// A new client: one reads the stream's configuration once.
+			e := &env{url: e.url, nc: e.nc, js: e.js, tc: toolexec.NewClient(e.nc, e.js, toolexec.ClientOptions{})}
+			rt := remote(t, e, "echo")
+			id := "c-" + strings.ReplaceAll(c.name, " ", "-")
+			tr := watch(t, e)
+			callCtx := tool.WithCall(ctx(t), tool.CallInfo{TurnID: "t1", SessionID: "s1", CallID: id, First: true})
+			if out, err := rt.Execute(callCtx, json.RawMessage(`{"text":"ran"}`)); err != nil || out != "ran" {
+				t.Fatalf("Execute = %q, %v", out, err)
+			}
+			if n := tr.readBacks(t, e, "t1", id); n != 0 && c.republish || n == 0 && !c.republish {
+				t.Fatalf("the client read the result back %d times after it published the call; want none where the stream republishes, at least one where it does not", n)
+			}
+		})
+	}
+}
+
+// setRepublish sets LLMW_TOOLRESULTS' republish (nil: none).
+func setRepublish(t *testing.T, e *env, rp *jetstream.RePublish) {
+	t.Helper()
+	st, err := e.js.Stream(ctx(t), events.StreamToolResults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.CachedInfo().Config
+	cfg.RePublish = rp
+	if _, err := e.js.UpdateStream(ctx(t), cfg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readBacks counts the client's reads of a call's stored result (on e.nc,
+// replying to its inbox) after it published the call.
+func (tr *traffic) readBacks(t *testing.T, e *env, turn, id string) int {
+	t.Helper()
+	// The watcher sees e.nc's messages in the order it sent them: once it
+	// has a marker sent now, it has every read before.
+	marker := "test.marker." + id
+	if err := e.nc.Publish(marker, nil); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, "the marker watched", func() bool {
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		return slices.ContainsFunc(tr.msgs, func(m *nats.Msg) bool { return m.Subject == marker })
+	})
+	inbox := e.nc.NewRespInbox()
+	mine := inbox[:strings.LastIndexByte(inbox, '.')+1]
+	direct := "$JS.API.DIRECT.GET." + events.StreamToolResults + ".llmw.tool.result." + turn + "." + id
+	leader := "$JS.API.STREAM.MSG.GET." + events.StreamToolResults
+	body := `{"last_by_subj":"llmw.tool.result.` + turn + "." + id + `"}`
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	published, n := false, 0
+	for _, m := range tr.msgs {
+		switch {
+		case strings.HasPrefix(m.Subject, "llmw.tool.call."):
+			published = true
+		case published && strings.HasPrefix(m.Reply, mine) && (m.Subject == direct || m.Subject == leader && string(m.Data) == body):
+			n++
+		}
+	}
+	return n
 }
