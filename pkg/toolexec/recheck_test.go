@@ -60,7 +60,8 @@ func TestWaitingCallFindsAStoredResultWhoseMessageWasLost(t *testing.T) {
 			})
 			setRepublish(t, e, nil)
 			t.Cleanup(func() {
-				setRepublish(t, e, &jetstream.RePublish{Source: "llmw.tool.result.>", Destination: "llmw.tool.stored.>"})
+				s := events.NewSubjects("")
+				setRepublish(t, e, &jetstream.RePublish{Source: s.ToolResultAll(), Destination: s.ToolStoredAll()})
 			})
 			env, err := events.NewEnvelope(events.Source("toolexec", "elsewhere"), events.TypeToolResult,
 				events.ToolCallResult{CallID: callID, TurnID: "t1", Name: "nobody_hosts_this", Content: "42"})

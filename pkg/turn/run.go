@@ -898,11 +898,13 @@ func (t *turnRun) checkpoint(_ context.Context, cp *worker.Checkpoint) error {
 	if t.silenced.Load() {
 		return ErrOwnershipLost
 	}
+	// The events the checkpoint counts, which store flushes before it.
+	seq := t.ep.Seq()
 	st := t.base
-	st.Status, st.Owner, st.Checkpoint, st.Seq, st.Updated = StatusRunning, t.s.cfg.Instance, cp, t.ep.Seq(), time.Now().UTC()
+	st.Status, st.Owner, st.Checkpoint, st.Seq, st.Updated = StatusRunning, t.s.cfg.Instance, cp, seq, time.Now().UTC()
 	if cp.Phase == worker.PhasePaused {
 		// The worker publishes llmw.turn.paused right after this.
-		st.Status, st.Seq = StatusPaused, st.Seq+1
+		st.Status, st.Seq = StatusPaused, seq+1
 	}
 	b, err := t.s.encodeState(&st)
 	if err != nil {
@@ -911,7 +913,6 @@ func (t *turnRun) checkpoint(_ context.Context, cp *worker.Checkpoint) error {
 		t.mu.Unlock()
 		return err
 	}
-	seq := t.ep.Seq()
 	if cp.Phase == worker.PhaseModel && !t.s.isDraining() {
 		p := &pendingWrite{done: make(chan struct{})}
 		t.pending.Store(p)
