@@ -246,6 +246,11 @@ func printComparison(peer string, g group, ours, theirs []*result) {
 			{"allocs_per_step", func(r *result) float64 { return r.AllocsPerStep }},
 			{"bytes_per_step", func(r *result) float64 { return r.BytesPerStep }},
 		}
+		if hasSteal(ours) && hasSteal(theirs) {
+			// Not a comparison of the runtimes: how much of the machine the
+			// hypervisor took while each side ran (a quiet machine: 0).
+			metrics = append(metrics, metric{"steal_pct", func(r *result) float64 { return *r.StealPct }})
+		}
 	}
 	suffix := ""
 	if !g.crash {
@@ -262,6 +267,16 @@ func printComparison(peer string, g group, ours, theirs []*result) {
 		}
 		fmt.Printf("peer=%s metric=%s%s llmworker=%s peer_value=%s ratio=%.4g\n", peer, m.name, suffix, num(a), num(b), ratio)
 	}
+}
+
+// hasSteal says whether every result has the machine's steal time.
+func hasSteal(rs []*result) bool {
+	for _, r := range rs {
+		if r.StealPct == nil {
+			return false
+		}
+	}
+	return len(rs) > 0
 }
 
 func medianOf(rs []*result, get func(*result) float64) float64 {

@@ -22,6 +22,11 @@ type result struct {
 	BytesPerStep  float64 `json:"bytes_per_step"`
 	// CrashToDoneMs is the crash measurement's result.
 	CrashToDoneMs float64 `json:"crash_to_done_ms,omitempty"`
+	// StealPct is the share of the machine's CPU time that its hypervisor
+	// gave to other guests while the turns were measured (Linux only): a
+	// quiet machine has none, and the step times of a run with much of it
+	// are not comparable with those of one without.
+	StealPct *float64 `json:"steal_pct,omitempty"`
 }
 
 func measure(o runOpts, turn func() error) (*result, error) {
@@ -33,6 +38,7 @@ func measure(o runOpts, turn func() error) (*result, error) {
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
+	cpuBefore := readCPUTimes()
 	per := make([]time.Duration, 0, o.Turns)
 	for range o.Turns {
 		start := time.Now()
@@ -41,6 +47,7 @@ func measure(o runOpts, turn func() error) (*result, error) {
 		}
 		per = append(per, time.Since(start)/steps)
 	}
+	cpuAfter := readCPUTimes()
 	runtime.ReadMemStats(&after)
 	n := float64(o.Turns * steps)
 	return &result{
@@ -48,6 +55,7 @@ func measure(o runOpts, turn func() error) (*result, error) {
 		StepP99Ms:     ms(percentile(per, 0.99)),
 		AllocsPerStep: float64(after.Mallocs-before.Mallocs) / n,
 		BytesPerStep:  float64(after.TotalAlloc-before.TotalAlloc) / n,
+		StealPct:      stealPct(cpuBefore, cpuAfter),
 	}, nil
 }
 
