@@ -91,6 +91,7 @@ func runSide(args []string) error {
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured turns to this file")
 	memProfile := fs.String("memprofile", "", "write an allocation profile (every 512 bytes) to this file")
 	traceFile := fs.String("trace", "", "write an execution trace (runtime/trace) of the run to this file")
+	spans := fs.Bool("spans", false, "record llmworker's OpenTelemetry spans and print where its steps wait (stderr)")
 	_ = fs.Parse(args)
 	if *traceFile != "" {
 		f, err := os.Create(*traceFile)
@@ -131,6 +132,10 @@ func runSide(args []string) error {
 	}
 	if *turns > 0 {
 		o.Turns = *turns
+	}
+	if *spans {
+		report := recordSpans()
+		defer report(os.Stderr)
 	}
 	r, err := s.run(*par, o)
 	if err != nil {
