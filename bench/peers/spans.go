@@ -63,6 +63,8 @@ func breakdown(spans []sdktrace.ReadOnlySpan) [][]time.Duration {
 			t = &turnSpans{}
 			turns[s.SpanContext().TraceID()] = t
 		}
+		// The names pkg/worker (telemetry.OpChat, OpExecuteTool),
+		// pkg/toolexec (trace.go) and pkg/ingest (trace.go) give their spans.
 		switch name := s.Name(); {
 		case name == telemetry.OpChat || strings.HasPrefix(name, telemetry.OpChat+" "):
 			t.chat = append(t.chat, s)
