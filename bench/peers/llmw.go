@@ -107,6 +107,10 @@ type llmwServices struct {
 	// (turn.Config.Tools) instead of on toolexec: the shape of Temporal's
 	// local activities, which run inside the workflow's worker.
 	localTools bool
+	// localModel runs the scripted model inside the turn service
+	// (turn.Config.Provider) instead of behind ingest, as Temporal's
+	// local-activity worker runs the model's activity.
+	localModel bool
 }
 
 func (o llmwServices) start(url string) (stop func(), err error) {
@@ -134,18 +138,20 @@ func (o llmwServices) start(url string) (stop func(), err error) {
 	}
 	fail := func(err error) (func(), error) { stop(); return nil, err }
 
-	nc, err := conn()
-	if err != nil {
-		return fail(err)
+	var nc *nats.Conn
+	if !o.localModel { // else the turn service calls the model itself
+		if nc, err = conn(); err != nil {
+			return fail(err)
+		}
+		ing, err := ingest.New(nc, ingest.Config{Providers: map[string]ingest.Factory{"test": ingest.Static(scriptedModel(o.par))}, Logger: quiet()})
+		if err != nil {
+			return fail(err)
+		}
+		if err := ing.Start(ctx); err != nil {
+			return fail(err)
+		}
+		stops = append(stops, stopCtx(ing.Stop))
 	}
-	ing, err := ingest.New(nc, ingest.Config{Providers: map[string]ingest.Factory{"test": ingest.Static(scriptedModel(o.par))}, Logger: quiet()})
-	if err != nil {
-		return fail(err)
-	}
-	if err := ing.Start(ctx); err != nil {
-		return fail(err)
-	}
-	stops = append(stops, stopCtx(ing.Stop))
 
 	if !o.localTools { // else the turn service runs the tool and no toolexec is needed
 		if nc, err = conn(); err != nil {
@@ -170,6 +176,9 @@ func (o llmwServices) start(url string) (stop func(), err error) {
 	tc := turn.Config{Logger: quiet(), Provision: prov, AckWait: o.failover}
 	if o.localTools {
 		tc.Tools = []tool.Tool{echoTool(o.before)}
+	}
+	if o.localModel {
+		tc.Provider = scriptedModel(o.par)
 	}
 	ts, err := turn.New(nc, tc)
 	if err != nil {
@@ -261,8 +270,8 @@ func (c *llmwCluster) runTurn(id string, limit time.Duration) error {
 }
 
 // llmwDurable measures turns through NATS.
-func llmwDurable(storage string, localTools bool, par int, o runOpts) (*result, error) {
-	c, err := startLLMW(&llmwServices{par: par, storage: storage, localTools: localTools})
+func llmwDurable(svc llmwServices, o runOpts) (*result, error) {
+	c, err := startLLMW(&svc)
 	if err != nil {
 		return nil, err
 	}

@@ -37,17 +37,29 @@ type side struct {
 }
 
 var sides = map[string]side{
-	"llmworker-durable":      {"llmworker-durable", 5, 40, func(p int, o runOpts) (*result, error) { return llmwDurable("memory", false, p, o) }},
-	"llmworker-durable-file": {"llmworker-durable-file", 3, 20, func(p int, o runOpts) (*result, error) { return llmwDurable("file", false, p, o) }},
+	"llmworker-durable": {"llmworker-durable", 5, 40, func(p int, o runOpts) (*result, error) {
+		return llmwDurable(llmwServices{par: p, storage: "memory"}, o)
+	}},
+	"llmworker-durable-file": {"llmworker-durable-file", 3, 20, func(p int, o runOpts) (*result, error) {
+		return llmwDurable(llmwServices{par: p, storage: "file"}, o)
+	}},
 	// The tool inside the turn service, as a local activity runs inside
 	// the workflow's worker.
-	"llmworker-durable-local": {"llmworker-durable-local", 5, 40, func(p int, o runOpts) (*result, error) { return llmwDurable("memory", true, p, o) }},
-	"temporal-regular":        {"temporal-regular", 0, 1, func(p int, o runOpts) (*result, error) { return temporalDurable(false, p, o) }},
-	"temporal-local":          {"temporal-local", 5, 40, func(p int, o runOpts) (*result, error) { return temporalDurable(true, p, o) }},
-	"llmworker-inproc":        {"llmworker-inproc", 200, 2000, llmwInProcess},
-	"eino":                    {"eino", 200, 2000, einoInProcess},
-	"llmworker-crash":         {"llmworker-crash", 0, 0, func(int, runOpts) (*result, error) { return llmwCrash() }},
-	"temporal-crash":          {"temporal-crash", 0, 0, func(int, runOpts) (*result, error) { return temporalCrash() }},
+	"llmworker-durable-local": {"llmworker-durable-local", 5, 40, func(p int, o runOpts) (*result, error) {
+		return llmwDurable(llmwServices{par: p, storage: "memory", localTools: true}, o)
+	}},
+	// The model inside the turn service (no ingest), as Temporal's local
+	// activities run the model's activity inside the workflow's worker;
+	// the tools stay on toolexec.
+	"llmworker-durable-model-local": {"llmworker-durable-model-local", 5, 40, func(p int, o runOpts) (*result, error) {
+		return llmwDurable(llmwServices{par: p, storage: "memory", localModel: true}, o)
+	}},
+	"temporal-regular": {"temporal-regular", 0, 1, func(p int, o runOpts) (*result, error) { return temporalDurable(false, p, o) }},
+	"temporal-local":   {"temporal-local", 5, 40, func(p int, o runOpts) (*result, error) { return temporalDurable(true, p, o) }},
+	"llmworker-inproc": {"llmworker-inproc", 200, 2000, llmwInProcess},
+	"eino":             {"eino", 200, 2000, einoInProcess},
+	"llmworker-crash":  {"llmworker-crash", 0, 0, func(int, runOpts) (*result, error) { return llmwCrash() }},
+	"temporal-crash":   {"temporal-crash", 0, 0, func(int, runOpts) (*result, error) { return temporalCrash() }},
 }
 
 func main() {
@@ -178,11 +190,12 @@ func all(args []string) error {
 	only := fs.String("only", "", "comma-separated groups to run (durable,inproc,crash; empty = all)")
 	_ = fs.Parse(args)
 	durable := func(par int) group {
-		g := group{par: par, sides: []string{"llmworker-durable", "temporal-local", "llmworker-durable-file", "llmworker-durable-local"},
+		g := group{par: par, sides: []string{"llmworker-durable", "temporal-local", "llmworker-durable-file", "llmworker-durable-local", "llmworker-durable-model-local"},
 			compare: [][3]string{
 				{"llmworker-durable", "temporal-local", "temporal-local"},
 				{"llmworker-durable-file", "temporal-local", "temporal-local(llmworker-fsync)"},
 				{"llmworker-durable-local", "temporal-local", "temporal-local(llmworker-local-tools)"},
+				{"llmworker-durable-model-local", "temporal-local", "temporal-local(llmworker-local-model)"},
 			}}
 		if par == 1 {
 			// With 4 parallel regular activities per step a turn did not
