@@ -88,17 +88,15 @@ func breakdown(spans []sdktrace.ReadOnlySpan) [][]time.Duration {
 		}
 		return in
 	}
-	far := time.Now().Add(time.Hour)
 	for _, t := range turns {
 		slices.SortFunc(t.chat, byStart)
-		for i, c := range t.chat {
-			next := far
-			if i+1 < len(t.chat) {
-				next = t.chat[i+1].StartTime()
-			}
+		// A step runs from one model call to the next: the last call
+		// (the final answer, or a turn cut short) starts none.
+		for i := 0; i+1 < len(t.chat); i++ {
+			c, next := t.chat[i], t.chat[i+1].StartTime()
 			calls := within(t.tool, c.EndTime(), next)
-			if len(calls) == 0 || next == far {
-				continue // the final answer, or a step cut short
+			if len(calls) == 0 {
+				continue
 			}
 			first, last := calls[0].StartTime(), calls[0].EndTime()
 			for _, s := range calls {
