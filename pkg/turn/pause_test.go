@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/llmworker/llmworker/internal/service/servicetest"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook"
 	"github.com/llmworker/llmworker/pkg/llm/llmtest"
@@ -236,6 +238,53 @@ func TestCancelPausedAndUnstarted(t *testing.T) {
 	e.consumerIdle(t)
 	if p.Calls() != calls || len(evs2) != 1 || evs2[0].Seq != 1 || decode[events.TurnEnded](t, evs2[0]).Code != turn.CodeCancelled {
 		t.Fatalf("a cancelled turn ran (%d calls):%s", p.Calls()-calls, describe(w2.events()))
+	}
+}
+
+// The submit of a turn cancelled before it started whose final state
+// cannot be written (for longer than RetryTimeout) is left to its next
+// delivery, which writes the state and does not publish llmw.turn.aborted
+// a second time.
+func TestCancelledSubmitRetriesItsFinalWrite(t *testing.T) {
+	e := newEnv(t)
+	var logs servicetest.SyncBuffer
+	e.startTurn(turn.Config{RetryTimeout: 200 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	id := newID("cancel-early-write")
+	w := e.watch(id)
+	rejected := e.rejections(id)
+	e.cancelTurn(id)
+	if rj := rejected(); rj.Code != events.RejectUnknownTurn {
+		t.Fatalf("answer to the cancel %+v", rj)
+	}
+
+	// The state bucket refuses every write from now on (a message larger
+	// than its stream takes): not a conflict, a write that fails.
+	ctx := context.Background()
+	st, err := e.js.Stream(ctx, "KV_"+events.BucketTurnState)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.CachedInfo().Config
+	limit := cfg.MaxMsgSize
+	cfg.MaxMsgSize = 8
+	if _, err := e.js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	e.submit(events.TurnRequest{TurnID: id, Model: "test:m", Messages: []events.Message{events.UserText("late")}})
+	w.waitType(events.TypeTurnAborted)
+	natstest.Eventually(t, "the final write to fail", func() bool { return strings.Contains(logs.String(), "turn: write final state") })
+	cfg.MaxMsgSize = limit
+	if _, err := e.js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+
+	natstest.Eventually(t, "the aborted state", func() bool {
+		st, ok, _ := turn.LoadState(context.Background(), e.js, id)
+		return ok && st.Status == turn.StatusAborted && st.Code == turn.CodeCancelled
+	})
+	e.consumerIdle(t)
+	if evs := e.stored(id); len(evs) != 1 || evs[0].Type != events.TypeTurnAborted || evs[0].Seq != 1 {
+		t.Fatalf("the turn's stored events:%s", describe(evs))
 	}
 }
 

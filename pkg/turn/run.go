@@ -495,7 +495,9 @@ func sameMsg(a, b acker) bool {
 
 // abortCancelled ends the submit of a turn id that was cancelled before
 // the submit arrived: llmw.turn.aborted (cancelled) is the turn's only
-// event, and the state records the end.
+// event, and the state records the end. A final write that fails (for
+// longer than Config.RetryTimeout) leaves the end to the request's next
+// delivery, which finds the event stored and only writes the state.
 func (s *Service) abortCancelled(t *turnRun, req *events.TurnRequest, rev uint64, dg string) {
 	t.session = req.SessionID
 	t.ep = s.turnEvents(t.id, t.session)
@@ -504,12 +506,21 @@ func (s *Service) abortCancelled(t *turnRun, req *events.TurnRequest, rev uint64
 	stripped.Messages = []events.Message{}
 	t.base = State{Version: StateVersion, Request: &stripped, RequestDigest: dg}
 	reason := fmt.Sprintf("the turn was cancelled (%s) before it started", s.subjects.TurnCancel(t.id))
-	t.publish(events.TurnAborted{Reason: reason, Code: CodeCancelled})
-	if t.flush() != nil {
-		_ = t.msg.NakWithDelay(time.Second)
-		return
+	// A turn cancelled before it started has no event but this one: one
+	// stored already was published by an earlier delivery. (Where reading
+	// the turn's last event failed, the fence refuses a second one.)
+	if t.ep.Seq() == 0 {
+		t.publish(events.TurnAborted{Reason: reason, Code: CodeCancelled})
+		if t.flush() != nil {
+			_ = t.msg.NakWithDelay(time.Second)
+			return
+		}
 	}
-	if err := t.writeFinal(StatusAborted, reason, CodeCancelled); isConflict(err) {
+	switch err := t.writeFinal(StatusAborted, reason, CodeCancelled); {
+	case isConflict(err):
+		return // the state changed meanwhile: the next delivery answers from it
+	case err != nil:
+		_ = t.msg.NakWithDelay(time.Second)
 		return
 	}
 	_ = t.msg.Ack()

@@ -1,5 +1,5 @@
-// Package servicetest holds test helpers of the service commands (cmd/...):
-// their run functions log from goroutines while a test reads the log.
+// Package servicetest holds test helpers of the services (cmd/... and the
+// packages they run): they log from goroutines while a test reads the log.
 package servicetest
 
 import (
