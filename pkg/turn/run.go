@@ -516,14 +516,7 @@ func (s *Service) abortCancelled(t *turnRun, req *events.TurnRequest, rev uint64
 			return
 		}
 	}
-	switch err := t.writeFinal(StatusAborted, reason, CodeCancelled); {
-	case isConflict(err):
-		return // the state changed meanwhile: the next delivery answers from it
-	case err != nil:
-		_ = t.msg.NakWithDelay(time.Second)
-		return
-	}
-	_ = t.msg.Ack()
+	t.answerEnd(t.writeFinal(StatusAborted, reason, CodeCancelled), func() { _ = t.msg.Ack() })
 }
 
 // fresh starts a new turn; true means the state appeared meanwhile (the
@@ -1104,8 +1097,8 @@ func (t *turnRun) finish(res *worker.Result, err error) {
 // failure) when it was; nothing after a conflict, since the replica that
 // wrote the state answers; and when the write failed (the bucket took no
 // write for RetryTimeout), a delayed nak, so that the request's next
-// delivery records the end (recover finds it in its scan) instead of the
-// state saying running for good.
+// delivery records the end (recover finds it in its scan; abortCancelled,
+// its one event stored) instead of the state saying running for good.
 func (t *turnRun) answerEnd(err error, done func()) {
 	switch {
 	case err == nil:
