@@ -265,6 +265,11 @@ func TestRolesOnTheBus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The pause comes as a core message: the subscription must be at the
+	// server before the call is made, not merely queued on the connection.
+	if err := reader.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	capital := make(chan *sdk.CallToolResult, 1)
 	go func() {
 		r, err := mcs.CallTool(ctx, &sdk.CallToolParams{Name: "get_capital", Arguments: map[string]any{"country": "France"}})
