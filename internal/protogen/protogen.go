@@ -109,7 +109,53 @@ func partSchema() *jsonschema.Schema {
 		obj([]string{"type", "text"}, "type", constant("text"), "text", str(""), "signature", str("opaque provider data that must round-trip")),
 		obj([]string{"type", "thinking"}, "type", constant("thinking"), "thinking", str(""), "signature", str("opaque provider data that must round-trip"), "redacted", b),
 		obj([]string{"type", "id", "name", "input"}, "type", constant("tool_use"), "id", str(""), "name", str(""), "input", anyJSON, "signature", str("opaque provider data that must round-trip")),
-		obj([]string{"type", "tool_use_id", "content"}, "type", constant("tool_result"), "tool_use_id", str(""), "content", str(""), "is_error", b),
+		obj([]string{"type", "tool_use_id", "content"}, "type", constant("tool_result"), "tool_use_id", str(""), "content", resultContentSchema(), "is_error", b),
+		mediaSchema("image", events.ImageMediaTypes),
+		mediaSchema("file", events.FileMediaTypes),
+	}}
+}
+
+// mediaSchema is an image or file part: a media type and exactly one of
+// data, url and ref.
+func mediaSchema(typ string, mediaTypes []string) *jsonschema.Schema {
+	enum := make([]any, len(mediaTypes))
+	for i, m := range mediaTypes {
+		enum[i] = m
+	}
+	s := obj([]string{"type", "media_type"}, "type", &jsonschema.Schema{Const: typ},
+		"media_type", &jsonschema.Schema{Type: "string", Enum: enum},
+		"data", str("the bytes, standard base64"),
+		"url", &jsonschema.Schema{Type: "string", Pattern: "^https://", Description: "fetched by the provider"},
+		"ref", &jsonschema.Schema{Type: "string", Pattern: "^sha256:[0-9a-f]{64}$", Description: "the bytes' address in the LLMW_MEDIA object store"},
+		"size", &jsonschema.Schema{Type: "integer", Minimum: json.Number("0"), Description: "length of the bytes, with ref"},
+		"filename", str(""))
+	s.OneOf = []*jsonschema.Schema{{Required: []string{"data"}}, {Required: []string{"url"}}, {Required: []string{"ref"}}}
+	return s
+}
+
+// resultContentSchema is a tool result's content: a string, or text,
+// image and file parts.
+func resultContentSchema() *jsonschema.Schema {
+	parts := partSchema0()
+	return &jsonschema.Schema{OneOf: []*jsonschema.Schema{
+		str("the result as text"),
+		{Type: "array", Items: &jsonschema.Schema{OneOf: parts}, Description: "text, image and file parts"},
+	}}
+}
+
+// partSchema0 is the text, image and file parts a tool result may hold.
+func partSchema0() []*jsonschema.Schema {
+	return []*jsonschema.Schema{
+		obj([]string{"type", "text"}, "type", &jsonschema.Schema{Const: "text"}, "text", str("")),
+		mediaSchema("image", events.ImageMediaTypes),
+		mediaSchema("file", events.FileMediaTypes),
+	}
+}
+
+func toolChoiceSchema() *jsonschema.Schema {
+	return &jsonschema.Schema{OneOf: []*jsonschema.Schema{
+		{Type: "string", Enum: []any{"auto", "none", "required"}},
+		obj([]string{"type", "name"}, "type", &jsonschema.Schema{Const: "tool"}, "name", str("the tool the model must call")),
 	}}
 }
 
@@ -130,12 +176,32 @@ func decisionSchema() *jsonschema.Schema {
 	}}
 }
 
+// resultTypes carry a tool result's content, a string or an array of
+// parts (events.Part's Parts): reflected as usual, then given that
+// content schema.
+var resultTypes = map[reflect.Type]bool{
+	reflect.TypeOf(events.ToolResult{}):     true,
+	reflect.TypeOf(events.ToolCallResult{}): true,
+}
+
 func reflector() *jsonschema.Reflector {
+	return reflectorSkipping(nil)
+}
+
+// reflectorSkipping is reflector with the content mapping of resultTypes
+// off for skip, so that mapping it can reflect the type itself.
+func reflectorSkipping(skip reflect.Type) *jsonschema.Reflector {
 	return &jsonschema.Reflector{
 		DoNotReference:            true,
 		Anonymous:                 true,
 		AllowAdditionalProperties: true, // unknown fields are ignored (docs/protocol.md §1)
 		Mapper: func(t reflect.Type) *jsonschema.Schema {
+			if resultTypes[t] && t != skip {
+				rs := reflectorSkipping(t).ReflectFromType(t)
+				rs.Version = ""
+				rs.Properties.Set("content", resultContentSchema())
+				return rs
+			}
 			switch t {
 			case reflect.TypeOf(events.BlockDelta{}):
 				return deltaSchema(false)
@@ -147,6 +213,8 @@ func reflector() *jsonschema.Reflector {
 				return partSchema()
 			case reflect.TypeOf(events.Decision{}):
 				return decisionSchema()
+			case reflect.TypeOf(events.ToolChoice{}):
+				return toolChoiceSchema()
 			case reflect.TypeOf(events.StopReason("")):
 				return &jsonschema.Schema{Type: "", OneOf: []*jsonschema.Schema{
 					{Type: "string", Enum: []any{"end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal", "content_filter"}},

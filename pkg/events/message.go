@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // Role is who wrote a message.
@@ -40,11 +41,15 @@ type Message struct {
 //	text:        Text (Signature: opaque provider data, e.g. a Gemini thought signature)
 //	thinking:    Thinking, Signature, Redacted
 //	tool_use:    ID, Name, Input (Signature as for text)
-//	tool_result: ToolUseID, Content, IsError
+//	tool_result: ToolUseID, Content or Parts, IsError
+//	image, file: MediaType, one of Data, URL and Ref (with Size), Filename (file)
 //
-// MarshalJSON writes only the fields of the part's type.
+// A tool_result's "content" is a string (Content) or an array of text,
+// image and file parts (Parts; Content then holds the text of its text
+// parts, for readers that want text only). MarshalJSON writes only the
+// fields of the part's type.
 type Part struct {
-	Type      PartType        `json:"type" jsonschema:"enum=text,enum=thinking,enum=tool_use,enum=tool_result"`
+	Type      PartType        `json:"type" jsonschema:"enum=text,enum=thinking,enum=tool_use,enum=tool_result,enum=image,enum=file"`
 	Text      string          `json:"text,omitempty"`
 	Thinking  string          `json:"thinking,omitempty"`
 	Signature string          `json:"signature,omitempty"`
@@ -54,7 +59,22 @@ type Part struct {
 	Input     json.RawMessage `json:"input,omitempty"`
 	ToolUseID string          `json:"tool_use_id,omitempty"`
 	Content   string          `json:"content,omitempty"`
-	IsError   bool            `json:"is_error,omitempty"`
+	// Parts is a tool_result's content in array form.
+	Parts   []Part `json:"-"`
+	IsError bool   `json:"is_error,omitempty"`
+	// MediaType is the IANA media type of an image or file part.
+	MediaType string `json:"media_type,omitempty"`
+	// Data is the media's bytes, standard base64.
+	Data string `json:"data,omitempty"`
+	// URL is an https URL the provider fetches the media from.
+	URL string `json:"url,omitempty"`
+	// Ref is the content address ("sha256:<hex>") of the media's bytes in
+	// the LLMW_MEDIA object store, and Size their length.
+	Ref  string `json:"ref,omitempty"`
+	Size int64  `json:"size,omitempty"`
+	// Filename is a file part's name, shown to the model where the
+	// provider takes one.
+	Filename string `json:"filename,omitempty"`
 }
 
 // UserText returns a user message with one text part.
@@ -77,6 +97,58 @@ func ToolUsePart(id, name string, input json.RawMessage) Part {
 }
 func ToolResultPart(toolUseID, content string, isError bool) Part {
 	return Part{Type: PartToolResult, ToolUseID: toolUseID, Content: content, IsError: isError}
+}
+
+// ToolResultParts returns a tool_result part whose content is parts (text,
+// image and file parts).
+func ToolResultParts(toolUseID string, parts []Part, isError bool) Part {
+	return Part{Type: PartToolResult, ToolUseID: toolUseID, Content: PartsText(parts), Parts: parts, IsError: isError}
+}
+
+// PartsText returns the concatenated text of the text parts of parts.
+func PartsText(parts []Part) string {
+	if len(parts) == 1 && parts[0].Type == PartText {
+		return parts[0].Text
+	}
+	var b bytes.Buffer
+	for i := range parts {
+		if parts[i].Type == PartText {
+			b.WriteString(parts[i].Text)
+		}
+	}
+	return b.String()
+}
+
+// UnmarshalJSON reads a part; a tool_result's content may be a string or
+// an array of parts.
+func (p *Part) UnmarshalJSON(b []byte) error {
+	type plain Part
+	var w struct {
+		plain
+		Content json.RawMessage `json:"content,omitempty"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return unwrapPlain(err)
+	}
+	*p = Part(w.plain)
+	p.Content, p.Parts = "", nil
+	c := bytes.TrimSpace(w.Content)
+	switch {
+	case len(c) == 0 || string(c) == "null":
+	case c[0] == '"':
+		return json.Unmarshal(c, &p.Content)
+	case c[0] == '[' && p.Type == PartToolResult:
+		if err := json.Unmarshal(c, &p.Parts); err != nil {
+			return prefixJSONField("content", err)
+		}
+		if p.Parts == nil {
+			p.Parts = []Part{}
+		}
+		p.Content = PartsText(p.Parts)
+	default:
+		return &FieldError{Field: "content", Problem: "must be a string, or for a tool_result an array of parts"}
+	}
+	return nil
 }
 
 // Text returns the concatenated text parts of m.
@@ -237,7 +309,12 @@ func AppendWithMessages(b []byte, v any, msgs []Message) ([]byte, error) {
 
 // size is about the length of the part's JSON.
 func (p *Part) size() int {
-	return 48 + len(p.Text) + len(p.Thinking) + len(p.Content) + len(p.Input) + len(p.Signature) + len(p.ID) + len(p.Name) + len(p.ToolUseID)
+	n := 48 + len(p.Text) + len(p.Thinking) + len(p.Content) + len(p.Input) + len(p.Signature) + len(p.ID) + len(p.Name) + len(p.ToolUseID) +
+		len(p.Data) + len(p.URL) + len(p.Ref) + len(p.MediaType) + len(p.Filename)
+	for i := range p.Parts {
+		n += p.Parts[i].size()
+	}
+	return n
 }
 
 // MarshalJSON writes only the fields that belong to the part's type, and
@@ -281,9 +358,34 @@ func (p Part) AppendJSON(b []byte) ([]byte, error) {
 		b = append(b, `,"tool_use_id":`...)
 		b = AppendJSONString(b, p.ToolUseID)
 		b = append(b, `,"content":`...)
-		b = AppendJSONString(b, p.Content)
+		if p.Parts != nil {
+			b = append(b, '[')
+			for i := range p.Parts {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				var err error
+				if b, err = p.Parts[i].AppendJSON(b); err != nil {
+					return nil, err
+				}
+			}
+			b = append(b, ']')
+		} else {
+			b = AppendJSONString(b, p.Content)
+		}
 		b = append(b, `,"is_error":`...)
 		b = strconv.AppendBool(b, p.IsError)
+	case PartImage, PartFile:
+		b = append(b, `,"media_type":`...)
+		b = AppendJSONString(b, p.MediaType)
+		b = appendOptString(b, "data", p.Data)
+		b = appendOptString(b, "url", p.URL)
+		b = appendOptString(b, "ref", p.Ref)
+		if p.Size > 0 {
+			b = append(b, `,"size":`...)
+			b = strconv.AppendInt(b, p.Size, 10)
+		}
+		b = appendOptString(b, "filename", p.Filename)
 	default:
 		type plain Part
 		pb, err := json.Marshal(plain(p))
@@ -345,8 +447,30 @@ func (p Part) Validate() error {
 		if p.ToolUseID == "" {
 			return missing("tool_use_id")
 		}
+		if err := ValidateResultParts("content", p.Parts); err != nil {
+			return err
+		}
+	case PartImage, PartFile:
+		return p.validateMedia()
 	default:
-		return invalidf("type", "must be text, thinking, tool_use or tool_result, got %q", p.Type)
+		return invalidf("type", "must be text, thinking, tool_use, tool_result, image or file, got %q", p.Type)
+	}
+	return nil
+}
+
+// ValidateResultParts checks the parts of a tool result's content: text,
+// image and file parts only, each valid; field names the content.
+func ValidateResultParts(field string, parts []Part) error {
+	for i := range parts {
+		f := field + "[" + strconv.Itoa(i) + "]"
+		switch parts[i].Type {
+		case PartText, PartImage, PartFile:
+		default:
+			return invalidf(f+".type", "must be text, image or file inside a tool result, got %q", parts[i].Type)
+		}
+		if err := parts[i].Validate(); err != nil {
+			return prefixField(f, err)
+		}
 	}
 	return nil
 }
@@ -415,20 +539,99 @@ func (c ToolCall) Validate() error {
 }
 
 // ToolResult is the result of a tool call as hooks and the transcript see it
-// (docs/protocol.md §7: {"tool_use_id", "content", "is_error"}).
+// (docs/protocol.md §7: {"tool_use_id", "content", "is_error"}). Content
+// is a string, or on the wire an array of text, image and file parts
+// (Parts; Content then holds their text), as in a tool_result part.
 type ToolResult struct {
 	ToolUseID string `json:"tool_use_id"`
 	Content   string `json:"content"`
+	Parts     []Part `json:"-"`
 	IsError   bool   `json:"is_error"`
 }
 
-// Validate checks tool_use_id.
+// MarshalJSON writes content as Parts when they are set.
+func (r ToolResult) MarshalJSON() ([]byte, error) {
+	type plain ToolResult
+	return marshalWithContent(plain(r), r.Parts)
+}
+
+// UnmarshalJSON reads content as a string or an array of parts.
+func (r *ToolResult) UnmarshalJSON(b []byte) error {
+	type plain ToolResult
+	var w struct {
+		plain
+		Content json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return unwrapPlain(err)
+	}
+	*r = ToolResult(w.plain)
+	var err error
+	r.Content, r.Parts, err = decodeContent(w.Content)
+	return err
+}
+
+// Validate checks tool_use_id and the content's parts.
 func (r ToolResult) Validate() error {
 	if r.ToolUseID == "" {
 		return missing("tool_use_id")
 	}
-	return nil
+	return ValidateResultParts("content", r.Parts)
 }
 
 // Part returns r as a tool_result part.
-func (r ToolResult) Part() Part { return ToolResultPart(r.ToolUseID, r.Content, r.IsError) }
+func (r ToolResult) Part() Part {
+	if r.Parts != nil {
+		return ToolResultParts(r.ToolUseID, r.Parts, r.IsError)
+	}
+	return ToolResultPart(r.ToolUseID, r.Content, r.IsError)
+}
+
+// marshalWithContent marshals v (a struct with a "content" string field)
+// with that field replaced by parts when parts is not nil.
+func marshalWithContent(v any, parts []Part) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil || parts == nil {
+		return b, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	if m["content"], err = json.Marshal(parts); err != nil {
+		return nil, err
+	}
+	return json.Marshal(m)
+}
+
+// unwrapPlain drops the embedded "plain" struct of the UnmarshalJSON
+// methods above from the field path of a type error, so that it names the
+// wire field.
+func unwrapPlain(err error) error {
+	if te, ok := err.(*json.UnmarshalTypeError); ok {
+		cp := *te
+		cp.Field = strings.TrimPrefix(strings.ReplaceAll(cp.Field, ".plain.", "."), "plain.")
+		return &cp
+	}
+	return err
+}
+
+// decodeContent reads a "content" that is a string or an array of parts.
+func decodeContent(raw json.RawMessage) (string, []Part, error) {
+	c := bytes.TrimSpace(raw)
+	switch {
+	case len(c) == 0 || string(c) == "null":
+		return "", nil, nil
+	case c[0] == '"':
+		var s string
+		err := json.Unmarshal(c, &s)
+		return s, nil, err
+	case c[0] == '[':
+		parts := []Part{}
+		if err := json.Unmarshal(c, &parts); err != nil {
+			return "", nil, prefixJSONField("content", err)
+		}
+		return PartsText(parts), parts, nil
+	}
+	return "", nil, &FieldError{Field: "content", Problem: "must be a string or an array of parts"}
+}

@@ -540,7 +540,7 @@ func TestMessageAndRequestHelpers(t *testing.T) {
 		t.Fatalf("Definition %+v", d)
 	}
 	r := events.ToolCallResult{CallID: "c1", Name: "f", Content: "x", IsError: true}
-	if tr := r.ToolResult(); tr != (events.ToolResult{ToolUseID: "c1", Content: "x", IsError: true}) {
+	if tr := r.ToolResult(); !reflect.DeepEqual(tr, events.ToolResult{ToolUseID: "c1", Content: "x", IsError: true}) {
 		t.Fatalf("ToolResult %+v", tr)
 	}
 	if p := (events.ToolResult{ToolUseID: "c1", Content: "x"}).Part(); !reflect.DeepEqual(p, events.ToolResultPart("c1", "x", false)) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 )
@@ -25,6 +26,9 @@ type CompletionRequest struct {
 	MaxTokens   int              `json:"max_tokens,omitempty"`
 	Temperature *float64         `json:"temperature,omitempty"`
 	Thinking    *ThinkingConfig  `json:"thinking,omitempty"`
+	// ModelOptions are the call's structured output, tool choice,
+	// sampling, provider options and caching (options.go).
+	ModelOptions
 	// StreamGroup, when set, asks ingest to publish the stream on
 	// P.llm.stream.<stream_group>.<request_id> instead of
 	// P.llm.stream.<request_id>, so that a requester with many calls open
@@ -79,6 +83,12 @@ func (r CompletionRequest) Validate() error {
 	if r.Thinking != nil && r.Thinking.BudgetTokens < 0 {
 		return invalidf("thinking.budget_tokens", "must not be negative")
 	}
+	if err := r.ModelOptions.Validate(); err != nil {
+		return err
+	}
+	if c := r.ToolChoice; c != nil && c.Mode == ToolNamed && !slices.ContainsFunc(r.Tools, func(t ToolDefinition) bool { return t.Name == c.Name }) {
+		return invalidf("tool_choice.name", "names tool %q, which is not in tools", c.Name)
+	}
 	return nil
 }
 
@@ -101,6 +111,9 @@ func validateTools(tools []ToolDefinition) error {
 type CompletionReply struct {
 	RequestID     string `json:"request_id"`
 	StreamSubject string `json:"stream_subject"`
+	// Warnings are the request's settings that the provider does not
+	// have, which were not sent (ModelOptions).
+	Warnings []Warning `json:"warnings,omitempty"`
 }
 
 // Validate checks both fields.
@@ -127,7 +140,26 @@ type TurnRequest struct {
 	MaxTokens         int             `json:"max_tokens,omitempty"`
 	Temperature       *float64        `json:"temperature,omitempty"`
 	Thinking          *ThinkingConfig `json:"thinking,omitempty"`
-	Metadata          map[string]any  `json:"metadata,omitempty"`
+	// ModelOptions apply to every model call of the turn (options.go),
+	// but for ToolChoice, below.
+	ModelOptions
+	// ToolChoiceEveryStep applies a ToolChoice that forces a tool to every
+	// model call of the turn; unset, it applies to the first call only and
+	// later calls are auto, so the model can answer after the tool ran.
+	ToolChoiceEveryStep bool `json:"tool_choice_every_step,omitempty"`
+	// OutputRepairs is how many times a final answer that does not fit
+	// ResponseFormat is sent back to the model with the violation before
+	// the turn fails with invalid_output. Unset means 1; 0 means none.
+	OutputRepairs *int           `json:"output_repairs,omitempty"`
+	Metadata      map[string]any `json:"metadata,omitempty"`
+}
+
+// Repairs returns OutputRepairs, or 1 when it is unset.
+func (r *TurnRequest) Repairs() int {
+	if r.OutputRepairs == nil {
+		return 1
+	}
+	return *r.OutputRepairs
 }
 
 // Validate checks ids, model, messages and tool patterns.
@@ -164,7 +196,16 @@ func (r TurnRequest) Validate() error {
 	if r.MaxTurnEndRetries != nil && *r.MaxTurnEndRetries < 0 {
 		return invalidf("max_turn_end_retries", "must not be negative")
 	}
-	return nil
+	if r.MaxTokens < 0 {
+		return invalidf("max_tokens", "must not be negative")
+	}
+	if r.Thinking != nil && r.Thinking.BudgetTokens < 0 {
+		return invalidf("thinking.budget_tokens", "must not be negative")
+	}
+	if r.OutputRepairs != nil && *r.OutputRepairs < 0 {
+		return invalidf("output_repairs", "must not be negative")
+	}
+	return r.ModelOptions.Validate()
 }
 
 // DecisionKind is what a person decided about a paused tool call.
@@ -344,16 +385,42 @@ func (r ToolCallRequest) Validate() error {
 // ToolCallResult is the data of llmw.tool.result, both on
 // P.tool.result.<turn>.<call> (docs/protocol.md §6) and on the tool channel of the
 // worker events (§5).
+//
+// Content is a string, or on the wire an array of text, image and file
+// parts (Parts; Content then holds their text), as in a tool_result part.
 type ToolCallResult struct {
 	CallID     string `json:"call_id"`
 	TurnID     string `json:"turn_id,omitempty"`
 	Name       string `json:"name"`
 	Content    string `json:"content"`
+	Parts      []Part `json:"-"`
 	IsError    bool   `json:"is_error"`
 	DurationMS int64  `json:"duration_ms"`
 }
 
-// Validate checks call id and name.
+// MarshalJSON writes content as Parts when they are set.
+func (r ToolCallResult) MarshalJSON() ([]byte, error) {
+	type plain ToolCallResult
+	return marshalWithContent(plain(r), r.Parts)
+}
+
+// UnmarshalJSON reads content as a string or an array of parts.
+func (r *ToolCallResult) UnmarshalJSON(b []byte) error {
+	type plain ToolCallResult
+	var w struct {
+		plain
+		Content json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return unwrapPlain(err)
+	}
+	*r = ToolCallResult(w.plain)
+	var err error
+	r.Content, r.Parts, err = decodeContent(w.Content)
+	return err
+}
+
+// Validate checks call id, name and the content's parts.
 func (r ToolCallResult) Validate() error {
 	if r.CallID == "" {
 		return missing("call_id")
@@ -361,12 +428,12 @@ func (r ToolCallResult) Validate() error {
 	if r.Name == "" {
 		return missing("name")
 	}
-	return nil
+	return ValidateResultParts("content", r.Parts)
 }
 
 // ToolResult returns the transcript form of r.
 func (r ToolCallResult) ToolResult() ToolResult {
-	return ToolResult{ToolUseID: r.CallID, Content: r.Content, IsError: r.IsError}
+	return ToolResult{ToolUseID: r.CallID, Content: r.Content, Parts: r.Parts, IsError: r.IsError}
 }
 
 func itoa(i int) string {

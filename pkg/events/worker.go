@@ -14,6 +14,7 @@ const (
 	TypeTurnCompleted = "llmw.turn.completed"
 	TypeTurnFailed    = "llmw.turn.failed"
 	TypeTurnAborted   = "llmw.turn.aborted"
+	TypeTurnWarning   = "llmw.turn.warning"
 
 	TypeBlockStart       = "llmw.block.start"
 	TypeBlockDelta       = "llmw.block.delta"
@@ -88,6 +89,17 @@ type TurnCompleted struct {
 	Messages   []Message  `json:"messages"`
 	StopReason StopReason `json:"stop_reason"`
 	Usage      UsageEvent `json:"usage"`
+	// Output is the final answer parsed as JSON, for a turn with a
+	// response_format; it fits the format's schema.
+	Output json.RawMessage `json:"output,omitempty"`
+}
+
+// TurnWarning is the data of llmw.turn.warning: settings of a model call
+// that its provider does not have, so they were not sent.
+type TurnWarning struct {
+	Step     int       `json:"step"`
+	Model    string    `json:"model,omitempty"`
+	Warnings []Warning `json:"warnings"`
 }
 
 // TurnEnded is the data of llmw.turn.failed and llmw.turn.aborted: a reason
@@ -95,7 +107,7 @@ type TurnCompleted struct {
 type TurnEnded struct {
 	Reason string `json:"reason"`
 	// Code is a short machine-readable code, one of TurnEndCodes.
-	Code string `json:"code,omitempty" jsonschema:"enum=cancelled,enum=hook_abort,enum=hook_cancel,enum=hook_failed,enum=max_steps,enum=max_turn_end_retries,enum=checkpoint,enum=invalid_request,enum=unknown_tool,enum=too_large,enum=internal,enum=provider_error,enum=missing_api_key,enum=provider_auth,enum=unknown_provider,enum=unknown_model,enum=duplicate_request,enum=payload_too_large,enum=provider_setup,enum=shutting_down,enum=rate_limited,enum=provider_unavailable,enum=refusal,enum=content_filter,enum=prompt_blocked"`
+	Code string `json:"code,omitempty" jsonschema:"enum=cancelled,enum=hook_abort,enum=hook_cancel,enum=hook_failed,enum=max_steps,enum=max_turn_end_retries,enum=checkpoint,enum=invalid_output,enum=invalid_request,enum=unknown_tool,enum=too_large,enum=internal,enum=provider_error,enum=missing_api_key,enum=provider_auth,enum=unknown_provider,enum=unknown_model,enum=duplicate_request,enum=payload_too_large,enum=provider_setup,enum=shutting_down,enum=rate_limited,enum=provider_unavailable,enum=unsupported_content,enum=refusal,enum=content_filter,enum=prompt_blocked"`
 }
 
 // TurnEndCodes are the codes of llmw.turn.failed and llmw.turn.aborted
@@ -103,12 +115,12 @@ type TurnEnded struct {
 // each is used. A code a turn can end with is added here and there.
 var TurnEndCodes = []string{
 	// the turn loop (worker.Code*)
-	"cancelled", "hook_abort", "hook_cancel", "hook_failed", "max_steps", "max_turn_end_retries", "checkpoint",
+	"cancelled", "hook_abort", "hook_cancel", "hook_failed", "max_steps", "max_turn_end_retries", "checkpoint", "invalid_output",
 	// the turn service (turn.Code*)
 	"invalid_request", "unknown_tool", "too_large", "internal",
 	// a model call that failed: provider_error, or the kind its error
 	// names (llm.ErrorKind, ingest.Kind)
-	"provider_error", "missing_api_key", "provider_auth", "unknown_provider", "unknown_model", "duplicate_request", "payload_too_large", "provider_setup", "shutting_down", "rate_limited", "provider_unavailable",
+	"provider_error", "missing_api_key", "provider_auth", "unknown_provider", "unknown_model", "duplicate_request", "payload_too_large", "provider_setup", "shutting_down", "rate_limited", "provider_unavailable", "unsupported_content",
 	// a model that declined (worker.StreamFailureCodes)
 	"refusal", "content_filter", "prompt_blocked",
 }

@@ -125,7 +125,7 @@ func TestCompleteStreamsCloudEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep != (events.CompletionReply{RequestID: "r1", StreamSubject: "llmw.llm.stream.r1"}) {
+	if !reflect.DeepEqual(rep, events.CompletionReply{RequestID: "r1", StreamSubject: "llmw.llm.stream.r1"}) {
 		t.Errorf("reply = %+v", rep)
 	}
 	if !jsonEq(reply.Data, []byte(`{"request_id":"r1","stream_subject":"llmw.llm.stream.r1"}`)) {

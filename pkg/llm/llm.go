@@ -44,6 +44,15 @@ type Stream interface {
 	Close() error
 }
 
+// Warner is implemented by streams that can say which settings of their
+// request the provider does not have, so were not sent
+// (events.ModelOptions): the built-in adapters' streams, the streams
+// Normalize returns over such a source, and ingest's Client streams (from
+// the completion reply). The list is known when the stream is returned.
+type Warner interface {
+	Warnings() []events.Warning
+}
+
 // WellFormed is implemented by streams that are well-formed by
 // construction (see Normalize): the streams Normalize returns, and a
 // client's stream of events that a producer normalized before sending

@@ -135,7 +135,7 @@ var afterPoint = &point[hook.ToolResultInput, hook.AfterToolCallResult]{
 		return in
 	},
 	reply: func(req *events.HookRequest, in *hook.ToolResultInput, _ hook.AfterToolCallResult, resp *events.HookResponse) {
-		if req.ToolResult == nil || in.Result != *req.ToolResult {
+		if req.ToolResult == nil || !reflect.DeepEqual(in.Result, *req.ToolResult) {
 			res := in.Result
 			resp.ToolResult = &res
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -177,7 +178,7 @@ func TestResultsPerEvent(t *testing.T) {
 		masked := events.ToolResult{ToolUseID: "call-1", Content: "[REDACTED]"}
 		setReply("after_tool_call", &events.HookResponse{Result: events.HookContinue, ToolResult: &masked})
 		in := &hook.ToolResultInput{Turn: turn(nil), Call: call, Result: events.ToolResult{ToolUseID: "call-1", Content: "secret"}}
-		if out := c.RunAfterToolCall(ctx(t), in); out.Stopped() || in.Result != masked {
+		if out := c.RunAfterToolCall(ctx(t), in); out.Stopped() || !reflect.DeepEqual(in.Result, masked) {
 			t.Errorf("mask: %+v %+v", out, in.Result)
 		}
 		mu.Lock()
