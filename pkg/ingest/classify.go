@@ -40,6 +40,8 @@ func kindOf(k llm.ErrorKind) Kind {
 		return KindPayloadTooLarge
 	case llm.KindRateLimited:
 		return KindRateLimited
+	case llm.KindUnsupportedContent:
+		return KindUnsupported
 	}
 	return KindUnavailable
 }

@@ -71,6 +71,11 @@ var (
 	// byte for another reason (5xx after retries, connection refused).
 	ErrProviderUnavailable = errors.New("ingest: provider unavailable")
 
+	// ErrUnsupportedContent: the request holds a content part the
+	// provider cannot take (an image for a model without image input, a
+	// file of a media type it does not read); refused before the call.
+	ErrUnsupportedContent = errors.New("ingest: content the provider cannot take")
+
 	// ErrShuttingDown: the request arrived while the service drains.
 	ErrShuttingDown = errors.New("ingest: shutting down")
 
@@ -129,6 +134,7 @@ const (
 	KindProviderAuth     Kind = "provider_auth"
 	KindRateLimited      Kind = "rate_limited"
 	KindUnavailable      Kind = "provider_unavailable"
+	KindUnsupported      Kind = "unsupported_content"
 )
 
 var kinds = []struct {
@@ -147,6 +153,7 @@ var kinds = []struct {
 	{KindProviderAuth, 401, ErrProviderAuth},
 	{KindRateLimited, 429, ErrRateLimited},
 	{KindUnavailable, 502, ErrProviderUnavailable},
+	{KindUnsupported, 415, ErrUnsupportedContent},
 }
 
 // Error is a refused completion request: what ingest replies, and what

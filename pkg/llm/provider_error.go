@@ -2,6 +2,7 @@ package llm
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 )
 
@@ -28,7 +29,20 @@ const (
 	KindRateLimited ErrorKind = "rate_limited"
 	// KindUnavailable: anything else, typically 5xx or a transport failure.
 	KindUnavailable ErrorKind = "provider_unavailable"
+	// KindUnsupportedContent: the request holds a content part (an image,
+	// a file of some media type) that the provider cannot take at all;
+	// refused by the adapter before the call (UnsupportedContent).
+	KindUnsupportedContent ErrorKind = "unsupported_content"
 )
+
+// UnsupportedContent returns the error of an adapter that cannot send a
+// content part: field is the part's path in the request (e.g.
+// "messages[2].content[1]"), provider the adapter's prefix, and what the
+// part ("image/webp image", "audio/wav file"). It is refused before any
+// I/O and is not retryable.
+func UnsupportedContent(provider, field, what string) *APIError {
+	return &APIError{ErrKind: KindUnsupportedContent, Err: fmt.Errorf("%s: %s: %s cannot be sent to this provider", provider, field, what)}
+}
 
 // ProviderError is implemented by the errors a Provider returns from
 // Stream (and an adapter from its constructor) when the provider refused
