@@ -18,6 +18,7 @@ import (
 	"github.com/llmworker/llmworker/internal/jsread"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/fence"
+	"github.com/llmworker/llmworker/pkg/media"
 	"github.com/llmworker/llmworker/pkg/telemetry"
 	"github.com/llmworker/llmworker/pkg/tool"
 	"github.com/llmworker/llmworker/pkg/worker"
@@ -550,6 +551,17 @@ func (s *Service) fresh(t *turnRun, req *events.TurnRequest, dg string) bool {
 		}
 	}
 	t.base.SessionPrefix = len(prefix)
+	kctx, cancel := context.WithTimeout(s.root, mediaTimeout)
+	err = s.offloadMedia(kctx, req.Messages)
+	cancel()
+	switch {
+	case errors.Is(err, media.ErrTooLarge):
+		return s.failEarly(t, CodeTooLarge, err)
+	case err != nil:
+		s.log.Warn("turn: store media", "turn_id", t.id, "err", err)
+		_ = t.msg.NakWithDelay(time.Second)
+		return false
+	}
 	msgs := make([]events.Message, 0, len(prefix)+len(req.Messages))
 	msgs = append(append(msgs, prefix...), req.Messages...)
 	cp := &worker.Checkpoint{Version: worker.CheckpointVersion, TurnID: t.id, SessionID: t.session, Phase: worker.PhaseModel, Messages: msgs}
@@ -559,7 +571,7 @@ func (s *Service) fresh(t *turnRun, req *events.TurnRequest, dg string) bool {
 	if err != nil {
 		return s.failEarly(t, CodeTooLarge, err)
 	}
-	kctx, cancel := context.WithTimeout(s.root, kvTimeout)
+	kctx, cancel = context.WithTimeout(s.root, kvTimeout)
 	rev, err := s.stateKV.Create(kctx, kvKey(t.id), b)
 	cancel()
 	if isConflict(err) {
