@@ -7,7 +7,7 @@
 # The metric=steal_pct lines are not a comparison: they say how much of the
 # machine's CPU its hypervisor gave to other guests while each side ran (a
 # quiet machine: 0); step times taken with much of it are not comparable
-# (docs/benchmarks.md, tenth round). Per-round results go to stderr.
+# (docs/benchmarks.md, Peers). Per-round results go to stderr.
 # `peers run -side <side> -par <n> -spans` prints where llmworker's steps
 # spend their time. Arguments go to `peers all`
 # (-rounds n, -crash-rounds n, -only durable,inproc,crash).
