@@ -51,9 +51,10 @@
 // A hook fails — and the chain applies its failure policy — when nobody
 // answers (ErrNoResponders), the reply does not come within the timeout
 // (the context's error; the chain reports hook.ErrTimeout), the reply is an
-// error reply with a Nats-Service-Error header (ErrResponder), or it cannot
-// be decoded, does not validate, has a result not allowed at the hook point
-// or changes the id of the call or result (ErrInvalidReply).
+// error reply with a Nats-Service-Error header (ErrResponder), or it is
+// empty, is not a JSON object with a "result" (DecodeBody), cannot be
+// decoded, does not validate, has a result not allowed at the hook point or
+// changes the id of the call or result (ErrInvalidReply).
 //
 // # The registry
 //
