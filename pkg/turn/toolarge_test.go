@@ -28,7 +28,7 @@ func TestTooLargeReasonQuotesTheLimitExceeded(t *testing.T) {
 	// goes without its messages): each turn's is 256 bytes larger than the
 	// one before, so the first that fails is at most 256 bytes over the
 	// limit, and its request still fits into a message.
-	for n := int(limit) - 2048; n < int(maxPayload); n += 256 {
+	for n := int(limit) - 1024; n < int(maxPayload); n += 256 {
 		id := newID("near-limit")
 		w := e.watch(id)
 		e.submit(events.TurnRequest{TurnID: id, Model: "test:m", Messages: []events.Message{events.UserText(strings.Repeat("x", n))}})
