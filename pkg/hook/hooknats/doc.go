@@ -11,8 +11,8 @@
 // Adapt turns any in-process hook (hook.BeforeToolCallFunc, a built-in of
 // hook/builtin, your own type) into a Handler; ServeHook adds its
 // registration. One mapping per hook point (codec.go) is used in both
-// directions, so what a Remote sends is what Adapt reads and the other way
-// round. A Handler may also answer the wire types directly (HandlerFunc).
+// directions, so what a Remote sends is what Adapt reads and what Adapt
+// replies is what a Remote reads. A Handler may also answer the wire types directly (HandlerFunc).
 //
 // Serve, or NewServer + Start + Stop, does the rest: it subscribes each
 // hook's subject (P.hook.<name> unless the registration names one) in a
