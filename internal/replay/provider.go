@@ -121,10 +121,11 @@ func (p *provider) Stream(ctx context.Context, req *llm.Request) (llm.Stream, er
 	return &uniqueIDs{Stream: st, suffix: "_" + nuid.Next()}, nil
 }
 
-// uniqueIDs gives the recorded tool calls ids of their own: a recording
-// replays the same call ids every time, but call ids are de-duplication
-// keys on the wire (Nats-Msg-Id), so a second turn would reuse the first
-// one's call and result.
+// uniqueIDs gives the recorded tool calls ids of their own
+// (docs/protocol.md §3): a recording plays the same call ids every time,
+// while a live provider's are unique, and clients key a session's calls by
+// id (the transcript sent back to the model, the gateway's approval ids,
+// the AI SDK's tool parts).
 type uniqueIDs struct {
 	llm.Stream
 	suffix string

@@ -256,7 +256,7 @@ func (c *Client) unroute(reqID string) {
 }
 
 // dispatch is the stream group's callback: it queues a message for the
-// stream of the subject's last token. Messages of streams no longer read
+// stream of the subject's last token. Messages of streams nobody reads
 // are dropped.
 func (c *Client) dispatch(m *nats.Msg) {
 	id := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]

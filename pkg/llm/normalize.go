@@ -65,7 +65,7 @@ const UnnamedTool = "_unnamed"
 // Err of the normalized stream is always nil: failures are events. Next and
 // Current must be called from one goroutine; Close may be called from any
 // goroutine, concurrently with Next, and more than once. Close waits until
-// the source is no longer read.
+// nothing reads the source.
 func Normalize(ctx context.Context, s Stream, o NormalizeOptions) Stream {
 	if _, ok := s.(WellFormed); ok {
 		return s // normalized once already: no second goroutine or buffer
@@ -446,8 +446,8 @@ func (s *normStream) Buffered() int {
 
 func (s *normStream) Err() error { return nil }
 
-// Close stops the stream, closes the source and waits until the source is
-// no longer read. It returns the error of the source's Close.
+// Close stops the stream, closes the source and waits until nothing reads
+// the source. It returns the error of the source's Close.
 func (s *normStream) Close() error {
 	s.startMu.Lock()
 	s.closed.Store(true)

@@ -824,8 +824,8 @@ func (s *Service) encodeState(st *State) ([]byte, error) {
 		return nil, fmt.Errorf("turn: encode checkpoint: %w", err)
 	}
 	if limit := s.nc.MaxPayload(); limit > 0 && int64(len(b)) > limit-1024 {
-		return nil, fmt.Errorf("%w: the checkpoint of turn %q is %d bytes (transcript of %d messages), more than the NATS max payload (%d bytes) allows",
-			ErrTooLarge, st.Request.TurnID, len(b), len(st.Checkpoint.Messages), limit)
+		return nil, fmt.Errorf("%w: the checkpoint of turn %q is %d bytes (transcript of %d messages), more than the %d bytes a checkpoint may have (the NATS max payload of %d bytes less 1024 for the message's headers)",
+			ErrTooLarge, st.Request.TurnID, len(b), len(st.Checkpoint.Messages), limit-1024, limit)
 	}
 	return b, nil
 }

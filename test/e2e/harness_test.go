@@ -734,7 +734,7 @@ func (c *cluster) reconnect(name string) {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	// Without its aliases a node is no longer found by name (n3): the
+	// Without its aliases a node is not found by name (n3): the
 	// other nodes could not route to it, and the partition would never
 	// fully heal.
 	c.mu.Lock()
