@@ -222,6 +222,18 @@ func TestBrowserUI(t *testing.T) {
 	// A second question, to the scripted model, whose answer is markdown
 	// with HTML in it. The question has markup too.
 	question := "Show me <b>markup</b> & <i>more</i>"
+	// While it streams, the answer's markdown is rendered as it grows,
+	// and the first answer's rendered text is left as it is (the same
+	// node: a selection in it stays).
+	eval(`(() => {
+		document.querySelector('.msg.assistant .md').dataset.kept = '1';
+		window.__streamed = [];
+		new MutationObserver(() => {
+			const md = document.querySelectorAll('.msg.assistant')[1]?.querySelector('.md');
+			if (window.llmw.streaming && md) window.__streamed.push(Array.from(md.children).map(e => e.tagName).join(','));
+		}).observe(document.getElementById('messages'), {childList: true, subtree: true, characterData: true});
+		return '';
+	})()`)
 	if err := chromedp.Do(bctx,
 		chromedp.SetValue(chromedp.CSS(`#model`), "script:markup"),
 		chromedp.SetValue(chromedp.CSS(`#prompt`), question),
@@ -270,6 +282,12 @@ func TestBrowserUI(t *testing.T) {
 		}
 	}
 	checkMarkup("streamed")
+	if kept := eval(`document.querySelector('.msg.assistant .md').dataset.kept || ''`); kept != "1" {
+		t.Fatal("the first answer's text was drawn anew while the second streamed")
+	}
+	if streamed := eval(`JSON.stringify(window.__streamed)`); !strings.Contains(streamed, `"H2,P"`) || !strings.Contains(streamed, `"H2,P,P,UL,PRE"`) {
+		t.Fatalf("the streaming answer's rendered blocks, render by render: %s; want the heading and paragraph before the end", streamed)
+	}
 	if err := chromedp.Do(bctx, chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`))); err != nil {
 		t.Fatal(err)
 	}
