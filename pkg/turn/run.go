@@ -70,6 +70,10 @@ type turnRun struct {
 	claimed          bool
 	results, started map[string]bool
 
+	// input is the request's messages, for the turn's first
+	// llmw.turn.started (nil for a turn picked up from a checkpoint).
+	input []events.Message
+
 	mu       sync.Mutex
 	tooLarge error             // a checkpoint was too large
 	override *events.TurnEnded // the completed event could not be published
@@ -562,6 +566,7 @@ func (s *Service) fresh(t *turnRun, req *events.TurnRequest, dg string) bool {
 		_ = t.msg.NakWithDelay(time.Second)
 		return false
 	}
+	t.input = req.Messages
 	msgs := make([]events.Message, 0, len(prefix)+len(req.Messages))
 	msgs = append(append(msgs, prefix...), req.Messages...)
 	cp := &worker.Checkpoint{Version: worker.CheckpointVersion, TurnID: t.id, SessionID: t.session, Phase: worker.PhaseModel, Messages: msgs}
@@ -1139,6 +1144,19 @@ func (t *turnRun) Observe(ev worker.Event) {
 	case events.TurnStarted:
 		if d.Resumed && t.claimed {
 			return // published by claimEvents
+		}
+		if !d.Resumed && t.input != nil {
+			d.Input = t.input
+			if _, err := t.emit(d); !errors.Is(err, nats.ErrMaxPayload) {
+				if err != nil {
+					t.failed(d, err)
+				}
+				return
+			}
+			// The question is in the checkpoint and the session; the
+			// event goes out without it.
+			d.Input = nil
+			data = d
 		}
 	case events.ToolStarted:
 		if t.started[d.CallID] {
