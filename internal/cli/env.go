@@ -3,6 +3,8 @@ package cli
 import (
 	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 )
 
@@ -27,6 +29,40 @@ type Env struct {
 	// it serves and, for up, has printed its banner (tests use it to reach
 	// the embedded NATS server).
 	Started func(*Stack)
+	// Command is how the person runs this program, for the commands the
+	// output suggests ("" = llmworker; see CommandName).
+	Command string
+}
+
+// command is how to run this program again, in a suggested command line.
+func (e *Env) command() string {
+	if e.Command == "" {
+		return "llmworker"
+	}
+	return e.Command
+}
+
+// CommandName is how a person runs the program started as arg0 (os.Args[0]):
+// "go run ./cmd/llmworker" for a binary `go run` built (it lives in an
+// exe directory of a go-build temporary directory, and the README runs it
+// from the repository's root), "llmworker" when that name on PATH is this
+// binary, else arg0 itself.
+func CommandName(arg0 string) string {
+	dir := filepath.Dir(arg0) // $WORK/b001/exe, $WORK being go-build<random>
+	if filepath.Base(dir) == "exe" && strings.HasPrefix(filepath.Base(filepath.Dir(filepath.Dir(dir))), "go-build") {
+		return "go run ./cmd/llmworker"
+	}
+	if p, err := exec.LookPath("llmworker"); err == nil {
+		a, errA := os.Stat(p)
+		b, errB := os.Stat(arg0)
+		if errA == nil && errB == nil && os.SameFile(a, b) {
+			return "llmworker"
+		}
+	}
+	if !strings.ContainsRune(arg0, filepath.Separator) {
+		return "llmworker"
+	}
+	return arg0
 }
 
 func (e *Env) getenv(k string) string {
