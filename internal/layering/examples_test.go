@@ -65,8 +65,9 @@ func TestExamplesImportNothingInternal(t *testing.T) {
 }
 
 // The NATS-side Examples, copied as they are into a module of their own
-// that requires this one (replaced by this checkout), type-check with go
-// vet: what a reader pastes into their program compiles there.
+// that requires this one (replaced by this checkout), and the README's Go
+// client type-check with go vet: what a reader pastes into their program
+// compiles there.
 func TestExamplesBuildInAnotherModule(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the go command")
@@ -93,6 +94,23 @@ func TestExamplesBuildInAnotherModule(t *testing.T) {
 			copyFile(t, f, filepath.Join(dst, filepath.Base(f)))
 		}
 	}
+	// The README's Go client, as the body of a program.
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, snippet, ok := strings.Cut(string(readme), "<!-- readme-test: go-client -->\n```go\n")
+	if snippet, _, ok = strings.Cut(snippet, "\n```"); !ok {
+		t.Fatal("README.md has no go-client block")
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "readmeclient"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	prog := "package main\n\nimport (\n\t\"context\"\n\t\"fmt\"\n\n\t\"github.com/nats-io/nats.go\"\n\n\t\"" +
+		module + "pkg/events\"\n\t\"" + module + "pkg/turn\"\n)\n\nfunc main() {\n\tctx := context.Background()\n" + snippet + "\n}\n"
+	if err := os.WriteFile(filepath.Join(dir, "readmeclient", "main.go"), []byte(prog), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	gomod := "module example.com/myclient\n\ngo 1.26\n\nrequire " + strings.TrimSuffix(module, "/") + " v0.0.0\n\nreplace " +
 		strings.TrimSuffix(module, "/") + " => " + root + "\n"
 	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644); err != nil {
@@ -103,7 +121,15 @@ func TestExamplesBuildInAnotherModule(t *testing.T) {
 	copyFile(t, filepath.Join(root, "go.sum"), filepath.Join(dir, "go.sum"))
 	cmd := exec.Command(goCmd, "vet", "./...")
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -mod=mod"))
+	// -mod=mod lets go fill in the new module's requirements (CI's
+	// GOFLAGS say -mod=readonly for this one).
+	flags := []string{"-mod=mod"}
+	for f := range strings.FieldsSeq(os.Getenv("GOFLAGS")) {
+		if !strings.HasPrefix(f, "-mod=") {
+			flags = append(flags, f)
+		}
+	}
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS="+strings.Join(flags, " "))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go vet of the examples in another module: %v\n%s", err, out)
 	}
