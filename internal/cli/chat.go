@@ -85,7 +85,7 @@ func chat(ctx context.Context, env *Env, o *chatOptions) error {
 	embedded := o.conn.url == ""
 	if model == "" {
 		if embedded {
-			fmt.Fprint(env.Stderr, missingCredentials())
+			fmt.Fprint(env.Stderr, missingCredentials(env.command()))
 			return ErrNoCredentials
 		}
 		return fmt.Errorf("%w: no model: pass --model provider:model or set LLMW_MODEL", ErrUsage)
@@ -97,7 +97,7 @@ func chat(ctx context.Context, env *Env, o *chatOptions) error {
 	isReplay := provider == replay.Prefix
 	if embedded && !creds.has(provider) {
 		fmt.Fprintf(env.Stderr, "model %s needs credentials that are not set.\n", model)
-		fmt.Fprint(env.Stderr, missingCredentials())
+		fmt.Fprint(env.Stderr, missingCredentials(env.command()))
 		return ErrNoCredentials
 	}
 	out := NewRenderer(env.Stdout, env.color())

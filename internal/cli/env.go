@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 )
 
@@ -42,14 +43,12 @@ func (e *Env) command() string {
 	return e.Command
 }
 
-// CommandName is how a person runs the program started as arg0 (os.Args[0]):
-// "go run ./cmd/llmworker" for a binary `go run` built (it lives in an
-// exe directory of a go-build temporary directory, and the README runs it
-// from the repository's root), "llmworker" when that name on PATH is this
-// binary, else arg0 itself.
+// CommandName is how a person runs the program started as arg0
+// (os.Args[0]): "go run ./cmd/llmworker" for a binary `go run` built (the
+// README runs it so from the repository's root), "llmworker" when that
+// name on PATH is this binary, else arg0 itself.
 func CommandName(arg0 string) string {
-	dir := filepath.Dir(arg0) // $WORK/b001/exe, $WORK being go-build<random>
-	if filepath.Base(dir) == "exe" && strings.HasPrefix(filepath.Base(filepath.Dir(filepath.Dir(dir))), "go-build") {
+	if builtByGoRun(arg0) {
 		return "go run ./cmd/llmworker"
 	}
 	if p, err := exec.LookPath("llmworker"); err == nil {
@@ -63,6 +62,21 @@ func CommandName(arg0 string) string {
 		return "llmworker"
 	}
 	return arg0
+}
+
+// goRunCached is the directory of an executable `go run` keeps in the
+// build cache: $GOCACHE/<xx>/<sha256>-d/<name>.
+var goRunCached = regexp.MustCompile(`^[0-9a-f]{64}-d$`)
+
+// builtByGoRun reports whether arg0 is where `go run` puts the binary it
+// runs: the build cache, or a temporary $WORK/b001/exe/<name> ($WORK being
+// go-build<random>) when it does not cache it.
+func builtByGoRun(arg0 string) bool {
+	dir := filepath.Dir(arg0)
+	if goRunCached.MatchString(filepath.Base(dir)) {
+		return true
+	}
+	return filepath.Base(dir) == "exe" && strings.HasPrefix(filepath.Base(filepath.Dir(filepath.Dir(dir))), "go-build")
 }
 
 func (e *Env) getenv(k string) string {

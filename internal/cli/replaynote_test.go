@@ -111,10 +111,13 @@ func TestCommandName(t *testing.T) {
 	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// What go run starts: $WORK/b001/exe/llmworker, $WORK = go-build<n>.
+	// What go run starts: the executable it cached in the build cache,
+	// or one in $WORK/b001/exe/, $WORK = go-build<n>.
 	goRun := filepath.Join(os.TempDir(), "go-build1234", "b001", "exe", "llmworker")
+	goRunCached := filepath.Join("/root", ".cache", "go-build", "95", strings.Repeat("9a", 32)+"-d", "llmworker")
 	for arg0, want := range map[string]string{
 		goRun:       "go run ./cmd/llmworker",
+		goRunCached: "go run ./cmd/llmworker",
 		"llmworker": "llmworker",
 		bin:         bin,
 		self:        self,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -121,7 +122,7 @@ func (p *provider) Stream(ctx context.Context, req *llm.Request) (llm.Stream, er
 		return nil, err
 	}
 	if pace := p.srv.cfg.Pace; pace > 0 {
-		st = &paced{Stream: st, ctx: ctx, done: p.srv.done, perToken: pace}
+		st = &paced{Stream: st, ctx: ctx, done: p.srv.done, perToken: pace, closed: make(chan struct{})}
 	}
 	return &uniqueIDs{Stream: st, suffix: "_" + nuid.Next()}, nil
 }
@@ -142,7 +143,9 @@ type paced struct {
 	ctx      context.Context
 	done     <-chan struct{}
 	perToken time.Duration
-	timer    *time.Timer
+	// closed ends a wait: Close may be called while Next waits.
+	closed    chan struct{}
+	closeOnce sync.Once
 }
 
 func (p *paced) Next() bool {
@@ -153,25 +156,20 @@ func (p *paced) Next() bool {
 	if !ok {
 		return true
 	}
-	wait := p.perToken * time.Duration(Tokens(d.Content))
-	if p.timer == nil {
-		p.timer = time.NewTimer(wait)
-	} else {
-		p.timer.Reset(wait)
-	}
-	// A cancelled stream ends at the adapter's next read.
+	t := time.NewTimer(p.perToken * time.Duration(Tokens(d.Content)))
+	defer t.Stop()
+	// A cancelled or closed stream ends at the adapter's next read.
 	select {
-	case <-p.timer.C:
+	case <-t.C:
 	case <-p.ctx.Done():
 	case <-p.done:
+	case <-p.closed:
 	}
 	return true
 }
 
 func (p *paced) Close() error {
-	if p.timer != nil {
-		p.timer.Stop()
-	}
+	p.closeOnce.Do(func() { close(p.closed) })
 	return p.Stream.Close()
 }
 
