@@ -79,9 +79,9 @@ func TestReplaySaysWhatItPlays(t *testing.T) {
 // up --replay lists the replay models with the question each answers, and
 // suggests commands the person can run as they ran up.
 func TestUpBannerSaysWhatReplayPlaysAndHowToRun(t *testing.T) {
-	st := &Stack{URL: "nats://127.0.0.1:4999", Services: AllServices}
+	st := &Stack{URL: "nats://127.0.0.1:4999", Services: AllServices, GatewayURL: "http://127.0.0.1:8080"}
 	var b strings.Builder
-	printConnect(&Env{Stdout: &b, Command: "go run ./cmd/llmworker"}, st, true, "")
+	printConnect(&Env{Stdout: &b, Command: "go run ./cmd/llmworker"}, st, true, "", "replay:anthropic")
 	out := b.String()
 	for _, sc := range replay.Scenarios() {
 		if !strings.Contains(out, fmt.Sprintf("%s %q", sc.ModelString(), sc.Prompt)) &&
@@ -92,6 +92,7 @@ func TestUpBannerSaysWhatReplayPlaysAndHowToRun(t *testing.T) {
 	for _, want := range []string{
 		"NATS_URL=nats://127.0.0.1:4999 go run ./cmd/llmworker chat --model replay:",
 		"NATS_URL=nats://127.0.0.1:4999 go run ./cmd/llmworker turn submit --model replay:",
+		"open the web UI (model replay:anthropic;",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("banner lacks %q:\n%s", want, out)

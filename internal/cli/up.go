@@ -258,7 +258,7 @@ func runUp(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	cur.Store(st)
-	printConnect(env, st, o.ing.Replay, o.advertise)
+	printConnect(env, st, o.ing.Replay, o.advertise, o.gw.Model)
 	// After the banner: whoever is told up started can read it.
 	if env.Started != nil {
 		env.Started(st)
@@ -282,8 +282,9 @@ func healthHandler(cur *atomic.Pointer[Stack], metrics http.Handler) http.Handle
 	}, metrics)
 }
 
-// printConnect tells the person how to use the running system.
-func printConnect(env *Env, st *Stack, replayOn bool, advertise string) {
+// printConnect tells the person how to use the running system; gwModel
+// is the model of the gateway's turns.
+func printConnect(env *Env, st *Stack, replayOn bool, advertise, gwModel string) {
 	s := events.NewSubjects(st.Prefix)
 	w := env.Stdout
 	url := st.URL
@@ -326,7 +327,7 @@ func printConnect(env *Env, st *Stack, replayOn bool, advertise string) {
 		fmt.Fprintf(w, "\nsubmit from a script:\n  NATS_URL=%s %s turn submit --model <provider:model> --prompt \"hello\" --follow\n", url, cmd)
 	}
 	if st.GatewayURL != "" {
-		fmt.Fprintf(w, "\nopen the web UI (or point an AI SDK useChat client at %s/api/chat):\n  %s/\n", st.GatewayURL, st.GatewayURL)
+		fmt.Fprintf(w, "\nopen the web UI (model %s; or point an AI SDK useChat client at %s/api/chat):\n  %s/\n", gwModel, st.GatewayURL, st.GatewayURL)
 	}
 	fmt.Fprintf(w, "\nor publish CloudEvents yourself (docs/protocol.md §5 and §9.1):\n")
 	fmt.Fprintf(w, "  submit  %s   (type %s)\n", s.TurnSubmit(), events.TypeTurnSubmit)
