@@ -243,7 +243,8 @@ type clusterOpts struct {
 	slow string
 	// turnAckWait and toolAckWait are the consumers' AckWait.
 	turnAckWait, toolAckWait time.Duration
-	// replayPace is ingest's --replay-pace: streams that take a while, so
+	// replayPace is ingest's --replay-pace (per token of about four
+	// characters, internal/replay): streams that take a while, so
 	// that faults land mid-stream.
 	replayPace time.Duration
 	// stepRetries is the turn service's --step-retries (0 = its default):
