@@ -46,6 +46,9 @@ func ExtraFields(body any, opts json.RawMessage) (map[string]any, error) {
 	}
 	extra := make(map[string]any, len(patch))
 	for k, v := range patch {
+		if k == "" {
+			return nil, fmt.Errorf("%w: provider_options: a key is empty", ErrInvalidRequest)
+		}
 		if isNull(v) {
 			extra[k] = param.Omit
 			continue

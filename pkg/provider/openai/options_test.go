@@ -1,13 +1,18 @@
 package openai_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"reflect"
 	"testing"
 
+	sdk "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/param"
+
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/provider/openai"
 	"github.com/llmworker/llmworker/pkg/provider/providertest"
 )
 
@@ -28,7 +33,7 @@ func TestRequestModelOptions(t *testing.T) {
 		Tools: []events.ToolDefinition{weatherTool}, Temperature: ptrTo(0.2),
 		ModelOptions: events.ModelOptions{
 			ResponseFormat: &events.ResponseFormat{Type: events.FormatJSONSchema, Name: "forecast", Description: "A forecast",
-				Schema: json.RawMessage(`{"type":"object","properties":{"temp":{"type":"number"}},"required":["temp"],"additionalProperties":false}`)},
+				Schema: json.RawMessage(`{"type":"object","properties":{"temp":{"type":"number","maximum":1e2}},"required":["temp"],"additionalProperties":false}`)},
 			ToolChoice:        events.ForceTool("get_weather"),
 			ParallelToolCalls: ptrTo(false),
 			Stop:              []string{"END", "\n\n"},
@@ -66,7 +71,7 @@ func TestRequestModelOptions(t *testing.T) {
 	  "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type":"object","properties":{"city":{"type":"string"}}}}}],
 	  "response_format": {"type": "json_schema", "json_schema": {
 	    "name": "forecast", "description": "A forecast", "strict": true,
-	    "schema": {"type":"object","properties":{"temp":{"type":"number"}},"required":["temp"],"additionalProperties":false}}},
+	    "schema": {"type":"object","properties":{"temp":{"type":"number","maximum":100}},"required":["temp"],"additionalProperties":false}}},
 	  "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
 	  "parallel_tool_calls": false,
 	  "stop": ["END", "\n\n"],
@@ -150,4 +155,43 @@ func assertFields(t *testing.T, body []byte, want map[string]string, absent []st
 			t.Errorf("%s = %s, want it absent", k, v)
 		}
 	}
+}
+
+// FuzzExtraFields: whatever provider_options holds, ExtraFields returns an
+// error or extra fields that give a JSON object body holding every key of
+// the options that is not null, and none that is.
+func FuzzExtraFields(f *testing.F) {
+	for _, s := range []string{
+		`{"service_tier":"flex"}`, `{"stream_options":{"include_obfuscation":false}}`, `{"temperature":null}`,
+		`{"stream_options":{"include_usage":null,"x":{"y":[1,{"z":null}]}}}`, `{"a.b":1,"c*":2,"":3}`, `[]`, `null`, `{`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, opts []byte) {
+		p := sdk.ChatCompletionNewParams{Model: "gpt-4o", Messages: []sdk.ChatCompletionMessageParamUnion{sdk.UserMessage("hi")}}
+		p.StreamOptions.IncludeUsage = param.NewOpt(true)
+		p.Temperature = param.NewOpt(0.5)
+		extra, err := openai.ExtraFields(p, opts)
+		if err != nil {
+			return
+		}
+		p.SetExtraFields(extra)
+		b, err := json.Marshal(p)
+		if err != nil {
+			t.Fatalf("options %s: body: %v", opts, err)
+		}
+		var body, in map[string]json.RawMessage
+		if err := json.Unmarshal(b, &body); err != nil {
+			t.Fatalf("options %s: body %s is not a JSON object: %v", opts, b, err)
+		}
+		if err := json.Unmarshal(opts, &in); err != nil {
+			t.Fatalf("options %s accepted but not an object: %v", opts, err)
+		}
+		for k, v := range in {
+			_, has := body[k]
+			if null := string(bytes.TrimSpace(v)) == "null"; has == null {
+				t.Fatalf("options %s: key %q in body %v, its value %s", opts, k, has, v)
+			}
+		}
+	})
 }
