@@ -136,7 +136,8 @@ func (c *Client) Close() error {
 }
 
 // Stream sends req (a request id is generated when req.RequestID is empty)
-// and returns its stream. Its stream group's subscription exists before it
+// and returns its stream, an llm.Warner whose Warnings are those of
+// ingest's reply (the settings the provider does not have, not sent). Its stream group's subscription exists before it
 // sends the request, so no event is missed. Cancelling ctx publishes
 // P.llm.cancel.<request_id> and ends the stream with status cancelled.
 //
