@@ -361,7 +361,7 @@ func (j *job) emitProgress(p tool.Progress) {
 // settle runs the after_tool_call hooks on an allowed call's output and
 // makes the result final; dst is where the result is kept.
 func (r *run) settle(ctx context.Context, p *PendingCall, dst *events.ToolResult) *Result {
-	*dst = events.ToolResult{ToolUseID: p.Call.ID, Content: p.Output.Content, IsError: p.Output.IsError}
+	*dst = events.ToolResult{ToolUseID: p.Call.ID, Content: p.Output.Content, Parts: p.Output.Parts, IsError: p.Output.IsError}
 	// As in gate: the hooks' input only for hooks that read it.
 	if r.chain.HasAfterToolCall() {
 		def := events.ToolDefinition{Name: p.Call.Name}
@@ -392,7 +392,7 @@ func (r *run) settle(ctx context.Context, p *PendingCall, dst *events.ToolResult
 	p.State = CallDone
 	if r.em.observed() {
 		r.em.emit(events.ToolCallResult{
-			CallID: p.Call.ID, Name: p.Call.Name, Content: dst.Content, IsError: dst.IsError,
+			CallID: p.Call.ID, Name: p.Call.Name, Content: dst.Content, Parts: dst.Parts, IsError: dst.IsError,
 			DurationMS: p.Output.DurationMS})
 	}
 	return nil
@@ -420,7 +420,12 @@ func runTool(ctx context.Context, t tool.Tool, call events.ToolCall) (out ToolOu
 	if len(bytes.TrimSpace(input)) == 0 {
 		input = json.RawMessage("{}")
 	}
-	content, err := t.Execute(tctx, input)
+	content, parts, err := tool.ExecuteContent(tctx, t, input)
+	if err == nil && parts != nil {
+		if verr := events.ValidateResultParts("content", parts); verr != nil {
+			err = fmt.Errorf("tool %q returned an invalid result: %w", call.Name, verr)
+		}
+	}
 	if err != nil {
 		out.IsError = true
 		switch {
@@ -431,7 +436,7 @@ func runTool(ctx context.Context, t tool.Tool, call events.ToolCall) (out ToolOu
 		}
 		return out
 	}
-	out.Content = content
+	out.Content, out.Parts = content, parts
 	return out
 }
 
