@@ -43,14 +43,14 @@ func ExecuteContent(ctx context.Context, t Tool, input json.RawMessage) (text st
 	return text, nil, err
 }
 
-// InlineMediaSize is the length of the base64 data of parts' media: what
-// they add to a NATS message that carries them.
-func InlineMediaSize(parts []events.Part) int {
-	n := 0
+// ResultSize is about the length of a result on the wire: its text (which
+// the parts repeat in a result's Content) and its parts, inline media as
+// base64. Executors bound it by what one NATS message holds.
+func ResultSize(text string, parts Content) int {
+	n := len(text)
 	for i := range parts {
-		if parts[i].IsMedia() {
-			n += len(parts[i].Data)
-		}
+		p := &parts[i]
+		n += 64 + len(p.Text) + len(p.Data) + len(p.URL) + len(p.Ref) + len(p.MediaType) + len(p.Filename)
 	}
 	return n
 }

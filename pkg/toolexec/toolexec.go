@@ -1027,7 +1027,7 @@ func (s *Server) run(env *events.Envelope, h *hosted, req events.ToolCallRequest
 			if err := events.ValidateResultParts("content", o.parts); err != nil {
 				return fail("tool %q returned an invalid result: %v", h.entry.Name, err)
 			}
-			if size, limit := resultSize(o.out, o.parts), s.nc.MaxPayload(); limit > 0 && int64(size) > limit-resultHeadroom {
+			if size, limit := tool.ResultSize(o.out, o.parts), s.nc.MaxPayload(); limit > 0 && int64(size) > limit-resultHeadroom {
 				return fail("tool %q returned a result of %d bytes with its inline media, more than a NATS message holds (max payload %d bytes); return smaller media, or media by URL",
 					h.entry.Name, size, limit)
 			}
@@ -1054,17 +1054,6 @@ func (s *Server) run(env *events.Envelope, h *hosted, req events.ToolCallRequest
 // resultHeadroom is what a result message needs besides its content:
 // the CloudEvent headers, ids and JSON punctuation.
 const resultHeadroom = 4 << 10
-
-// resultSize is about the length of a result's content on the wire: the
-// text the parts repeat (Content) and the parts themselves.
-func resultSize(text string, parts tool.Content) int {
-	n := len(text)
-	for i := range parts {
-		p := &parts[i]
-		n += 64 + len(p.Text) + len(p.Data) + len(p.URL) + len(p.Ref) + len(p.MediaType) + len(p.Filename)
-	}
-	return n
-}
 
 func normalize(in json.RawMessage) json.RawMessage {
 	if len(in) == 0 {

@@ -42,3 +42,14 @@ func workerCode(err error) string {
 	}
 	return CodeInternal
 }
+
+// maxToolResult bounds a tool result with media by what one NATS message
+// holds, less room for the rest of the turn's state: a result above it is
+// an error result naming the tool, not a checkpoint too large to store.
+func (s *Service) maxToolResult() int {
+	n := int(s.nc.MaxPayload())
+	if n <= 0 {
+		return 0
+	}
+	return n - min(n/4, 64<<10)
+}

@@ -806,6 +806,7 @@ func (s *Service) newWorker(t *turnRun, req *events.TurnRequest, tools []tool.To
 		Options:             modelOptions(t, req),
 		ToolChoiceEveryStep: req.ToolChoiceEveryStep,
 		OutputRepairs:       outputRepairs(req),
+		MaxToolResult:       s.maxToolResult(),
 	})
 }
 

@@ -98,6 +98,13 @@ type Config struct {
 	// is answered as for an unknown tool.
 	ToolNames []string
 
+	// MaxToolResult bounds a tool result with parts (images, files):
+	// tool.ResultSize of its text and parts, inline media as base64. A
+	// result above it is an error result naming the tool, which the model
+	// reads, instead of a transcript that no message can carry. 0 means no
+	// bound; the turn service sets what one NATS message holds.
+	MaxToolResult int
+
 	// Hooks are the turn's hooks; nil means none.
 	Hooks *hook.Chain
 	// Vars are the initial hook variables of every turn.

@@ -365,3 +365,19 @@ func TestToolResultWithAnInvalidPart(t *testing.T) {
 		t.Fatalf("tool_result = %+v, want an error naming the tool and what the data holds", tr)
 	}
 }
+
+// A result with more inline media than Config.MaxToolResult is an error
+// result naming the tool.
+func TestToolResultAboveMaxToolResult(t *testing.T) {
+	big := tool.Must("camera", "Takes a big picture.", func(context.Context, struct{}) (tool.Content, error) {
+		return tool.Content{events.ImagePart("image/png", append(append([]byte{}, pngBytes...), make([]byte, 4096)...))}, nil
+	})
+	model := llmtest.NewScripted(llmtest.ToolStep(llmtest.ToolCallSpec{ID: "c1", Name: "camera", Input: `{}`}), llmtest.TextStep("ok"))
+	w := mustNew(t, worker.Config{Provider: model, Tools: []tool.Tool{big}, MaxToolResult: 4096})
+	mustRun(t, w, events.UserText("go"))
+	req := model.Requests()[1]
+	tr := req.Messages[len(req.Messages)-1].Content[0]
+	if !tr.IsError || tr.Parts != nil || !strings.Contains(tr.Content, `"camera"`) || !strings.Contains(tr.Content, "4096") {
+		t.Fatalf("tool_result = %+v, want an error naming the tool and the bound", tr)
+	}
+}

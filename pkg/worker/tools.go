@@ -335,6 +335,12 @@ func (j *job) exec() {
 	defer span.End()
 	began := time.Now()
 	j.out = runTool(cctx, j.t, call)
+	if limit := j.r.cfg.MaxToolResult; limit > 0 && j.out.Parts != nil {
+		if n := tool.ResultSize(j.out.Content, j.out.Parts); n > limit {
+			j.out = ToolOutput{IsError: true, DurationMS: j.out.DurationMS, Content: fmt.Sprintf(
+				"tool %q returned a result of %d bytes with its inline media, more than a message of the turn holds (%d bytes); return smaller media, or media by URL", call.Name, n, limit)}
+		}
+	}
 	j.throttle.Stop()
 	if telemetry.CaptureContent() && span.IsRecording() {
 		span.SetAttributes(telemetry.GenAIToolCallArguments.String(string(call.Input)), telemetry.GenAIToolCallResult.String(j.out.Content))
