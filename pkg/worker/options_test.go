@@ -381,3 +381,72 @@ func TestToolResultAboveMaxToolResult(t *testing.T) {
 		t.Fatalf("tool_result = %+v, want an error naming the tool and the bound", tr)
 	}
 }
+
+// A turn paused by on_turn_end after a fitting answer completes on its
+// resume with that answer as its output.
+func TestStructuredOutputAfterAnOnTurnEndPause(t *testing.T) {
+	hooks := &hook.Chain{}
+	_ = hooks.OnTurnEnd(hook.TurnEndFunc(func(context.Context, *hook.TurnEndInput) (hook.TurnEndResult, error) {
+		return hook.TurnEndResult{Action: hook.TurnPause, Reason: "review"}, nil
+	}), hook.Options{Name: "review"})
+	model := llmtest.NewScripted(llmtest.TextStep(`{"city":"Oslo","temp_c":3}`))
+	w := mustNew(t, worker.Config{Provider: model, Hooks: hooks, Options: events.ModelOptions{ResponseFormat: jsonFormat()}})
+	res := mustRun(t, w, events.UserText("Oslo?"))
+	if res.Status != worker.StatusPaused || res.Output != nil {
+		t.Fatalf("status %s output %s, want paused without output", res.Status, res.Output)
+	}
+	// The checkpoint is stored as JSON and resumed by another worker.
+	b, err := json.Marshal(res.State)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cp worker.Checkpoint
+	if err := json.Unmarshal(b, &cp); err != nil {
+		t.Fatal(err)
+	}
+	w2 := mustNew(t, worker.Config{Provider: llmtest.NewScripted(), Hooks: hooks, Options: events.ModelOptions{ResponseFormat: jsonFormat()}})
+	res, err = w2.Resume(context.Background(), &cp, nil)
+	if err != nil || res.Status != worker.StatusCompleted || string(res.Output) != `{"city":"Oslo","temp_c":3}` {
+		t.Fatalf("Resume = %+v, %v; want completed with the output", res, err)
+	}
+}
+
+// The repairs made are in the checkpoint: a turn continued elsewhere
+// after its repair step does not get another one.
+func TestOutputRepairsSurviveACheckpoint(t *testing.T) {
+	var last *worker.Checkpoint
+	model := llmtest.NewScripted(llmtest.TextStep(`{}`))
+	w := mustNew(t, worker.Config{Provider: model, Options: events.ModelOptions{ResponseFormat: jsonFormat()},
+		Checkpoint: func(_ context.Context, cp *worker.Checkpoint) error {
+			last = cp
+			if cp.Step == 1 {
+				return errors.New("the replica dies before its second model call")
+			}
+			return nil
+		}})
+	mustRun(t, w, events.UserText("Oslo?"))
+	if last == nil || last.OutputRepairs != 1 || last.Step != 1 {
+		t.Fatalf("checkpoint before the repair call = %+v, want step 1 with one repair made", last)
+	}
+	model2 := llmtest.NewScripted(llmtest.TextStep(`{"city":"Oslo"}`), llmtest.TextStep(`{"city":"Oslo","temp_c":1}`))
+	w2 := mustNew(t, worker.Config{Provider: model2, Options: events.ModelOptions{ResponseFormat: jsonFormat()}})
+	res, err := w2.RunFrom(context.Background(), last)
+	if err != nil || res.Code != worker.CodeInvalidOutput || model2.Calls() != 1 {
+		t.Fatalf("RunFrom = %+v (%v) after %d calls; want invalid_output after the one repair call", res, err, model2.Calls())
+	}
+}
+
+// A step whose model call is made again sends its warnings once.
+func TestWarningsOncePerStep(t *testing.T) {
+	ws := []events.Warning{{Setting: "seed", Message: "not sent"}}
+	model := llmtest.NewScripted(llmtest.FailMidStep(errors.New("connection reset"), "par"), llmtest.TextStep("whole"))
+	rec := &recorder{}
+	w := mustNew(t, worker.Config{Provider: warner{model, ws}, StepAttempts: 2, Observer: rec})
+	res := mustRun(t, w, events.UserText("hi"))
+	if res.Status != worker.StatusCompleted || model.Calls() != 2 {
+		t.Fatalf("status %s after %d calls: %s", res.Status, model.Calls(), res.Reason)
+	}
+	if got := rec.ofType(events.TypeTurnWarning); len(got) != 1 {
+		t.Fatalf("%d warnings for one step made twice, want 1", len(got))
+	}
+}
