@@ -243,11 +243,16 @@ func resolve(cfg Config) (*resolved, error) {
 			return nil, fmt.Errorf("%w: tool pattern %q: %v", ErrInvalidConfig, p, err)
 		}
 	}
-	if c := cfg.Options.ToolChoice; c != nil && c.Mode == events.ToolNamed {
+	switch c := cfg.Options.ToolChoice; {
+	case c == nil:
+	case c.Mode == events.ToolNamed:
 		if _, ok := r.lookup(c.Name); !ok {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, &events.FieldError{Field: "tool_choice.name",
 				Problem: fmt.Sprintf("names tool %q, which the turn does not offer (%s)", c.Name, offeredList(r.toolNames()))})
 		}
+	case c.Mode == events.ToolRequired && cfg.Registry == nil && len(r.tools()) == 0:
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, &events.FieldError{Field: "tool_choice",
+			Problem: `is "required", but the turn offers no tools`})
 	}
 	return r, nil
 }

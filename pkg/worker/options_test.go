@@ -98,6 +98,14 @@ func TestToolChoiceNamingAToolNotOffered(t *testing.T) {
 	}
 }
 
+func TestToolChoiceRequiredWithoutTools(t *testing.T) {
+	_, err := worker.New(worker.Config{Provider: llmtest.NewScripted(), Options: events.ModelOptions{ToolChoice: &events.ToolChoice{Mode: events.ToolRequired}}})
+	var fe *events.FieldError
+	if !errors.Is(err, worker.ErrInvalidConfig) || !errors.As(err, &fe) || fe.Field != "tool_choice" {
+		t.Fatalf("New = %v, want ErrInvalidConfig naming tool_choice", err)
+	}
+}
+
 func TestInvalidOptionsAreRefused(t *testing.T) {
 	for name, o := range map[string]events.ModelOptions{
 		"response_format.schema": {ResponseFormat: &events.ResponseFormat{Type: events.FormatJSONSchema, Schema: json.RawMessage(`{"type":"nonsense"}`)}},
