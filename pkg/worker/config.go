@@ -68,7 +68,8 @@ type Config struct {
 	//     leave tool_choice unset (auto), unless ToolChoiceEveryStep: a
 	//     model made to call a tool on every call can never answer, so the
 	//     turn would only end at MaxSteps. "none" goes into every call. A
-	//     named tool must be one the turn offers (New fails otherwise).
+	//     named tool must be one the turn offers, and "required" needs one
+	//     (New fails otherwise).
 	//   - With a ResponseFormat the final answer (the text of the last
 	//     assistant message, when the model stops without tool calls) must
 	//     be JSON fitting its schema (any JSON object for type json),
