@@ -577,6 +577,7 @@ func TestRenderer(t *testing.T) {
 		env(events.TypeToolResult, events.ToolCallResult{CallID: "c2", Name: "read_file", Content: long, DurationMS: 3}),
 		env(events.TypeToolResult, events.ToolCallResult{CallID: "c3", Name: "calc", Content: "bad", IsError: true}),
 		env(events.TypeHookMessage, events.HookMessage{Hook: "h", Messages: []events.Message{events.AssistantText("note")}}),
+		env(events.TypeTurnWarning, events.TurnWarning{Step: 1, Model: "openai:gpt", Warnings: []events.Warning{{Setting: "top_k", Message: "openai has no top_k"}}}),
 		env(events.TypeTurnFailed, events.TurnEnded{Reason: "max steps (20) reached", Code: "max_steps"}),
 	}
 	var last Rendered
@@ -594,6 +595,7 @@ func TestRenderer(t *testing.T) {
 		"← read_file (3 ms): " + strings.Repeat("x", 300) + "… (100 more chars)",
 		"✗ calc failed (0 ms): bad",
 		"⚑ h: note",
+		"⚠ top_k not sent: openai has no top_k",
 		"✗ turn failed: max steps (20) reached [max_steps]",
 	} {
 		if !strings.Contains(out, want) {

@@ -995,8 +995,9 @@ func (s *Server) run(env *events.Envelope, h *hosted, req events.ToolCallRequest
 	}()
 
 	type outcome struct {
-		out string
-		err error
+		out   string
+		parts tool.Content
+		err   error
 	}
 	ch := make(chan outcome, 1)
 	go func() {
@@ -1006,8 +1007,8 @@ func (s *Server) run(env *events.Envelope, h *hosted, req events.ToolCallRequest
 				ch <- outcome{err: &tool.ExecutionError{Tool: h.entry.Name, Err: fmt.Errorf("%w: %v", tool.ErrPanicked, p)}}
 			}
 		}()
-		out, err := h.t.Execute(ctx, normalize(req.Input))
-		ch <- outcome{out, err}
+		out, parts, err := tool.ExecuteContent(ctx, h.t, normalize(req.Input))
+		ch <- outcome{out, parts, err}
 	}()
 	var o outcome
 	select {
@@ -1022,6 +1023,16 @@ func (s *Server) run(env *events.Envelope, h *hosted, req events.ToolCallRequest
 		}
 	}
 	if o.err == nil { // finished: its result counts even if a cancel came late
+		if o.parts != nil {
+			if err := events.ValidateResultParts("content", o.parts); err != nil {
+				return fail("tool %q returned an invalid result: %v", h.entry.Name, err)
+			}
+			if size, limit := tool.ResultSize(o.out, o.parts), s.nc.MaxPayload(); limit > 0 && int64(size) > limit-resultHeadroom {
+				return fail("tool %q returned a result of %d bytes with its inline media, more than a NATS message holds (max payload %d bytes); return smaller media, or media by URL",
+					h.entry.Name, size, limit)
+			}
+			res.Parts = o.parts
+		}
 		res.Content = o.out
 		res.DurationMS = time.Since(start).Milliseconds()
 		return res, false
@@ -1039,6 +1050,10 @@ func (s *Server) run(env *events.Envelope, h *hosted, req events.ToolCallRequest
 	}
 	return fail("%v", o.err)
 }
+
+// resultHeadroom is what a result message needs besides its content:
+// the CloudEvent headers, ids and JSON punctuation.
+const resultHeadroom = 4 << 10
 
 func normalize(in json.RawMessage) json.RawMessage {
 	if len(in) == 0 {
