@@ -53,14 +53,19 @@ func (r rawContent) ExecuteContent(context.Context, json.RawMessage) (string, to
 }
 
 // A result that cannot be carried is an error result naming the tool,
-// not a call that is never answered: media larger than a NATS message,
-// and parts that are not valid.
+// not a call that is never answered: inline media (each part below
+// events.InlineMediaLimit, so none is stored apart) larger together than a
+// NATS message, and parts that are not valid.
 func TestResultPartsRefused(t *testing.T) {
 	e := start(t)
 	limit := int(e.nc.MaxPayload())
-	huge := append(append([]byte{}, pngData...), bytes.Repeat([]byte{0}, limit*3/4+1)...) // its base64 alone is over the max payload
+	small := append(append([]byte{}, pngData...), bytes.Repeat([]byte{0}, events.InlineMediaLimit-len(pngData))...)
+	var huge tool.Content
+	for range limit/events.InlineMediaLimit + 1 { // their base64 together is over the max payload
+		huge = append(huge, events.ImagePart("image/png", small))
+	}
 	replica(t, e.url, toolexec.Config{},
-		rawContent{"huge", tool.Content{events.ImagePart("image/png", huge)}},
+		rawContent{"huge", huge},
 		rawContent{"mislabelled", tool.Content{events.ImagePart("image/jpeg", pngData)}})
 	for name, want := range map[string][]string{
 		"huge":        {`"huge"`, "max payload"},

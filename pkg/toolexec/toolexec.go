@@ -23,6 +23,7 @@ import (
 	"github.com/llmworker/llmworker/internal/version"
 	"github.com/llmworker/llmworker/pkg/cenats"
 	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/media"
 	"github.com/llmworker/llmworker/pkg/provision"
 	"github.com/llmworker/llmworker/pkg/telemetry"
 	"github.com/llmworker/llmworker/pkg/tool"
@@ -90,6 +91,9 @@ type Server struct {
 	rc       *Client // stored-result lookups
 	host     string  // this replica's host id in the catalog claims
 	cat      *Catalog
+
+	mediaMu sync.Mutex
+	media   *media.Store // opened by the first result with large media (media.go)
 
 	mu      sync.Mutex
 	tools   map[string]*hosted
@@ -1027,8 +1031,11 @@ func (s *Server) run(env *events.Envelope, h *hosted, req events.ToolCallRequest
 			if err := events.ValidateResultParts("content", o.parts); err != nil {
 				return fail("tool %q returned an invalid result: %v", h.entry.Name, err)
 			}
+			if err := s.offloadMedia(o.parts); err != nil {
+				return fail("tool %q returned media that could not be stored: %v", h.entry.Name, err)
+			}
 			if size, limit := tool.ResultSize(o.out, o.parts), s.nc.MaxPayload(); limit > 0 && int64(size) > limit-resultHeadroom {
-				return fail("tool %q returned a result of %d bytes with its inline media, more than a NATS message holds (max payload %d bytes); return smaller media, or media by URL",
+				return fail("tool %q returned a result of %d bytes with its inline media, more than a NATS message holds (max payload %d bytes); return smaller media, or media by URL or ref",
 					h.entry.Name, size, limit)
 			}
 			res.Parts = o.parts
