@@ -3,30 +3,21 @@ package poll_test
 import (
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/llmworker/llmworker/internal/poll"
 )
 
-// Until returns once the condition holds, which another goroutine makes
-// true; it checks the condition again and again meanwhile.
+// Until checks the condition again and again, and returns once it holds.
 func TestUntilWaitsForTheCondition(t *testing.T) {
-	var checks atomic.Int32
-	var done atomic.Bool
-	go func() {
-		for checks.Load() < 3 {
-			time.Sleep(poll.Interval)
-		}
-		done.Store(true)
-	}()
-	poll.Until(t, 10*time.Second, "done", func() bool {
-		checks.Add(1)
-		return done.Load()
+	checks := 0
+	poll.Until(t, 10*time.Second, "the third check", func() bool {
+		checks++
+		return checks == 3
 	})
-	if n := checks.Load(); n < 3 {
-		t.Errorf("returned after %d checks, before the condition held", n)
+	if checks != 3 {
+		t.Errorf("returned after %d checks, want 3", checks)
 	}
 }
 
