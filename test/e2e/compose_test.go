@@ -311,11 +311,27 @@ func TestComposeTurns(t *testing.T) {
 		victim, killed, early := s.killMidCall(t, id)
 		if early && attempt < 6 {
 			t.Logf("attempt %d: %.12s answered the call of %s before the kill; again", attempt, victim, id)
+			// Each try kills a replica: without starting it again the
+			// third would leave no replica to redeliver the call to.
+			s.revive(t, victim)
 			continue
 		}
 		s.requireRedelivered(t, id, victim, killed)
 		return
 	}
+}
+
+// revive starts a killed toolexec replica again (docker start; nothing to
+// do when its restart policy did) and waits until three replicas serve.
+func (s *composeStack) revive(t *testing.T, ctr string) {
+	t.Helper()
+	if out, err := exec.Command("docker", "start", ctr).CombinedOutput(); err != nil {
+		t.Fatalf("docker start %s: %v\n%s", ctr, err, out)
+	}
+	s.eventually(2*time.Minute, "three toolexec replicas serving again", func() (bool, string) {
+		n, err := s.pingCount("llmw-toolexec")
+		return err == nil && n >= 3, fmt.Sprintf("%d toolexec replicas answer (%v)", n, err)
+	})
 }
 
 // killMidCall submits a turn, kills the toolexec replica that starts its
