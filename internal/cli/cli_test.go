@@ -22,6 +22,7 @@ import (
 	"github.com/llmworker/llmworker/internal/replay/demotools"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook/hooknats"
+	"github.com/llmworker/llmworker/pkg/natstest"
 	"github.com/llmworker/llmworker/pkg/toolexec/builtin"
 	"github.com/llmworker/llmworker/pkg/turn"
 )
@@ -487,13 +488,9 @@ func TestChatInterrupt(t *testing.T) {
 		code.Store(int32(Main(ctx, []string{"chat", "--model", "replay:anthropic", "go"},
 			Env{Getenv: envOf("NATS_URL", st.URL), Stdout: out, Stderr: out, Interrupt: intr})))
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(out.String(), "thinking: ") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no thinking streamed:\n%s", out.String())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	natstest.EventuallyWithin(t, 30*time.Second, "thinking streamed", func() bool {
+		return strings.Contains(out.String(), "thinking: ")
+	})
 	intr <- os.Interrupt
 	<-done
 	if code.Load() != 1 || !strings.Contains(out.String(), "cancelling turn") || !strings.Contains(out.String(), "✗ turn aborted") {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmworker/llmworker/internal/poll"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/llm"
 	"github.com/llmworker/llmworker/pkg/llm/llmtest"
@@ -394,13 +395,7 @@ func TestNormalizeCloseUnblocksNext(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached within 10s")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll.Until(t, 10*time.Second, "the condition", cond)
 }
 
 func TestNormalizeNilContext(t *testing.T) {
@@ -586,12 +581,15 @@ type gated struct {
 	n, burst, i int
 	gate        chan struct{}
 	cur         events.Event
+	// reads counts the events read, for the test's goroutine.
+	reads atomic.Int32
 }
 
 func (g *gated) Next() bool {
 	if g.i >= g.n {
 		return false
 	}
+	defer g.reads.Add(1)
 	if g.i >= g.burst {
 		<-g.gate
 	}
@@ -620,7 +618,8 @@ func TestNormalizePumpOrderAndBackpressure(t *testing.T) {
 			got.WriteString(d.Content)
 		}
 		if len(evs) == 1 {
-			time.Sleep(20 * time.Millisecond) // the pump fills its read-ahead and waits
+			// The pump fills its read-ahead and waits.
+			waitFor(t, func() bool { return src.reads.Load() >= llm.PumpBuffer })
 		}
 		if len(evs) >= 2+burst && len(evs) < 2+n {
 			go func() { src.gate <- struct{}{} }()
@@ -653,7 +652,8 @@ func TestNormalizeCancelWhileThePumpWaits(t *testing.T) {
 	if !s.Next() {
 		t.Fatal("no first event")
 	}
-	time.Sleep(20 * time.Millisecond) // the pump fills its read-ahead and waits
+	// The pump fills its read-ahead and waits.
+	waitFor(t, func() bool { return src.reads.Load() >= llm.PumpBuffer })
 	cancel()
 	var last events.Event
 	n := 1
