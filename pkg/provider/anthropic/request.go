@@ -436,6 +436,10 @@ func toolParam(t events.ToolDefinition) (sdk.ToolUnionParam, error) {
 			schema.ExtraFields = m
 		}
 	}
+	if schema.Properties == nil {
+		// input_schema is required; a zero one would be left out.
+		schema.Properties = map[string]any{}
+	}
 	u := sdk.ToolUnionParamOfTool(schema, t.Name)
 	if t.Description != "" {
 		u.OfTool.Description = sdk.String(t.Description)
