@@ -426,7 +426,7 @@ func TestStructuredOutputWithToolCall(t *testing.T) {
 func TestStructuredOutputNameClash(t *testing.T) {
 	p := newProvider(t, anthropic.Config{BaseURL: "http://127.0.0.1:1"})
 	req := &llm.Request{Model: "anthropic:claude-3-5-haiku-latest", Tools: []events.ToolDefinition{weatherTool()},
-		Messages: []events.Message{events.UserText("x")},
+		Messages:     []events.Message{events.UserText("x")},
 		ModelOptions: events.ModelOptions{ResponseFormat: &events.ResponseFormat{Type: events.FormatJSON, Name: "get_weather"}}}
 	if _, err := p.Stream(context.Background(), req); !errors.Is(err, anthropic.ErrInvalidRequest) || !strings.Contains(err.Error(), "response_format.name") {
 		t.Fatalf("err = %v, want ErrInvalidRequest naming response_format.name", err)
