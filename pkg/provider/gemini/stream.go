@@ -80,7 +80,15 @@ type stream struct {
 	idBase   string
 	usage    *genai.GenerateContentResponseUsageMetadata
 	finish   *genai.Candidate // the candidate that carried the finish reason
+
+	// warnings are the request's settings that were not sent.
+	warnings []events.Warning
 }
+
+var _ llm.Warner = (*stream)(nil)
+
+// Warnings implements llm.Warner.
+func (s *stream) Warnings() []events.Warning { return s.warnings }
 
 var _ llm.SelfBounded = (*stream)(nil)
 
@@ -503,4 +511,39 @@ func (s *stream) finishWith(c *genai.Candidate) {
 // safety net for what it yields.
 func normalize(ctx context.Context, s llm.Stream, idle time.Duration) llm.Stream {
 	return llm.Normalize(ctx, s, llm.NormalizeOptions{IdleTimeout: idle})
+}
+
+// withWarnings makes sure the stream returned says which settings were
+// not sent (llm.Warner), also where Normalize's stream does not forward
+// them from its source.
+func withWarnings(s llm.Stream, w []events.Warning) llm.Stream {
+	if len(w) == 0 {
+		return s
+	}
+	if _, ok := s.(llm.Warner); ok {
+		return s
+	}
+	return &warnedStream{Stream: s, warnings: w}
+}
+
+// warnedStream is a normalized stream with its warnings: still
+// well-formed, and buffered as far as its source says.
+type warnedStream struct {
+	llm.Stream
+	warnings []events.Warning
+}
+
+var (
+	_ llm.Warner     = (*warnedStream)(nil)
+	_ llm.WellFormed = (*warnedStream)(nil)
+	_ llm.Buffered   = (*warnedStream)(nil)
+)
+
+func (s *warnedStream) Warnings() []events.Warning { return s.warnings }
+func (s *warnedStream) WellFormed()                {}
+func (s *warnedStream) Buffered() int {
+	if b, ok := s.Stream.(llm.Buffered); ok {
+		return b.Buffered()
+	}
+	return 0
 }
