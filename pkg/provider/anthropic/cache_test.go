@@ -297,3 +297,23 @@ func TestCachedPrefixShare(t *testing.T) {
 		}
 	}
 }
+
+// Cache reads and writes reported by the API are the usage event's
+// cache_read_input_tokens and cache_creation_input_tokens.
+func TestCacheUsage(t *testing.T) {
+	body := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"claude-haiku-4-5\",\"usage\":{\"input_tokens\":12,\"cache_creation_input_tokens\":310,\"cache_read_input_tokens\":2048,\"output_tokens\":1}}}\n\n" +
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"ok\"}}\n\n" +
+		"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
+		"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":2}}\n\n" +
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	srv := providertest.NewServer(t, providertest.SSE([]byte(body)))
+	p := newProvider(t, anthropic.Config{BaseURL: srv.URL()})
+	got := providertest.Summarize(t, providertest.MustRun(t, p, simpleRequest()))
+	u := got.Usage
+	if u == nil || !providertest.EqualInt64(u.CacheReadInputTokens, providertest.Int64(2048)) ||
+		!providertest.EqualInt64(u.CacheCreationInputTokens, providertest.Int64(310)) ||
+		!providertest.EqualInt64(u.InputTokens, providertest.Int64(12)) {
+		t.Errorf("usage %s, want input 12, cache read 2048, cache creation 310", providertest.UsageJSON(u))
+	}
+}
