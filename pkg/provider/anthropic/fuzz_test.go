@@ -4,6 +4,8 @@ import (
 	"flag"
 	"testing"
 
+	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/llm"
 	"github.com/llmworker/llmworker/pkg/provider/anthropic"
 	"github.com/llmworker/llmworker/pkg/provider/providertest"
 )
@@ -41,5 +43,35 @@ func FuzzStream(f *testing.F) {
 			t.Fatal(err)
 		}
 		providertest.CheckFuzzInput(t, p, simpleRequest(), body)
+	})
+}
+
+// FuzzStructuredOutputStream feeds mutated streams of a forced output
+// tool call (plain and wrapped answers) through the adapter with a
+// request whose structured output rides on that tool: never a panic,
+// always a well-formed stream, whatever the model sends.
+func FuzzStructuredOutputStream(f *testing.F) {
+	f.Add([]byte(forcedToolSSE("output", `{"name":"Paris"}`)))
+	f.Add([]byte(forcedToolSSE("output", `{"value":["a","b"]}`)))
+	f.Add([]byte(forcedToolSSE("get_weather", `{"city":"Paris"}`)))
+	f.Add(providertest.MustLoadFixture(f, "anthropic/parallel-tool-use-after-text-empty-json_claude-3-5-haiku.sse"))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		// The answer is wrapped for an odd-length body: both paths are
+		// fuzzed from the same inputs.
+		wrapped := len(body)%2 == 1
+		p, err := anthropic.New(anthropic.Config{APIKey: "k", BaseURL: "http://replay.invalid",
+			HTTPClient: providertest.FixedClient(body), MaxRetries: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		schema := `{"type":"object"}`
+		if wrapped {
+			schema = `{"type":"array"}`
+		}
+		req := &llm.Request{Model: "anthropic:claude-3-5-haiku-latest", Messages: []events.Message{events.UserText("x")},
+			Tools: []events.ToolDefinition{weatherTool()},
+			ModelOptions: events.ModelOptions{ResponseFormat: &events.ResponseFormat{Type: events.FormatJSONSchema,
+				Schema: []byte(schema)}}}
+		providertest.CheckFuzzInput(t, p, req, body)
 	})
 }
