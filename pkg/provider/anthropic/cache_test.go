@@ -276,7 +276,7 @@ func TestCachedPrefixShare(t *testing.T) {
 		tools  []events.ToolDefinition
 		target float64
 	}{
-		{"agent preamble (testdata: system prompt and 9 tools)", system, tools, 0.90},
+		{"agent preamble (system prompt and 9 tools)", system, tools, 0.90},
 		{"recorded cassette alone (fixed_version, no system prompt)", "", tools[:1], 0},
 	} {
 		bodies := runRecordedTurn(t, c.system, c.tools, events.ModelOptions{})

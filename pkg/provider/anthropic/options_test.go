@@ -432,3 +432,17 @@ func TestStructuredOutputNameClash(t *testing.T) {
 		t.Fatalf("err = %v, want ErrInvalidRequest naming response_format.name", err)
 	}
 }
+
+// The API refuses a forced tool with thinking on: the output tool is then
+// offered with tool_choice auto.
+func TestStructuredOutputForcedToolWithThinking(t *testing.T) {
+	req := &llm.Request{Model: "anthropic:claude-3-7-sonnet-latest", Messages: []events.Message{events.UserText("a city")},
+		Thinking: &events.ThinkingConfig{BudgetTokens: 1024},
+		ModelOptions: events.ModelOptions{ResponseFormat: &events.ResponseFormat{Type: events.FormatJSONSchema, Name: "city",
+			Schema: json.RawMessage(`{"type":"object","properties":{"name":{"type":"string"}}}`)}}}
+	body, _ := sent(t, req)
+	checkField(t, body, "tool_choice", jsonOf(t, `{"type":"auto"}`))
+	if tools, _ := body["tools"].([]any); len(tools) != 1 || tools[0].(map[string]any)["name"] != "city" {
+		t.Errorf("tools %v, want the output tool", body["tools"])
+	}
+}
