@@ -33,7 +33,10 @@
 // its disable_parallel_tool_use. reasoning_effort is adaptive thinking with
 // output_config.effort on Claude 4.6 and later, else a thinking budget of
 // BudgetLow, BudgetMedium or BudgetHigh tokens (bounded by an explicit
-// max_tokens); an explicit thinking budget wins. seed, presence_penalty
+// max_tokens; a default one is raised to the budget plus
+// DefaultMaxTokens, on adaptive models too); an explicit thinking budget
+// wins. Without tools, no tool_choice is sent for auto, none or
+// parallel_tool_calls. seed, presence_penalty
 // and frequency_penalty do not exist in the Messages API: they are not
 // sent, and the stream reports them (llm.Warner), as it does a
 // reasoning_effort it could not apply. provider_options["anthropic"] sets

@@ -203,6 +203,18 @@ func TestToolChoice(t *testing.T) {
 	}
 }
 
+// Without tools the API takes no tool_choice: auto, none and
+// parallel_tool_calls false send none.
+func TestToolChoiceWithoutTools(t *testing.T) {
+	f := false
+	for _, c := range []*events.ToolChoice{nil, {Mode: events.ToolAuto}, {Mode: events.ToolNone}} {
+		req := simpleRequest()
+		req.ToolChoice, req.ParallelToolCalls = c, &f
+		body, _ := sent(t, req)
+		checkField(t, body, "tool_choice", nil)
+	}
+}
+
 // stop, top_p and top_k are stop_sequences, top_p and top_k; seed and the
 // penalties do not exist in the Messages API: not sent, and warned about.
 func TestSamplingAndWarnings(t *testing.T) {
@@ -254,12 +266,14 @@ func TestReasoningEffort(t *testing.T) {
 		warn      bool
 	}{
 		{"claude-sonnet-4-5", events.EffortLow, 0, `{"type":"enabled","budget_tokens":1024}`, "", 4096, false},
+		{"claude-sonnet-4-5", events.EffortHigh, 0, `{"type":"enabled","budget_tokens":16384}`, "", 16384 + 4096, false},
 		{"claude-sonnet-4-5", events.EffortMedium, 0, `{"type":"enabled","budget_tokens":4096}`, "", 8192, false},
 		{"claude-3-7-sonnet-latest", events.EffortHigh, 32000, `{"type":"enabled","budget_tokens":16384}`, "", 32000, false},
 		{"claude-haiku-4-5", events.EffortHigh, 8000, `{"type":"enabled","budget_tokens":7999}`, "", 8000, false},
 		{"claude-haiku-4-5", events.EffortLow, 1000, "", "", 1000, true},
-		{"claude-opus-4-6", events.EffortHigh, 0, `{"type":"adaptive"}`, `{"effort":"high"}`, 4096, false},
+		{"claude-opus-4-6", events.EffortHigh, 0, `{"type":"adaptive"}`, `{"effort":"high"}`, 16384 + 4096, false},
 		{"claude-sonnet-5", events.EffortLow, 0, `{"type":"adaptive"}`, `{"effort":"low"}`, 4096, false},
+		{"claude-fable-5-1", events.EffortMedium, 2000, `{"type":"adaptive"}`, `{"effort":"medium"}`, 2000, false},
 	}
 	for _, c := range cases {
 		t.Run(c.model+"/"+string(c.effort), func(t *testing.T) {

@@ -93,8 +93,13 @@ func buildParams(req *llm.Request) (*request, error) {
 		}
 	case req.ReasoningEffort != "":
 		thinking = r.effort(model, req.ReasoningEffort, req.MaxTokens)
-		if thinking && p.Thinking.OfEnabled != nil {
-			budget = p.Thinking.OfEnabled.BudgetTokens
+		if thinking {
+			// Adaptive thinking has no budget; the default max_tokens
+			// makes the same room for it as for the budget of the effort.
+			budget = effortBudget(req.ReasoningEffort)
+			if p.Thinking.OfEnabled != nil {
+				budget = p.Thinking.OfEnabled.BudgetTokens
+			}
 		}
 	}
 	// budget_tokens must be below max_tokens; only a default we chose
@@ -148,13 +153,7 @@ func (r *request) effort(model string, e events.ReasoningEffort, maxTokens int) 
 		p.OutputConfig.Effort = sdk.OutputConfigEffort(e)
 		return true
 	}
-	budget := int64(BudgetMedium)
-	switch e {
-	case events.EffortLow:
-		budget = BudgetLow
-	case events.EffortHigh:
-		budget = BudgetHigh
-	}
+	budget := effortBudget(e)
 	if maxTokens > 0 && budget >= int64(maxTokens) {
 		// An explicit max_tokens bounds the budget, which must stay below
 		// it and at 1024 or more.
@@ -166,6 +165,17 @@ func (r *request) effort(model string, e events.ReasoningEffort, maxTokens int) 
 	}
 	p.Thinking = sdk.ThinkingConfigParamOfEnabled(budget)
 	return true
+}
+
+// effortBudget is the thinking budget of a reasoning effort.
+func effortBudget(e events.ReasoningEffort) int64 {
+	switch e {
+	case events.EffortLow:
+		return BudgetLow
+	case events.EffortHigh:
+		return BudgetHigh
+	}
+	return BudgetMedium
 }
 
 // sampling maps stop, top_p and top_k, and warns about the settings the
@@ -215,9 +225,12 @@ func (r *request) toolChoice(req *llm.Request, model string, thinking bool) erro
 	}
 	switch {
 	case c == nil || c.Mode == events.ToolAuto:
-		if c != nil || serial {
+		// The API takes tool_choice only with tools; auto is what it
+		// does without one.
+		if (c != nil || serial) && len(p.Tools) > 0 {
 			p.ToolChoice = sdk.ToolChoiceUnionParam{OfAuto: &sdk.ToolChoiceAutoParam{}}
 		}
+	case c.Mode == events.ToolNone && len(p.Tools) == 0:
 	case c.Mode == events.ToolNone:
 		p.ToolChoice = sdk.ToolChoiceUnionParam{OfNone: &sdk.ToolChoiceNoneParam{}}
 	case c.Mode == events.ToolRequired:
