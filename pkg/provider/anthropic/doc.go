@@ -45,7 +45,8 @@
 // response_format json_schema (strict) is output_config.format on Claude
 // 4.1 and later. Elsewhere, and for type json or strict false, it is a
 // tool named after the format (input_schema: the schema, or
-// {"value": schema} when its root is not an object) that the model is made
+// {"value": schema}, definitions kept at the root, when its root is not an
+// object) that the model is made
 // to call: tool_choice names it when the request has no other tool, is
 // any when it has others, auto when thinking is on (the API refuses a
 // forced tool then). The stream turns that call back into the answer: a

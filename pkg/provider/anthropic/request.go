@@ -285,8 +285,17 @@ func (r *request) outputTool(req *llm.Request, f *events.ResponseFormat, thinkin
 	wrapped := false
 	if t, _ := schema["type"].(string); t != "object" {
 		if _, props := schema["properties"]; t != "" || !props {
-			schema = map[string]any{"type": "object", "properties": map[string]any{"value": schema}, "required": []any{"value"}}
-			wrapped = true
+			outer := map[string]any{"type": "object", "required": []any{"value"}}
+			// References such as "#/$defs/X" (invopop/jsonschema's root
+			// $ref) resolve against the root: the definitions move there.
+			for _, k := range []string{"$defs", "definitions"} {
+				if v, ok := schema[k]; ok {
+					outer[k] = v
+					delete(schema, k)
+				}
+			}
+			outer["properties"] = map[string]any{"value": schema}
+			schema, wrapped = outer, true
 		}
 	}
 	raw, err := json.Marshal(schema)
