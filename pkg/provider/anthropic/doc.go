@@ -43,7 +43,8 @@
 // each of its top-level keys in the body (option.WithJSONSet).
 //
 // response_format json_schema (strict) is output_config.format on Claude
-// 4.1 and later. Elsewhere, and for type json or strict false, it is a
+// 4.1 and later, its schema transformed by the SDK for structured outputs
+// (anthropic.BetaJSONSchemaOutputFormat). Elsewhere, and for type json or strict false, it is a
 // tool named after the format (input_schema: the schema, or
 // {"value": schema}, definitions kept at the root, when its root is not an
 // object) that the model is made

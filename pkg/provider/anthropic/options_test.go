@@ -335,6 +335,12 @@ func TestStructuredOutputNative(t *testing.T) {
 		{"type":"object","properties":{"name":{"type":"string"}},"required":["name"],"additionalProperties":false}}}`))
 	checkField(t, body, "tools", nil)
 	checkField(t, body, "tool_choice", nil)
+
+	// Structured outputs take closed objects only: an open one is closed.
+	req.ResponseFormat.Schema = json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}}}`)
+	body, _ = sent(t, req)
+	checkField(t, body, "output_config", jsonOf(t, `{"format":{"type":"json_schema","schema":
+		{"type":"object","properties":{"n":{"type":"integer"}},"additionalProperties":false}}}`))
 }
 
 // forcedToolSSE is a Messages API stream in which the model calls tool

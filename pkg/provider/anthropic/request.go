@@ -214,6 +214,13 @@ func (r *request) toolChoice(req *llm.Request, model string, thinking bool) erro
 			if err := json.Unmarshal(f.Schema, &schema); err != nil {
 				return invalid("response_format.schema: %w", err)
 			}
+			// The SDK's transform makes the schema one structured outputs
+			// take (objects closed with additionalProperties false,
+			// keywords they lack moved into descriptions); the turn still
+			// validates the answer against the schema as given.
+			if t, ok := sdk.BetaJSONSchemaOutputFormat(schema).Schema.(map[string]any); ok && t != nil {
+				schema = t
+			}
 			p.OutputConfig.Format = sdk.JSONOutputFormatParam{Schema: schema}
 		} else if err := r.outputTool(req, f, thinking); err != nil {
 			return err
