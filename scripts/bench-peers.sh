@@ -2,12 +2,12 @@
 # Peer benchmarks (bench/peers, a module of its own; not part of CI):
 # llmworker against Temporal (regular and local activities, embedded test
 # server) and Eino's ReAct agent on the same 10-step agent turn, in the same
-# run, interleaved round by round. Prints one line per comparison:
+# run, interleaved (A B C, then C B A, …). Prints one line per comparison:
 #   peer=<name> metric=<metric> llmworker=<value> peer_value=<value> ratio=<llmworker/peer>
 # The metric=steal_pct lines are not a comparison: they say how much of the
 # machine's CPU its hypervisor gave to other guests while each side ran (a
 # quiet machine: 0); step times taken with much of it are not comparable
-# (docs/benchmarks.md, tenth round). Per-round results go to stderr.
+# (docs/benchmarks.md, Peers). Each repetition's results go to stderr.
 # `peers run -side <side> -par <n> -spans` prints where llmworker's steps
 # spend their time. Arguments go to `peers all`
 # (-rounds n, -crash-rounds n, -only durable,inproc,crash).

@@ -6,9 +6,9 @@
 //	peers all [-rounds 5] [-crash-rounds 3]   # what scripts/bench-peers.sh runs
 //	peers run -side <side> -par <n> ...       # one measurement, JSON on stdout
 //
-// `all` runs every side as a child process of its own, interleaved round
-// by round (A B C, then C B A, …) so that machine drift cancels, and
-// prints one line per comparison with the medians over the rounds.
+// `all` runs every side as a child process of its own, interleaved (A B
+// C, then C B A, …, -rounds times) so that machine drift cancels, and
+// prints one line per comparison with the medians over the repetitions.
 package main
 
 import (

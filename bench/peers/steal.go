@@ -56,7 +56,7 @@ func parseCPULine(line string) cpuTimes {
 // cannot be read. A VM whose vCPUs are taken away that often stalls
 // whatever runs on them at random, for up to milliseconds: a chain of
 // messages between goroutines, as a distributed step is, feels every
-// stall on its path (docs/benchmarks.md, tenth round).
+// stall on its path (docs/benchmarks.md, Peers).
 func stealPct(a, b cpuTimes) *float64 {
 	if !a.ok || !b.ok || b.total <= a.total {
 		return nil

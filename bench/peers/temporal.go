@@ -174,9 +174,9 @@ func temporalDurable(local bool, par int, o runOpts) (*result, error) {
 		// The activities on a worker of their own (Temporal's defaults: it
 		// shares the workflow worker's client, so that the server hands an
 		// activity over in its reply to the workflow task, eagerly). With
-		// DisableEagerActivities every activity went through the task
-		// queue's matching instead and a step took about 3 s on this test
-		// server (docs/benchmarks.md).
+		// DisableEagerActivities every activity goes through the task
+		// queue's matching instead, and a step takes seconds on this test
+		// server.
 		ts.NewWorker(taskQueue, registerWorkflow)
 		ts.NewWorkerWithOptions(taskQueue, func(r tworker.Registry) { registerActivities(r, nil) }, tworker.Options{DisableWorkflowWorker: true})
 	}

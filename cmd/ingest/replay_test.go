@@ -75,7 +75,7 @@ func TestReplayModels(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	startRun(t, emb, nc, "--replay", "--instance", "rp")
+	startRun(t, emb, nc, "--replay", "--replay-pace", "0", "--instance", "rp")
 
 	sc, err := recorded.Lookup("openai")
 	if err != nil {

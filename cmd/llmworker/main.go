@@ -31,6 +31,7 @@ func main() {
 		Interrupt:     interrupts,
 		Terminal:      isTerminal(os.Stdout),
 		StdinTerminal: isTerminal(os.Stdin),
+		Command:       cli.CommandName(os.Args[0]),
 	})
 	stop()
 	os.Exit(code)

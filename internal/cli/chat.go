@@ -66,7 +66,7 @@ func runChat(ctx context.Context, env *Env, args []string) error {
 	fs.StringVar(&o.root, "root", "", "embedded mode: directory the read_file/list_dir tools may read")
 	fs.StringVar(&o.hooks, "hooks", "", "embedded mode: hookbridge config file (YAML) to serve")
 	fs.StringVar(&o.logLevel, "log-level", "error", "embedded mode: log level of the services (debug, info, warn, error)")
-	fs.DurationVar(&o.pace, "replay-pace", 4*time.Millisecond, "replay: pause between recorded stream events")
+	fs.DurationVar(&o.pace, "replay-pace", replay.DefaultPace, "replay: time per streamed token, so that a replay streams as a live model writes (0 = as fast as possible)")
 	o.noticeAfter = 5 * time.Second
 	if err := parse(fs, args); err != nil {
 		return err
@@ -85,7 +85,7 @@ func chat(ctx context.Context, env *Env, o *chatOptions) error {
 	embedded := o.conn.url == ""
 	if model == "" {
 		if embedded {
-			fmt.Fprint(env.Stderr, missingCredentials())
+			fmt.Fprint(env.Stderr, missingCredentials(env.command()))
 			return ErrNoCredentials
 		}
 		return fmt.Errorf("%w: no model: pass --model provider:model or set LLMW_MODEL", ErrUsage)
@@ -97,17 +97,16 @@ func chat(ctx context.Context, env *Env, o *chatOptions) error {
 	isReplay := provider == replay.Prefix
 	if embedded && !creds.has(provider) {
 		fmt.Fprintf(env.Stderr, "model %s needs credentials that are not set.\n", model)
-		fmt.Fprint(env.Stderr, missingCredentials())
+		fmt.Fprint(env.Stderr, missingCredentials(env.command()))
 		return ErrNoCredentials
 	}
 	out := NewRenderer(env.Stdout, env.color())
 	recorded := "" // the replayed scenario's question
 	if isReplay {
-		sc, err := replay.Lookup(strings.TrimPrefix(model, replay.Prefix+":"))
+		sc, _, err := replayScenario(model)
 		if err != nil {
-			return fmt.Errorf("%w: %v", ErrUsage, err)
+			return err
 		}
-		out.line(out.style(ansiCyan, "▶ "+replay.Label+" · scenario "+sc.Name+" · tools run for real with demo data"))
 		recorded = sc.Prompt
 		switch {
 		case o.prompt == "" && o.replay:
@@ -117,9 +116,8 @@ func chat(ctx context.Context, env *Env, o *chatOptions) error {
 			o.interactive = env.Terminal && env.StdinTerminal
 		case o.prompt == "" && !env.Terminal:
 			o.prompt, o.interactive = sc.Prompt, false
-		case o.prompt != "" && o.prompt != sc.Prompt:
-			out.line(out.style(ansiDim, "(a replay answers what was recorded: the question \""+sc.Prompt+"\", not yours)"))
 		}
+		replayNotice(out, sc, o.prompt)
 	}
 	menu := isReplay && o.replay
 
@@ -345,7 +343,7 @@ func (c *chatter) approve(ctx context.Context, turnID string, p *events.TurnPaus
 			line, ok := c.lines.read(ctx, c.env.Interrupt)
 			if !ok {
 				c.out.line("")
-				return fmt.Errorf("no decision for paused call %s: the turn stays paused; settle it with `llmworker turn resume %s --approve/--deny ...`", call.ID, turnID)
+				return fmt.Errorf("no decision for paused call %s: the turn stays paused; settle it with `%s turn resume %s --approve/--deny ...`", call.ID, c.env.command(), turnID)
 			}
 			if !c.env.Terminal {
 				c.out.write(line + "\n")

@@ -28,7 +28,7 @@ commands:
   version               print the version
 
 Run 'llmworker <command> --help' for a command's flags.
-First run without any account:  llmworker chat --replay
+First run without any account:  %s chat --replay
 `
 
 // Main runs the llmworker command line and returns the exit code: 0 on
@@ -58,7 +58,7 @@ func Main(ctx context.Context, args []string, env Env) int {
 
 func run(ctx context.Context, env *Env, args []string) error {
 	if len(args) == 0 {
-		fmt.Fprint(env.Stderr, mainUsage)
+		fmt.Fprintf(env.Stderr, mainUsage, env.command())
 		return fmt.Errorf("%w: no command", ErrUsage)
 	}
 	cmd, rest := args[0], args[1:]
@@ -85,9 +85,9 @@ func run(ctx context.Context, env *Env, args []string) error {
 		fmt.Fprintln(env.Stdout, "llmworker", version.String())
 		return nil
 	case "help", "-h", "--help", "-help":
-		fmt.Fprint(env.Stdout, mainUsage)
+		fmt.Fprintf(env.Stdout, mainUsage, env.command())
 		return nil
 	}
-	fmt.Fprint(env.Stderr, mainUsage)
+	fmt.Fprintf(env.Stderr, mainUsage, env.command())
 	return fmt.Errorf("%w: unknown command %q", ErrUsage, cmd)
 }

@@ -3,6 +3,9 @@ package cli
 import (
 	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 )
 
@@ -27,6 +30,53 @@ type Env struct {
 	// it serves and, for up, has printed its banner (tests use it to reach
 	// the embedded NATS server).
 	Started func(*Stack)
+	// Command is how the person runs this program, for the commands the
+	// output suggests ("" = llmworker; see CommandName).
+	Command string
+}
+
+// command is how to run this program again, in a suggested command line.
+func (e *Env) command() string {
+	if e.Command == "" {
+		return "llmworker"
+	}
+	return e.Command
+}
+
+// CommandName is how a person runs the program started as arg0
+// (os.Args[0]): "go run ./cmd/llmworker" for a binary `go run` built (the
+// README runs it so from the repository's root), "llmworker" when that
+// name on PATH is this binary, else arg0 itself.
+func CommandName(arg0 string) string {
+	if builtByGoRun(arg0) {
+		return "go run ./cmd/llmworker"
+	}
+	if p, err := exec.LookPath("llmworker"); err == nil {
+		a, errA := os.Stat(p)
+		b, errB := os.Stat(arg0)
+		if errA == nil && errB == nil && os.SameFile(a, b) {
+			return "llmworker"
+		}
+	}
+	if !strings.ContainsRune(arg0, filepath.Separator) {
+		return "llmworker"
+	}
+	return arg0
+}
+
+// goRunCached is the directory of an executable `go run` keeps in the
+// build cache: $GOCACHE/<xx>/<sha256>-d/<name>.
+var goRunCached = regexp.MustCompile(`^[0-9a-f]{64}-d$`)
+
+// builtByGoRun reports whether arg0 is where `go run` puts the binary it
+// runs: the build cache, or a temporary $WORK/b001/exe/<name> ($WORK being
+// go-build<random>) when it does not cache it.
+func builtByGoRun(arg0 string) bool {
+	dir := filepath.Dir(arg0)
+	if goRunCached.MatchString(filepath.Base(dir)) {
+		return true
+	}
+	return filepath.Base(dir) == "exe" && strings.HasPrefix(filepath.Base(filepath.Dir(filepath.Dir(dir))), "go-build")
 }
 
 func (e *Env) getenv(k string) string {

@@ -82,8 +82,9 @@ func replayModel(model string) string {
 }
 
 // missingCredentials is the message chat prints when it has nothing to
-// call: every variable, the local-server way, and the replay.
-func missingCredentials() string {
+// call: every variable, the local-server way, and the replay, with the
+// commands written as the person runs this program (cmd).
+func missingCredentials(cmd string) string {
 	var b strings.Builder
 	b.WriteString("no model provider is configured. Set one of:\n\n")
 	b.WriteString("  export ANTHROPIC_API_KEY=...      # Anthropic (default model " + DefaultAnthropicModel + ")\n")
@@ -91,10 +92,10 @@ func missingCredentials() string {
 	b.WriteString("  export GEMINI_API_KEY=...         # Google Gemini (or GOOGLE_API_KEY; default model " + DefaultGeminiModel + ")\n\n")
 	b.WriteString("or use a local OpenAI-compatible server (Ollama, llama.cpp, vLLM):\n\n")
 	b.WriteString("  export OPENAI_BASE_URL=http://localhost:11434/v1\n")
-	b.WriteString("  llmworker chat --model openai:<model> \"...\"\n\n")
+	b.WriteString("  " + cmd + " chat --model openai:<model> \"...\"\n\n")
 	b.WriteString("and pick a model with --model provider:model or $LLMW_MODEL.\n\n")
 	b.WriteString("To watch the whole pipeline run without any account, use --replay: a " + replay.Label + ":\n\n")
-	b.WriteString("  llmworker chat --replay\n")
+	b.WriteString("  " + cmd + " chat --replay\n")
 	return b.String()
 }
 

@@ -5,16 +5,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/llmworker/llmworker/internal/service/ingestsvc"
-	"github.com/llmworker/llmworker/internal/service/toolexecsvc"
+	"github.com/llmworker/llmworker/internal/replay"
 )
 
-// readmeBlock returns the code block of README.md that follows the marker
-// <!-- readme-test: name -->.
+// readmeBlock returns the sh code block of README.md that follows the
+// marker <!-- readme-test: name -->.
 func readmeBlock(t *testing.T, name string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
@@ -45,18 +45,7 @@ func TestReadmeNATSCLI(t *testing.T) {
 		t.Skip("the nats CLI is not installed (go install github.com/nats-io/natscli/nats@v0.5.0)")
 	}
 	// As `up --replay` runs it: no hooks.
-	sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer scancel()
-	st, err := StartStack(sctx, StackConfig{Getenv: envOf(),
-		Ingest: ingestsvc.Options{Replay: true}, Toolexec: toolexecsvc.Options{Replay: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_ = st.Stop(ctx)
-	})
+	st := startReplayStack(t)
 	var sub, pub string
 	for line := range strings.SplitSeq(strings.ReplaceAll(readmeBlock(t, "nats-cli"), "\\\n", " "), "\n") {
 		switch {
@@ -103,6 +92,89 @@ func TestReadmeNATSCLI(t *testing.T) {
 	for _, s := range []string{"llmw.block.delta", "llmw.tool.result", want} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("subscriber output lacks %q:\n%s", s, out.String())
+		}
+	}
+}
+
+// TestReadmeCurl runs the README's curl line against the gateway of a
+// running system (its address swapped for the test's): the stream is the
+// UI message stream protocol's, with the recorded turn to its end. CI
+// installs curl (.ci/run); elsewhere the test is skipped without it.
+func TestReadmeCurl(t *testing.T) {
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("curl is not installed: .ci/run installs it")
+		}
+		t.Skip("curl is not installed (apt-get install curl)")
+	}
+	var line string
+	for l := range strings.SplitSeq(strings.ReplaceAll(readmeBlock(t, "curl"), "\\\n", " "), "\n") {
+		if strings.HasPrefix(l, "curl ") {
+			line = l
+		}
+	}
+	const readmeURL = "http://127.0.0.1:8080"
+	if line == "" || !strings.Contains(line, readmeURL+"/api/chat") {
+		t.Fatalf("README block curl lacks a curl line posting to %s/api/chat:\n%s", readmeURL, readmeBlock(t, "curl"))
+	}
+	// As `up --replay` runs it: the gateway's model is the first scenario.
+	st := startReplayStack(t)
+	if st.GatewayURL == "" {
+		t.Fatal("the stack runs no gateway")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sh", "-c", strings.Replace(line, readmeURL, st.GatewayURL, 1))
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(curl)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	b, err := cmd.CombinedOutput()
+	out := string(b)
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", line, err, out)
+	}
+	sc := replay.Scenarios()[0]
+	for _, want := range []string{
+		`data: {"type":"start","messageId":`,
+		`"type":"reasoning-delta"`,
+		`"type":"tool-input-available","toolCallId":`,
+		`"toolName":"` + sc.Tools[0] + `"`,
+		`"type":"tool-output-available"`,
+		`"type":"text-delta"`,
+		`data: {"type":"finish","finishReason":"stop"}`,
+		"data: [DONE]",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stream lacks %s:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(line, sc.Prompt) {
+		t.Errorf("the README asks the gateway's replay model (%s) another question than its recording's %q", sc.ModelString(), sc.Prompt)
+	}
+}
+
+// TestReadmeLayoutListsEveryPackage: the README's layout table names every
+// directory of pkg/ and cmd/.
+func TestReadmeLayoutListsEveryPackage(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, layout, ok := strings.Cut(string(b), "\n## Layout\n")
+	if !ok {
+		t.Fatal("README.md has no Layout section")
+	}
+	for _, top := range []string{"pkg", "cmd"} {
+		dirs, err := os.ReadDir(filepath.Join("..", "..", top))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range dirs {
+			if !d.IsDir() {
+				continue
+			}
+			if !regexp.MustCompile("`" + top + "/(" + d.Name() + "`|\\{([a-z]+,)*" + d.Name() + "[,}])").MatchString(layout) {
+				t.Errorf("the README's layout table lacks %s/%s", top, d.Name())
+			}
 		}
 	}
 }

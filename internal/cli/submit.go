@@ -100,6 +100,12 @@ func runTurnSubmit(ctx context.Context, env *Env, args []string) error {
 	if err := req.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
+	if sc, ok, err := replayScenario(req.Model); err != nil {
+		return err
+	} else if ok {
+		// On stderr: stdout is the turn id a script reads.
+		replayNotice(NewRenderer(env.Stderr, env.color()), sc, lastUserText(req.Messages))
+	}
 
 	cl, err := conn.connect("turn submit")
 	if err != nil {
@@ -150,7 +156,7 @@ func runTurnSubmit(ctx context.Context, env *Env, args []string) error {
 			case StateAborted:
 				return fmt.Errorf("%w: %s", ErrTurnAborted, r.Reason)
 			case StatePaused:
-				fmt.Fprintf(env.Stdout, "turn %s is paused: settle it with `llmworker turn resume %s --approve ID` (or --deny, --edit, --approve-all)\n", req.TurnID, req.TurnID)
+				fmt.Fprintf(env.Stdout, "turn %s is paused: settle it with `%s turn resume %s --approve ID` (or --deny, --edit, --approve-all)\n", req.TurnID, env.command(), req.TurnID)
 				return nil
 			}
 		}
@@ -175,4 +181,15 @@ func readRequestFile(env *Env, name string) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %s is not valid JSON", ErrUsage, name)
 	}
 	return b, nil
+}
+
+// lastUserText is the text of the last user message: the prompt a model
+// answers.
+func lastUserText(msgs []events.Message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == events.RoleUser {
+			return msgs[i].Text()
+		}
+	}
+	return ""
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -79,7 +81,112 @@ func newUpOptions(env *Env) *upOptions {
 		svc.Flags(f.For(svc.Name()))
 	}
 	fs.StringVar(&o.hooks, "hooks", "", "the same as --config: hookbridge config file (YAML) to serve")
+	fs.Usage = func() { o.help(fs.Output()) }
 	return o
+}
+
+// upCommon are the flags up's help lists first, in this order: how to
+// reach or run NATS, where the store lives, the gateway's address, the
+// demo models and the hooks. --http, --replay and --replay-pace are
+// services' flags (gateway's; ingest's and toolexec's; ingest's), listed
+// here rather than under their services.
+var upCommon = []string{"nats-url", "listen", "temp-store", "store-dir", "http", "replay", "replay-pace", "hooks", "services"}
+
+// help prints up's flags grouped: the common ones, then each service's
+// own under its name. A service's flag is listed once, as --<flag> when
+// no other service has one of that name, else as --<service>-<flag>;
+// every form still parses.
+func (o *upOptions) help(w io.Writer) {
+	fmt.Fprintf(w, "usage: llmworker up [flags]\n\n%s\n", strings.TrimSpace(upAbout))
+	entries := o.svcFlags.Entries()
+	owners := map[string][]string{} // flag name -> services that have it
+	svcFlag := map[string]bool{}    // every name a service's flag is set by
+	var svcEntries []service.Entry
+	for _, e := range entries {
+		if e.Service != "" {
+			svcEntries = append(svcEntries, e)
+			owners[e.Name] = append(owners[e.Name], e.Service)
+			svcFlag[e.Name], svcFlag[e.Service+"-"+e.Name] = true, true
+		}
+	}
+	printed := map[string]bool{}
+	section := func(title string) { fmt.Fprintf(w, "\n%s:\n", title) }
+	own := func(name string) {
+		if f := o.fs.Lookup(name); f != nil && !printed[name] {
+			printed[name] = true
+			typ, usage := flag.UnquoteUsage(f)
+			for _, e := range entries {
+				if e.Name == name {
+					typ, usage = e.Type, e.Usage
+					break
+				}
+			}
+			printFlag(w, name, typ, usage, f.DefValue)
+		}
+	}
+	section("common flags")
+	for _, name := range upCommon {
+		own(name)
+	}
+	var auth []string
+	o.fs.VisitAll(func(f *flag.Flag) {
+		switch {
+		case svcFlag[f.Name] || printed[f.Name]:
+		case strings.HasPrefix(f.Name, "nats-"):
+			auth = append(auth, f.Name)
+		default:
+			own(f.Name)
+		}
+	})
+	section("NATS authentication and TLS flags (as the nats CLI's; docs/security.md)")
+	for _, name := range auth {
+		own(name)
+	}
+	for _, svc := range []string{SvcIngest, SvcToolexec, SvcHookbridge, SvcTurn, SvcGateway} {
+		section(svc + " flags")
+		for _, e := range svcEntries {
+			if e.Service != svc || printed[e.Name] {
+				continue
+			}
+			name := e.Name
+			if len(owners[e.Name]) > 1 {
+				name = svc + "-" + e.Name
+			}
+			f := o.fs.Lookup(name)
+			printFlag(w, name, e.Type, e.Usage, f.DefValue)
+		}
+	}
+	var sharedNames []string
+	for _, e := range svcEntries {
+		if len(owners[e.Name]) > 1 && e.Service == owners[e.Name][0] {
+			sharedNames = append(sharedNames, "--"+e.Name+" ("+strings.Join(owners[e.Name], ", ")+")")
+		}
+	}
+	fmt.Fprintf(w, "\nA flag several services have sets it for each of them: %s.\n", strings.Join(sharedNames, ", "))
+	for _, e := range svcEntries {
+		if len(owners[e.Name]) == 1 {
+			fmt.Fprintf(w, "Every service flag is also --<service>-<flag> (e.g. --%s-%s), for that service alone.\n", e.Service, e.Name)
+			break
+		}
+	}
+}
+
+// printFlag prints a flag as the flag package's PrintDefaults does.
+func printFlag(w io.Writer, name, typ, usage, def string) {
+	line := "  -" + name
+	if typ != "" {
+		line += " " + typ
+	}
+	fmt.Fprintf(w, "%s\n    \t%s", line, strings.ReplaceAll(usage, "\n", "\n    \t"))
+	switch def {
+	case "", "0", "0s", "false", "[]":
+	default:
+		if typ == "string" {
+			def = strconv.Quote(def)
+		}
+		fmt.Fprintf(w, " (default %s)", def)
+	}
+	fmt.Fprintln(w)
 }
 
 func runUp(ctx context.Context, env *Env, args []string) error {
@@ -151,7 +258,7 @@ func runUp(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	cur.Store(st)
-	printConnect(env, st, o.ing.Replay, o.advertise)
+	printConnect(env, st, o.ing.Replay, o.advertise, o.gw.Model)
 	// After the banner: whoever is told up started can read it.
 	if env.Started != nil {
 		env.Started(st)
@@ -175,8 +282,9 @@ func healthHandler(cur *atomic.Pointer[Stack], metrics http.Handler) http.Handle
 	}, metrics)
 }
 
-// printConnect tells the person how to use the running system.
-func printConnect(env *Env, st *Stack, replayOn bool, advertise string) {
+// printConnect tells the person how to use the running system; gwModel
+// is the model of the gateway's turns.
+func printConnect(env *Env, st *Stack, replayOn bool, advertise, gwModel string) {
 	s := events.NewSubjects(st.Prefix)
 	w := env.Stdout
 	url := st.URL
@@ -200,20 +308,26 @@ func printConnect(env *Env, st *Stack, replayOn bool, advertise string) {
 		fmt.Fprintf(w, "  %-16s %s\n", "tools", strings.Join(st.Tools, ", "))
 	}
 	if replayOn {
-		fmt.Fprintf(w, "  %-16s models replay:%s — %s\n", "replay", strings.Join(replay.Names(), "|replay:"), replay.Label)
+		// Each replay model plays one recording whatever it is asked:
+		// say which, once, here.
+		fmt.Fprintf(w, "  %-16s %s: each model plays its recorded conversation, whatever the prompt\n", "replay", replay.Label)
+		for _, sc := range replay.Scenarios() {
+			fmt.Fprintf(w, "  %-16s   %-25s %q\n", "", sc.ModelString(), sc.Prompt)
+		}
 	}
+	cmd := env.command()
 	if replayOn {
 		// Without a key, chat in another terminal has no model but the
 		// replay: name it.
 		sc := replay.Scenarios()[0]
-		fmt.Fprintf(w, "\nchat with it from another terminal:\n  NATS_URL=%s llmworker chat --model %s\n", url, sc.ModelString())
-		fmt.Fprintf(w, "\nsubmit from a script:\n  NATS_URL=%s llmworker turn submit --model %s --prompt %q --follow\n", url, sc.ModelString(), sc.Prompt)
+		fmt.Fprintf(w, "\nchat with it from another terminal:\n  NATS_URL=%s %s chat --model %s\n", url, cmd, sc.ModelString())
+		fmt.Fprintf(w, "\nsubmit from a script:\n  NATS_URL=%s %s turn submit --model %s --prompt %q --follow\n", url, cmd, sc.ModelString(), sc.Prompt)
 	} else {
-		fmt.Fprintf(w, "\nchat with it from another terminal:\n  NATS_URL=%s llmworker chat \"hello\"\n", url)
-		fmt.Fprintf(w, "\nsubmit from a script:\n  NATS_URL=%s llmworker turn submit --model <provider:model> --prompt \"hello\" --follow\n", url)
+		fmt.Fprintf(w, "\nchat with it from another terminal:\n  NATS_URL=%s %s chat \"hello\"\n", url, cmd)
+		fmt.Fprintf(w, "\nsubmit from a script:\n  NATS_URL=%s %s turn submit --model <provider:model> --prompt \"hello\" --follow\n", url, cmd)
 	}
 	if st.GatewayURL != "" {
-		fmt.Fprintf(w, "\nopen the web UI (or point an AI SDK useChat client at %s/api/chat):\n  %s/\n", st.GatewayURL, st.GatewayURL)
+		fmt.Fprintf(w, "\nopen the web UI (model %s; or point an AI SDK useChat client at %s/api/chat):\n  %s/\n", gwModel, st.GatewayURL, st.GatewayURL)
 	}
 	fmt.Fprintf(w, "\nor publish CloudEvents yourself (docs/protocol.md §5 and §9.1):\n")
 	fmt.Fprintf(w, "  submit  %s   (type %s)\n", s.TurnSubmit(), events.TypeTurnSubmit)

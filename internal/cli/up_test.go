@@ -54,7 +54,7 @@ func (u *upProc) stop(t *testing.T) {
 
 func TestUp(t *testing.T) {
 	state := t.TempDir()
-	u := startUp(t, envOf("XDG_STATE_HOME", state), "--listen", "127.0.0.1:0", "--replay", "--log-level", "error")
+	u := startUp(t, envOf("XDG_STATE_HOME", state), "--listen", "127.0.0.1:0", "--replay", "--replay-pace", "0", "--log-level", "error")
 	// A client chats with the running system.
 	r := runCLI(t, Env{Getenv: envOf("NATS_URL", u.st.URL)}, "chat", "--model", "replay:openai", "hi")
 	if r.code != 0 {
@@ -121,7 +121,7 @@ func hooksFile(t *testing.T) string {
 func TestUpRestartKeepsTurns(t *testing.T) {
 	getenv := envOf("XDG_STATE_HOME", t.TempDir())
 	hooks := hooksFile(t)
-	args := []string{"--listen", "127.0.0.1:0", "--replay", "--hooks", hooks, "--log-level", "error"}
+	args := []string{"--listen", "127.0.0.1:0", "--replay", "--replay-pace", "0", "--hooks", hooks, "--log-level", "error"}
 	u := startUp(t, getenv, args...)
 	id := nuid.Next()
 	submit(t, u.st, events.TurnRequest{TurnID: id, Model: "replay:openai-responses"})
@@ -142,7 +142,7 @@ func TestUpRestartKeepsTurns(t *testing.T) {
 func TestUpTempStoreEndsTurns(t *testing.T) {
 	// --advertise-url: the banner names the URL clients use (a
 	// container's published port), not the server's own.
-	u := startUp(t, envOf(), "--listen", "127.0.0.1:0", "--temp-store", "--advertise-url", "nats://127.0.0.1:4999", "--replay", "--hooks", hooksFile(t), "--log-level", "error")
+	u := startUp(t, envOf(), "--listen", "127.0.0.1:0", "--temp-store", "--advertise-url", "nats://127.0.0.1:4999", "--replay", "--replay-pace", "0", "--hooks", hooksFile(t), "--log-level", "error")
 	for _, want := range []string{"temporary: removed on exit", "NATS_URL=nats://127.0.0.1:4999 llmworker chat"} {
 		if !strings.Contains(u.out.String(), want) {
 			t.Errorf("banner lacks %q:\n%s", want, u.out.String())

@@ -23,8 +23,9 @@
 // Server is a small HTTP server on 127.0.0.1 that answers every request with
 // the fixture named by the X-Llmw-Replay-Fixture header (set by the
 // http.Client the adapters are given), whatever the path, so every SDK's
-// URL layout works. Pace slows the stream down per SSE event so a person
-// watching sees it stream.
+// URL layout works. Config.Pace makes the replay providers stream each
+// delta at a model's speed (the commands' --replay-pace, DefaultPace per
+// token unless set), so a person watching sees the answer being written.
 //
 // # Use
 //

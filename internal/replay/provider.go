@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
+	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nuid"
 
@@ -118,13 +121,63 @@ func (p *provider) Stream(ctx context.Context, req *llm.Request) (llm.Stream, er
 	if err != nil {
 		return nil, err
 	}
+	if pace := p.srv.cfg.Pace; pace > 0 {
+		st = &paced{Stream: st, ctx: ctx, done: p.srv.done, perToken: pace, closed: make(chan struct{})}
+	}
 	return &uniqueIDs{Stream: st, suffix: "_" + nuid.Next()}, nil
 }
 
-// uniqueIDs gives the recorded tool calls ids of their own: a recording
-// replays the same call ids every time, but call ids are de-duplication
-// keys on the wire (Nats-Msg-Id), so a second turn would reuse the first
-// one's call and result.
+// Tokens estimates the tokens of a streamed piece of text as a model
+// counts them: about four characters each, at least one per piece.
+func Tokens(s string) int {
+	return max(1, (utf8.RuneCountInString(s)+3)/4)
+}
+
+// paced hands out each delta (text, thinking, tool input) once a model
+// writing perToken would have written it, so that a recording streams as
+// it did live instead of arriving at once: a recorded delta of many
+// tokens takes as long as those tokens, however the provider chunked
+// them.
+type paced struct {
+	llm.Stream
+	ctx      context.Context
+	done     <-chan struct{}
+	perToken time.Duration
+	// closed ends a wait: Close may be called while Next waits.
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+func (p *paced) Next() bool {
+	if !p.Stream.Next() {
+		return false
+	}
+	d, ok := p.Stream.Current().(events.BlockDelta)
+	if !ok {
+		return true
+	}
+	t := time.NewTimer(p.perToken * time.Duration(Tokens(d.Content)))
+	defer t.Stop()
+	// A cancelled or closed stream ends at the adapter's next read.
+	select {
+	case <-t.C:
+	case <-p.ctx.Done():
+	case <-p.done:
+	case <-p.closed:
+	}
+	return true
+}
+
+func (p *paced) Close() error {
+	p.closeOnce.Do(func() { close(p.closed) })
+	return p.Stream.Close()
+}
+
+// uniqueIDs gives the recorded tool calls ids of their own
+// (docs/protocol.md §3): a recording plays the same call ids every time,
+// while a live provider's are unique, and clients key a session's calls by
+// id (the transcript sent back to the model, the gateway's approval ids,
+// the AI SDK's tool parts).
 type uniqueIDs struct {
 	llm.Stream
 	suffix string

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/goleak"
 
@@ -303,17 +304,51 @@ func TestServerUnknownFixture(t *testing.T) {
 	}
 }
 
+// A paced replay hands out each delta no sooner than a model writing
+// Pace per token would have written it, whatever chunks the provider
+// recorded.
 func TestPace(t *testing.T) {
-	srv, err := replay.NewServer(replay.Config{Pace: time.Millisecond})
+	const pace = 2 * time.Millisecond
+	srv, err := replay.NewServer(replay.Config{Pace: pace})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	sc, _ := replay.Lookup("gemini")
+	sc, _ := replay.Lookup("anthropic")
 	p, _ := srv.Provider(sc)
-	evs := collect(t, p, []events.Message{events.UserText("q")})
-	if len(evs) == 0 {
-		t.Fatal("no events")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := p.Stream(ctx, &llm.Request{RequestID: "r1", Model: "replay:x", Messages: []events.Message{events.UserText("q")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	deltas, last := 0, time.Now()
+	for s.Next() {
+		now := time.Now()
+		if d, ok := s.Current().(events.BlockDelta); ok {
+			deltas++
+			// About four characters a token, at least one per delta.
+			tokens := max(1, (utf8.RuneCountInString(d.Content)+3)/4)
+			if gap := now.Sub(last); gap < time.Duration(tokens)*pace {
+				t.Errorf("delta %q (%d tokens) came %v after the event before it, want at least %v", d.Content, tokens, gap, time.Duration(tokens)*pace)
+			}
+		}
+		last = now
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if deltas < 2 {
+		t.Fatalf("%d deltas: the recording streams more", deltas)
+	}
+}
+
+func TestTokens(t *testing.T) {
+	for s, want := range map[string]int{"": 1, "Hi": 1, "abcd": 1, "abcde": 2, " London.": 2, "日本語の": 1, "日本語の首都": 2} {
+		if got := replay.Tokens(s); got != want {
+			t.Errorf("Tokens(%q) = %d, want %d", s, got, want)
+		}
 	}
 }
 

@@ -18,11 +18,17 @@ import (
 // layout (/v1/messages, /chat/completions, /v1beta/models/...) works.
 const HeaderFixture = "X-Llmw-Replay-Fixture"
 
-// Config configures a Server. The zero value serves at full speed on a
+// DefaultPace is the Pace of the commands' --replay-pace: about 80
+// tokens a second, the rate of a fast hosted model.
+const DefaultPace = 12 * time.Millisecond
+
+// Config configures a Server. The zero value plays at full speed on a
 // random loopback port.
 type Config struct {
-	// Pace is the pause before each SSE event after the first, so that a
-	// person watching sees the answer stream (0 = as fast as possible).
+	// Pace is the time the replay providers take per token of every delta
+	// they stream (text, thinking, tool input; a token being about four
+	// characters, see Tokens), so that a person watching sees the answer
+	// stream as a live model writes it (0 = as fast as possible).
 	Pace time.Duration
 	// Addr to listen on ("" = 127.0.0.1:0).
 	Addr string
@@ -125,24 +131,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	fl, _ := w.(http.Flusher)
-	events := splitEvents(body)
-	var t *time.Timer
-	for i, ev := range events {
-		if i > 0 && s.cfg.Pace > 0 {
-			if t == nil {
-				t = time.NewTimer(s.cfg.Pace)
-			} else {
-				t.Reset(s.cfg.Pace)
-			}
-			select {
-			case <-t.C:
-			case <-r.Context().Done():
-				t.Stop()
-				return
-			case <-s.done:
-				t.Stop()
-				return
-			}
+	for _, ev := range splitEvents(body) {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-s.done:
+			return
+		default:
 		}
 		if _, err := w.Write(ev); err != nil {
 			return

@@ -17,20 +17,39 @@ var ErrUsage = errors.New("usage")
 // single-service command each flag is registered once; for several
 // services in one process (NewMultiFlags) every flag also exists as
 // --<service>-<name> for that service alone, and the plain --<name> sets
-// the flag of every service that has one of that name.
+// the flag of every service that has one of that name. Entries lists what
+// the services registered, for a --help grouped by service.
 type Flags struct {
-	fs     *flag.FlagSet
-	getenv func(string) string
-	svc    string
-	multi  bool
-	shared map[string]*fanout
-	errs   *[]error
+	fs      *flag.FlagSet
+	getenv  func(string) string
+	svc     string
+	multi   bool
+	shared  map[string]*fanout
+	errs    *[]error
+	entries *[]Entry
+}
+
+// Entry is a flag registered with Flags.
+type Entry struct {
+	// Service and Name: the flag is --<Name>, and in a multi-service flag
+	// set also --<Service>-<Name> when Service is set (Flags.For).
+	Service, Name string
+	// Env is the variable its default comes from ("" = none).
+	Env string
+	// Usage is the flag's description, naming Env.
+	Usage string
+	// Type names the value in help ("string", "int", "duration"; "" for
+	// a switch).
+	Type string
 }
 
 // NewFlags registers into fs, reading defaults with getenv.
 func NewFlags(fs *flag.FlagSet, getenv func(string) string) *Flags {
-	return &Flags{fs: fs, getenv: getenv, shared: map[string]*fanout{}, errs: new([]error)}
+	return &Flags{fs: fs, getenv: getenv, shared: map[string]*fanout{}, errs: new([]error), entries: new([]Entry)}
 }
+
+// Entries returns the flags registered, in order.
+func (f *Flags) Entries() []Entry { return append([]Entry(nil), *f.entries...) }
 
 // NewMultiFlags is NewFlags for several services in one flag set.
 func NewMultiFlags(fs *flag.FlagSet, getenv func(string) string) *Flags {
@@ -57,17 +76,17 @@ func (f *Flags) String(p *string, name, env, def, usage string) {
 	if s := f.lookup(env); s != "" {
 		v = s
 	}
-	f.define(name, env, usage, &value[string]{p: p, parse: func(s string) (string, error) { return s, nil }, str: func(s string) string { return s }}, v)
+	f.define(name, env, usage, &value[string]{p: p, parse: func(s string) (string, error) { return s, nil }, str: func(s string) string { return s }, typ: "string"}, v)
 }
 
 // Int registers an int flag defaulting to $env, then def.
 func (f *Flags) Int(p *int, name, env string, def int, usage string) {
-	f.define(name, env, usage, &value[int]{p: p, parse: strconv.Atoi, str: strconv.Itoa}, parsedFrom(f, env, def, strconv.Atoi))
+	f.define(name, env, usage, &value[int]{p: p, parse: strconv.Atoi, str: strconv.Itoa, typ: "int"}, parsedFrom(f, env, def, strconv.Atoi))
 }
 
 // Duration registers a duration flag defaulting to $env, then def.
 func (f *Flags) Duration(p *time.Duration, name, env string, def time.Duration, usage string) {
-	f.define(name, env, usage, &value[time.Duration]{p: p, parse: time.ParseDuration, str: time.Duration.String}, parsedFrom(f, env, def, time.ParseDuration))
+	f.define(name, env, usage, &value[time.Duration]{p: p, parse: time.ParseDuration, str: time.Duration.String, typ: "duration"}, parsedFrom(f, env, def, time.ParseDuration))
 }
 
 // Strings registers a repeatable flag: every use adds a value. Without
@@ -104,6 +123,7 @@ func (l *list) Set(s string) error {
 }
 
 func (l *list) setDefault(d any) { *l.p = d.([]string) }
+func (l *list) typeName() string { return "string" }
 
 // Bool registers a bool flag defaulting to $env (true, 1, ...), then def.
 func (f *Flags) Bool(p *bool, name, env string, def bool, usage string) {
@@ -136,6 +156,7 @@ func parsedFrom[T any](f *Flags, env string, def T, parse func(string) (T, error
 type setter interface {
 	flag.Value
 	setDefault(v any)
+	typeName() string
 }
 
 func (f *Flags) define(name, env, usage string, v setter, def any) {
@@ -143,19 +164,20 @@ func (f *Flags) define(name, env, usage string, v setter, def any) {
 	if env != "" {
 		usage += " ($" + env + ")"
 	}
+	*f.entries = append(*f.entries, Entry{Service: f.svc, Name: name, Env: env, Usage: usage, Type: v.typeName()})
 	if !f.multi || f.svc == "" {
 		f.fs.Var(v, name, usage)
 		return
 	}
 	// Several services: --<service>-<name> for this one, --<name> for all.
-	f.fs.Var(v, f.svc+"-"+name, usage+" [for "+f.svc+"]")
+	f.fs.Var(v, f.svc+"-"+name, usage)
 	if fo, ok := f.shared[name]; ok {
 		fo.vals = append(fo.vals, v)
 		return
 	}
 	fo := &fanout{vals: []setter{v}}
 	f.shared[name] = fo
-	f.fs.Var(fo, name, usage+" [for every service with this flag]")
+	f.fs.Var(fo, name, usage)
 }
 
 // fanout sets the same flag of several services.
@@ -191,6 +213,7 @@ type value[T any] struct {
 	parse  func(string) (T, error)
 	str    func(T) string
 	isBool bool
+	typ    string
 }
 
 func (v *value[T]) String() string {
@@ -211,6 +234,7 @@ func (v *value[T]) Set(s string) error {
 
 func (v *value[T]) IsBoolFlag() bool { return v.isBool }
 func (v *value[T]) setDefault(d any) { *v.p = d.(T) }
+func (v *value[T]) typeName() string { return v.typ }
 
 // SplitList splits a comma-separated flag value, dropping empty items.
 func SplitList(s string) []string {

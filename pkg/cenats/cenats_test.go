@@ -58,7 +58,7 @@ func TestWriterRoundTrip(t *testing.T) {
 }
 
 // A writer that let go of its header map and buffers (Release) writes its
-// next events as before: the same attributes, ids that go on with its
+// next events as a writer that kept them does: the same attributes, ids that go on with its
 // prefix; and a header the caller added to a message of another writer
 // that released its map does not reach it.
 func TestWriterRelease(t *testing.T) {

@@ -11,11 +11,11 @@ import (
 // no whitespace, no other field — without reflection. It is the hot path
 // of every streamed token between ingest and the turn service, where
 // encoding/json (a validating scan, then UnmarshalJSON's own decode into
-// pointers) cost a fifth of the turn service's CPU. Anything else, and any
+// pointers) would cost a fifth of the turn service's CPU. Anything else, and any
 // string it does not decode exactly as encoding/json would (a lone
 // surrogate, a control character), returns ok == false, and the caller
-// decodes with encoding/json as before; FuzzDecodeDeltaFast checks that
-// both agree.
+// decodes with encoding/json; FuzzDecodeDeltaFast checks that both
+// agree.
 func decodeDeltaFast(b []byte) (d BlockDelta, ok bool) {
 	const head = `{"index":`
 	if len(b) < len(head) || string(b[:len(head)]) != head {

@@ -11,10 +11,10 @@ import (
 // encoding/json for the transcript. The request carries the whole
 // conversation at every step, and encoding/json (a validating scan of
 // the whole body, then Message.UnmarshalJSON's second and third passes
-// over each message) made ingest's decode of it grow to a quarter of a
-// millisecond by the tenth step of a four-tool turn. What follows the
+// over each message) would make ingest's decode of it grow to a quarter
+// of a millisecond by the tenth step of a four-tool turn. What follows the
 // messages (tools, bounds, thinking, stream group: a size that does not
-// grow with the turn) is decoded by encoding/json as before. Anything
+// grow with the turn) is decoded by encoding/json. Anything
 // else — whitespace, another key order, a content string, a part type it
 // does not know, a string it would not decode exactly as encoding/json
 // does (unquoteJSON) — returns ok == false, and the caller decodes the

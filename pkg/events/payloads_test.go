@@ -14,8 +14,7 @@ import (
 )
 
 // roundTrip encodes v, decodes it with events.Decode and reports a
-// difference: encoding a Go value and decoding it gives the same value
-// (issue 2, pkg/events).
+// difference: encoding a Go value and decoding it gives the same value.
 func roundTrip[T any](t *testing.T, name string, v T) {
 	t.Helper()
 	b, err := json.Marshal(v)

@@ -394,8 +394,8 @@ func (e BlockStop) Validate() error {
 // Validate checks index and block type.
 func (e BlockAbort) Validate() error { return validateIndexType(e.Index, e.BlockType) }
 
-// rawIndexed is used to require "index" (0 is a valid index, so the zero
-// value cannot tell a missing field).
+// rawIndexed reads "index" as a pointer, so that a missing one is told
+// apart from 0, a valid index.
 type rawIndexed struct {
 	Index *int `json:"index"`
 }

@@ -15,6 +15,9 @@ const (
 	BucketTools       = "LLMW_TOOLS"
 	BucketHooks       = "LLMW_HOOKS"
 	BucketTurnState   = "LLMW_TURN_STATE"
+	// BucketMedia is the object store of media parts too large to ride in
+	// messages (docs/protocol.md §4, pkg/media).
+	BucketMedia = "LLMW_MEDIA"
 )
 
 // NoSession is the session token of worker events of a turn without a

@@ -63,6 +63,13 @@ type TurnStarted struct {
 	Model     string `json:"model,omitempty"`
 	// Resumed is true when a replica picked the turn up from a checkpoint.
 	Resumed bool `json:"resumed,omitempty"`
+	// Input is what the turn request's messages added to the
+	// conversation (for a turn of a session, the messages after the
+	// session's transcript), so that a UI shows the question with the
+	// answer from the turn's events alone. The turn service sets it on
+	// a turn's first start; it is left out when it would make the event
+	// larger than the NATS max payload.
+	Input []Message `json:"input,omitempty"`
 }
 
 // TurnStep is the data of llmw.turn.step: one LLM request.

@@ -13,7 +13,7 @@
 //	ctx = fence.With(ctx, func(ctx context.Context) error { return ep.Flush(ctx) })
 //	...
 //	if err := fence.Check(ctx); err != nil {
-//		return err // the turn is no longer ours
+//		return err // the turn is not ours
 //	}
 //	publish(call)
 package fence

@@ -2,9 +2,11 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,10 +15,25 @@ import (
 
 	"github.com/llmworker/llmworker/internal/replay"
 	"github.com/llmworker/llmworker/pkg/gateway"
+	"github.com/llmworker/llmworker/pkg/llm/llmtest"
 )
 
-// answerJS is the assistant's text as the page shows it.
-const answerJS = `Array.from(document.querySelectorAll('.msg.assistant .part-text')).map(e => e.textContent).join('')`
+// answerJS is the text of the assistant's text parts as the page holds
+// them (the markdown source, before rendering).
+const answerJS = `window.llmw.messages.filter(m => m.role === 'assistant').flatMap(m => m.parts).filter(p => p.type === 'text').map(p => p.text).join('')`
+
+// usersJS is the user's messages as the page shows them.
+const usersJS = `Array.from(document.querySelectorAll('.msg.user .part-text')).map(e => e.textContent)`
+
+// markup is a scripted answer in markdown with HTML in it: the page
+// renders the markdown and shows the HTML as text.
+var markup = []string{
+	"## Markdown and HTML\n\nThe version is **0.",
+	"32a0**, and `go test` runs *everything*.\n\n",
+	`<img src=x onerror="window.__pwned=1"> and <script>window.__pwned=2</script> are text here.` + "\n\n",
+	"- a [link](https://example.com/docs)\n- a [bad link](javascript:window.__pwned=3)\n\n",
+	"```go\nfmt.Println(\"<b>hi</b>\")\n```\n",
+}
 
 // chromium finds a Chromium or Chrome binary ("" when none).
 func chromium() string {
@@ -28,11 +45,15 @@ func chromium() string {
 	return ""
 }
 
-// The web UI in a real browser: run the replay demo turn, see the
-// thinking, the tool call and its approval buttons render, approve the
-// paused call, reload the page while the answer streams, and see the
-// turn go on after the reload with its text once, not twice. A screenshot
-// of the finished turn is kept as an artifact.
+// The web UI in a real browser: the empty chat's hint; run the replay
+// demo turn, see the thinking, the tool call and its approval buttons
+// render, approve the paused call, reload the page while the answer
+// streams, and see the turn go on after the reload with its text once,
+// not twice, its markdown rendered, and the user's question above it.
+// Then a scripted answer with markdown and HTML: the markdown is
+// rendered, the HTML shows as text and creates no element, before and
+// after a reload, which shows both of the user's messages. Screenshots of
+// the finished turn and of the markdown answer are kept as artifacts.
 func TestBrowserUI(t *testing.T) {
 	bin := chromium()
 	if bin == "" {
@@ -41,8 +62,9 @@ func TestBrowserUI(t *testing.T) {
 	sc, _ := replay.Lookup("anthropic")
 	// Paced so that the answer streams for a second or so: long enough to
 	// reload in the middle of it.
-	st := startStack(t, stackOpts{approve: "fixed_version", pace: 150 * time.Millisecond})
-	_, srv := startGateway(t, st, gateway.Config{Model: sc.ModelString(), Prompt: sc.Prompt})
+	script := llmtest.NewScripted(llmtest.TextStep(markup...).WithDelay(100 * time.Millisecond))
+	st := startStack(t, stackOpts{approve: "fixed_version", pace: 150 * time.Millisecond, script: script})
+	_, srv := startGateway(t, st, gateway.Config{Model: sc.ModelString(), Models: []string{sc.ModelString(), "script:markup"}, Prompt: sc.Prompt})
 	var answer string
 	for _, b := range readRecorded(t, sc.Steps[len(sc.Steps)-1]).blocks {
 		answer += b.text
@@ -78,10 +100,46 @@ func TestBrowserUI(t *testing.T) {
 			time.Sleep(25 * time.Millisecond)
 		}
 	}
+	eval := func(js string) string {
+		t.Helper()
+		v, err := chromedp.Run(bctx, chromedp.Evaluate[string](js))
+		if err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+		return v
+	}
 	if err := chromedp.Do(bctx,
 		chromedp.Navigate(srv.URL+"/"),
 		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#demo`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	// The empty chat says what to do, and what the demo prompt is.
+	if hint := eval(`(document.querySelector('#messages .hint') || {}).textContent || ''`); !strings.Contains(hint, "Demo prompt") || !strings.Contains(hint, sc.Prompt) || !strings.Contains(hint, "replay") {
+		t.Fatalf("empty chat's hint %q", hint)
+	}
+	dir := os.Getenv("LLMW_ARTIFACTS")
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "llmworker-artifacts")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	shot := func(name, what string) {
+		t.Helper()
+		png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("screenshot of %s: %s", what, path)
+	}
+	shot("gateway-ui-empty-chat.png", "the empty chat")
+	if err := chromedp.Do(bctx,
 		chromedp.Click(chromedp.CSS(`#demo`)),
 		chromedp.Click(chromedp.CSS(`#send`)),
 	); err != nil {
@@ -131,11 +189,18 @@ func TestBrowserUI(t *testing.T) {
 	if states != "output-available" {
 		t.Fatalf("tool parts after the reload: %q, want one output-available", states)
 	}
-
-	png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		t.Fatal(err)
+	// The recorded answer's **0.32a0** is bold, and the question is shown
+	// above the answer though this page never sent it.
+	if strong := eval(`Array.from(document.querySelectorAll('.msg.assistant .md strong')).map(e => e.textContent).join('|')`); strong != "0.32a0" {
+		t.Fatalf("bold text %q, want 0.32a0 (recorded as **0.32a0**)", strong)
 	}
+	if order := eval(`Array.from(document.querySelectorAll('#messages .msg')).map(e => e.className).join(',')`); order != "msg user,msg assistant" {
+		t.Fatalf("messages after the reload: %s, want the user's then the assistant's", order)
+	}
+	if users, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](usersJS)); err != nil || len(users) != 1 || users[0] != sc.Prompt {
+		t.Fatalf("user's messages after the reload %q (%v), want [%q]", users, err, sc.Prompt)
+	}
+
 	defer func() {
 		// Then a new chat, stopped at its approval: Stop cancels the
 		// paused turn and the page says so.
@@ -152,16 +217,81 @@ func TestBrowserUI(t *testing.T) {
 		}
 		wait("the stopped turn", `(() => { const s = Array.from(document.querySelectorAll('#sessions li')).find(li => li.classList.contains('current')); const m = Array.from(document.querySelectorAll('.msg.assistant')).pop(); const e = m && m.querySelector('.ended.error'); return !!s && s.textContent.includes('aborted') && !!e && e.textContent.includes('cancel') && !m.querySelector('button.approve'); })()`)
 	}()
-	dir := os.Getenv("LLMW_ARTIFACTS")
-	if dir == "" {
-		dir = filepath.Join(os.TempDir(), "llmworker-artifacts")
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	shot("gateway-ui-finished-turn.png", "the finished turn")
+
+	// A second question, to the scripted model, whose answer is markdown
+	// with HTML in it. The question has markup too.
+	question := "Show me <b>markup</b> & <i>more</i>"
+	// While it streams, the answer's markdown is rendered as it grows,
+	// and the first answer's rendered text is left as it is (the same
+	// node: a selection in it stays).
+	eval(`(() => {
+		document.querySelector('.msg.assistant .md').dataset.kept = '1';
+		window.__streamed = [];
+		new MutationObserver(() => {
+			const md = document.querySelectorAll('.msg.assistant')[1]?.querySelector('.md');
+			if (window.llmw.streaming && md) window.__streamed.push(Array.from(md.children).map(e => e.tagName).join(','));
+		}).observe(document.getElementById('messages'), {childList: true, subtree: true, characterData: true});
+		return '';
+	})()`)
+	if err := chromedp.Do(bctx,
+		chromedp.SetValue(chromedp.CSS(`#model`), "script:markup"),
+		chromedp.SetValue(chromedp.CSS(`#prompt`), question),
+		chromedp.Click(chromedp.CSS(`#send`)),
+	); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(dir, "gateway-ui-finished-turn.png")
-	if err := os.WriteFile(path, png, 0o644); err != nil {
+	wait("the scripted answer", `document.querySelectorAll('.msg.assistant').length === 2 && !!document.querySelector('.msg.assistant:last-child .ended') && !window.llmw.streaming`)
+	checkMarkup := func(when string) {
+		t.Helper()
+		probe := eval(`JSON.stringify({
+			pwned: typeof window.__pwned,
+			elements: document.querySelectorAll('#messages img, #messages script, #messages b, #messages i').length,
+			text: document.querySelector('.msg.assistant:last-child .md').textContent,
+			h2: Array.from(document.querySelectorAll('.msg.assistant:last-child .md h2')).map(e => e.textContent),
+			strong: Array.from(document.querySelectorAll('.msg.assistant:last-child .md strong')).map(e => e.textContent),
+			em: Array.from(document.querySelectorAll('.msg.assistant:last-child .md em')).map(e => e.textContent),
+			code: Array.from(document.querySelectorAll('.msg.assistant:last-child .md p code')).map(e => e.textContent),
+			pre: Array.from(document.querySelectorAll('.msg.assistant:last-child .md pre code')).map(e => e.textContent),
+			items: Array.from(document.querySelectorAll('.msg.assistant:last-child .md ul > li')).map(e => e.textContent),
+			links: Array.from(document.querySelectorAll('#messages a')).map(a => a.getAttribute('href')),
+			users: Array.from(document.querySelectorAll('.msg.user .part-text')).map(e => e.textContent),
+		})`)
+		var got struct {
+			Pwned                                          string
+			Elements                                       int
+			Text                                           string
+			H2, Strong, Em, Code, Pre, Items, Links, Users []string
+		}
+		if err := json.Unmarshal([]byte(probe), &got); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case got.Pwned != "undefined" || got.Elements != 0:
+			t.Fatalf("%s: HTML of the answer or the question became elements (window.__pwned %s, %d img/script/b/i elements): %s", when, got.Pwned, got.Elements, probe)
+		case !strings.Contains(got.Text, `<img src=x onerror="window.__pwned=1"> and <script>window.__pwned=2</script> are text here.`):
+			t.Fatalf("%s: the answer's HTML is not shown as text: %q", when, got.Text)
+		case !slices.Equal(got.H2, []string{"Markdown and HTML"}) || !slices.Equal(got.Strong, []string{"0.32a0"}) || !slices.Equal(got.Em, []string{"everything"}) || !slices.Equal(got.Code, []string{"go test"}):
+			t.Fatalf("%s: markdown not rendered: %s", when, probe)
+		case !slices.Equal(got.Pre, []string{`fmt.Println("<b>hi</b>")`}):
+			t.Fatalf("%s: code block %q", when, got.Pre)
+		case !slices.Equal(got.Items, []string{"a link", "a [bad link](javascript:window.__pwned=3)"}) || !slices.Equal(got.Links, []string{"https://example.com/docs"}):
+			t.Fatalf("%s: list items %q, links %q: want the https link only", when, got.Items, got.Links)
+		case !slices.Equal(got.Users, []string{sc.Prompt, question}):
+			t.Fatalf("%s: the user's messages %q, want %q", when, got.Users, []string{sc.Prompt, question})
+		}
+	}
+	checkMarkup("streamed")
+	if kept := eval(`document.querySelector('.msg.assistant .md').dataset.kept || ''`); kept != "1" {
+		t.Fatal("the first answer's text was drawn anew while the second streamed")
+	}
+	if streamed := eval(`JSON.stringify(window.__streamed)`); !strings.Contains(streamed, `"H2,P"`) || !strings.Contains(streamed, `"H2,P,P,UL,PRE"`) {
+		t.Fatalf("the streaming answer's rendered blocks, render by render: %s; want the heading and paragraph before the end", streamed)
+	}
+	if err := chromedp.Do(bctx, chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`))); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("screenshot of the finished turn: %s", path)
+	wait("the chat after the reload", `document.querySelectorAll('.msg.assistant .ended').length === 2`)
+	checkMarkup("after a reload")
+	shot("gateway-ui-markdown.png", "the markdown answer")
 }

@@ -109,6 +109,21 @@ func (c *Client) Resume(ctx context.Context, chatID string) (*StreamReader, erro
 	return NewStreamReader(resp.Body), nil
 }
 
+// Messages reads the session's conversation (GET
+// /api/chat/{id}/messages): what a client shows of a chat it opens.
+func (c *Client) Messages(ctx context.Context, chatID string) ([]ChatMessage, error) {
+	resp, err := c.do(ctx, http.MethodGet, "/api/chat/"+url.PathEscape(chatID)+"/messages", nil)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var m Messages
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+		return nil, fmt.Errorf("gateway: messages of %s: %w", chatID, err)
+	}
+	return m.Messages, nil
+}
+
 // Stop cancels the session's running or paused turn.
 func (c *Client) Stop(ctx context.Context, chatID string) error {
 	resp, err := c.do(ctx, http.MethodPost, "/api/chat/"+url.PathEscape(chatID)+"/stop", nil)

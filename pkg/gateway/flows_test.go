@@ -284,6 +284,12 @@ func TestAccessAndErrors(t *testing.T) {
 	if err := bob.Stop(ctxT(t), "alice-1"); status(err) != 403 {
 		t.Errorf("bob stops alice-1: %v, want 403", err)
 	}
+	if _, err := bob.Messages(ctxT(t), "alice-1"); status(err) != 403 {
+		t.Errorf("bob reads alice-1's messages: %v, want 403", err)
+	}
+	if msgs, err := alice.Messages(ctxT(t), "alice-1"); err != nil || len(msgs) != 2 || msgs[0].Parts[0].Text != "hi" {
+		t.Errorf("alice reads alice-1's messages: %v %+v, want her question and the answer", err, msgs)
+	}
 	// Bob cannot read alice's turn under his own session either.
 	get := func(path, token string) (*http.Response, string) {
 		req, _ := http.NewRequestWithContext(ctxT(t), http.MethodGet, srv.URL+path, nil)

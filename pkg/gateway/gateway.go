@@ -65,6 +65,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Gateway, error) {
 	g.mux = http.NewServeMux()
 	g.mux.HandleFunc("POST /api/chat", g.handleChat)
 	g.mux.HandleFunc("GET /api/chat/{id}/stream", g.handleResume)
+	g.mux.HandleFunc("GET /api/chat/{id}/messages", g.handleMessages)
 	g.mux.HandleFunc("POST /api/chat/{id}/stop", g.handleStop)
 	g.mux.HandleFunc("GET /api/sessions", g.handleSessions)
 	g.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {

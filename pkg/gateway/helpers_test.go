@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,10 +17,14 @@ import (
 
 	"github.com/llmworker/llmworker/internal/cli"
 	"github.com/llmworker/llmworker/internal/fixtures"
+	"github.com/llmworker/llmworker/internal/replay"
 	"github.com/llmworker/llmworker/internal/service/hookbridgesvc"
 	"github.com/llmworker/llmworker/internal/service/ingestsvc"
 	"github.com/llmworker/llmworker/internal/service/toolexecsvc"
 	"github.com/llmworker/llmworker/pkg/gateway"
+	"github.com/llmworker/llmworker/pkg/ingest"
+	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/llm/llmtest"
 )
 
 func TestMain(m *testing.M) {
@@ -33,6 +39,9 @@ type stackOpts struct {
 	approve string
 	// pace slows the replayed streams per recorded event.
 	pace time.Duration
+	// script, when set, answers the models "script:<any>" beside the
+	// replay models.
+	script *llmtest.Scripted
 }
 
 // startStack runs NATS and the services with the replay models and demo
@@ -53,6 +62,11 @@ func startStack(t *testing.T, o stackOpts) *cli.Stack {
 		}
 		cfg.Hookbridge = hookbridgesvc.Options{Config: p}
 	}
+	if o.script != nil {
+		// The stack's ingest knows only the replay models: this test's
+		// ingest serves both.
+		cfg.Services = slices.DeleteFunc(cfg.Services, func(s string) bool { return s == cli.SvcIngest })
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	st, err := cli.StartStack(ctx, cfg)
@@ -66,10 +80,43 @@ func startStack(t *testing.T, o stackOpts) *cli.Stack {
 			t.Error(err)
 		}
 	})
+	if o.script != nil {
+		startIngest(t, st, o)
+	}
 	if err := st.SyncHooks(ctx); err != nil {
 		t.Fatal(err)
 	}
 	return st
+}
+
+// startIngest runs ingest on st with the replay models and o.script.
+func startIngest(t *testing.T, st *cli.Stack, o stackOpts) {
+	t.Helper()
+	rs, err := replay.NewServer(replay.Config{Pace: o.pace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rs.Close() })
+	ing, err := ingest.New(st.NC, ingest.Config{
+		Prefix: st.Prefix, Logger: slog.New(slog.DiscardHandler),
+		Providers: map[string]ingest.Factory{
+			replay.Prefix: rs.Factory(),
+			"script":      func(string) (llm.Provider, error) { return o.script, nil },
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := ing.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = ing.Stop(ctx)
+	})
 }
 
 // startGateway serves a gateway of st on a random local port.

@@ -159,6 +159,10 @@ func TestUnderItsIdentity(t *testing.T) {
 	if err != nil || !strings.HasSuffix(hist, "data: [DONE]\n\n") {
 		t.Fatalf("history: %v %.200s", err, hist)
 	}
+	msgs, err := c.Messages(ctxT(t), "ident-1")
+	if err != nil || len(msgs) != 2 || msgs[0].Role != "user" || msgs[1].ID != parts[0].field("messageId") {
+		t.Fatalf("messages: %v %+v", err, msgs)
+	}
 	resp, err := c.HTTPGet(ctxT(t), "/api/sessions")
 	if err != nil || !strings.Contains(resp, `"id":"ident-1"`) {
 		t.Fatalf("sessions: %v %s", err, resp)

@@ -37,16 +37,26 @@ type UIMessage struct {
 	Parts []UIPart `json:"parts"`
 }
 
-// UIPart is the part of a UI message part the gateway reads: text parts
+// UIPart is a UI message part. Of a request the gateway reads text parts
 // of the user's message, and tool parts (type "tool-<name>" or
-// "dynamic-tool") in state "approval-responded".
+// "dynamic-tool") in state "approval-responded"; a session's history
+// (GET /api/chat/{id}/messages) has every field.
 type UIPart struct {
-	Type       string          `json:"type"`
-	Text       string          `json:"text,omitempty"`
-	ToolCallID string          `json:"toolCallId,omitempty"`
-	State      string          `json:"state,omitempty"`
-	Input      json.RawMessage `json:"input,omitempty"`
-	Approval   *UIApproval     `json:"approval,omitempty"`
+	Type string `json:"type"`
+	// Text of a text or reasoning part.
+	Text       string `json:"text,omitempty"`
+	ToolCallID string `json:"toolCallId,omitempty"`
+	// State of a tool part (input-streaming … output-denied), or of a
+	// text or reasoning part (streaming, done).
+	State            string          `json:"state,omitempty"`
+	Input            json.RawMessage `json:"input,omitempty"`
+	Output           json.RawMessage `json:"output,omitempty"`
+	ErrorText        string          `json:"errorText,omitempty"`
+	ProviderExecuted bool            `json:"providerExecuted,omitempty"`
+	Approval         *UIApproval     `json:"approval,omitempty"`
+	// ID and Data of a data part.
+	ID   string          `json:"id,omitempty"`
+	Data json.RawMessage `json:"data,omitempty"`
 }
 
 // UIApproval is a tool part's approval (AI SDK v6).

@@ -35,7 +35,8 @@
 // # HTTP hooks
 //
 // An HTTP hook POSTs the request as JSON and reads the reply as JSON
-// within the hook's timeout; a non-2xx status is a failure.
+// within the hook's timeout; a non-2xx status, or a body that is not a JSON
+// hook response with a "result" (an empty body included), is a failure.
 //
 // # Config files
 //

@@ -5,24 +5,25 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/llmworker/llmworker/internal/natsutil"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook"
 	"github.com/llmworker/llmworker/pkg/hook/hooknats"
 	"github.com/llmworker/llmworker/pkg/hookbridge"
+	"github.com/llmworker/llmworker/pkg/natstest"
 )
 
 // A Go program serving a hook: a handler and a registration are all it
 // takes. The turn side (here a hook.Chain fed by hooknats.Watch, as the
 // turn service does) calls it for every matching tool call.
 func Example() {
-	srv, _ := natsutil.StartEmbedded(natsutil.EmbeddedOptions{})
-	defer srv.Shutdown()
-	nc, _ := nats.Connect(srv.URL())
-	defer nc.Close()
+	srv, err := natstest.New(natstest.Options{}) // or nats.Connect(yourServerURL)
+	if err != nil {
+		panic(err)
+	}
+	defer srv.Close()
+	nc := srv.NC
 	ctx := context.Background()
 
 	// The hook: no deletes outside /tmp.

@@ -34,10 +34,12 @@ type HTTPOptions struct {
 
 // HTTP returns a handler that POSTs each request as JSON
 // (events.HookRequest, Content-Type application/json) to o.URL and reads
-// the reply: a 2xx status with a JSON hook response (or an empty body:
-// continue) answers; any other status, a body that is not a JSON response,
-// a transport error and a timeout (the ctx deadline: the hook's timeout_ms,
-// else DefaultCommandTimeout) are hook failures (ErrHTTP).
+// the reply: a 2xx status with a JSON hook response answers; any other
+// status, a body that is not a JSON hook response (an empty body, null, an
+// object without "result": hooknats.DecodeBody, as over NATS), a transport
+// error and a timeout (the ctx deadline: the hook's timeout_ms, else
+// DefaultCommandTimeout) are hook failures (ErrHTTP), which the turn
+// handles under the hook's failure policy.
 func HTTP(o HTTPOptions) (hooknats.Handler, error) {
 	u, err := url.Parse(o.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -84,14 +86,11 @@ func HTTP(o HTTPOptions) (hooknats.Handler, error) {
 		if len(b) > maxHTTPBody {
 			return nil, fmt.Errorf("%w: POST %s: reply larger than %d bytes", ErrHTTP, u.Redacted(), maxHTTPBody)
 		}
-		if len(bytes.TrimSpace(b)) == 0 {
-			return nil, nil
-		}
-		resp, err := events.Decode[events.HookResponse](b)
+		resp, err := hooknats.DecodeBody(b, req.Event)
 		if err != nil {
 			return nil, fmt.Errorf("%w: POST %s: the reply is not a JSON hook response: %w", ErrHTTP, u.Redacted(), err)
 		}
-		return &resp, nil
+		return resp, nil
 	}), nil
 }
 

@@ -234,7 +234,6 @@ func TestHTTPHookEndToEnd(t *testing.T) {
 			res := *req.ToolResult
 			res.Content = strings.ReplaceAll(res.Content, "hunter2", "***")
 			_ = json.NewEncoder(w).Encode(events.HookResponse{Result: events.HookContinue, ToolResult: &res})
-		case "/empty":
 		case "/500":
 			http.Error(w, "policy engine down", http.StatusInternalServerError)
 		case "/slow":
@@ -253,9 +252,6 @@ hooks:
     event: after_tool_call
     matcher: ^read$
     http: {url: "%s/mask", headers: {Authorization: "Bearer ${TOKEN}"}}
-  - name: empty
-    event: on_message_send
-    http: {url: "%s/empty"}
   - name: five-hundred
     event: after_tool_call
     matcher: ^broken$
@@ -265,7 +261,7 @@ hooks:
     event: on_abort
     timeout: 200ms
     http: {url: "%s/slow"}
-`, srv.URL, srv.URL, srv.URL, srv.URL)
+`, srv.URL, srv.URL, srv.URL)
 	f, err := hookbridge.ParseConfig("http.yaml", []byte(yml), hookbridge.ParseOptions{Getenv: func(k string) string {
 		if k == "TOKEN" {
 			return "s3cret"
@@ -283,9 +279,6 @@ hooks:
 	if out := c.RunAfterToolCall(ctx(t), in); out.Stopped() || in.Result.Content != "password: ***" {
 		t.Errorf("mask: %+v %q", out, in.Result.Content)
 	}
-	if out := c.RunMessageSend(ctx(t), &hook.MessageSendInput{Turn: tn, Messages: []events.Message{events.UserText("x")}}); out.Stopped() {
-		t.Errorf("empty body: %+v", out)
-	}
 	rec.Reset()
 	if out := c.RunAfterToolCall(ctx(t), &hook.ToolResultInput{Turn: tn, Call: call("c2", "broken", `{}`), Result: events.ToolResult{ToolUseID: "c2"}}); out.Stopped() {
 		t.Errorf("500 fail_open: %+v", out)
@@ -297,5 +290,64 @@ hooks:
 	c.RunAbort(ctx(t), &hook.AbortInput{Turn: tn, Reason: "x"})
 	if ds := rec.Decisions(); len(ds) != 1 || !ds[0].Failed {
 		t.Errorf("slow decision %+v", ds)
+	}
+}
+
+// An HTTP hook's 2xx reply must be a JSON hook response with a "result",
+// as a reply over NATS must: an empty body, null or an object without
+// "result" is a hook failure, which the hook's failure policy handles
+// (fail_closed stops the hook point, fail_open goes on), and the decision
+// says what was wrong.
+func TestHTTPHookEmptyReplyIsAFailure(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/empty":
+			w.WriteHeader(http.StatusOK)
+		case "/no-content":
+			w.WriteHeader(http.StatusNoContent)
+		case "/null":
+			_, _ = io.WriteString(w, "null\n")
+		case "/no-result":
+			_, _ = io.WriteString(w, `{"reason":"looks fine"}`)
+		}
+	}))
+	defer srv.Close()
+	e := start(t)
+	var yml strings.Builder
+	yml.WriteString("hooks:\n")
+	paths := []string{"empty", "no-content", "null", "no-result"}
+	for _, p := range paths {
+		for _, policy := range []string{"fail_closed", "fail_open"} {
+			fmt.Fprintf(&yml, "  - name: %s-%s\n    event: before_tool_call\n    matcher: ^%s-%s$\n    failure: %s\n    http: {url: \"%s/%s\"}\n",
+				p, policy, p, policy, policy, srv.URL, p)
+		}
+	}
+	f, err := hookbridge.ParseConfig("http.yaml", []byte(yml.String()), hookbridge.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.bridge(t, f.Hooks...)
+	c, _ := e.chain(t)
+	for _, p := range paths {
+		for _, policy := range []string{"fail_closed", "fail_open"} {
+			t.Run(p+"/"+policy, func(t *testing.T) {
+				rec := &hooktest.Recorder{}
+				name := p + "-" + policy
+				out := c.RunBeforeToolCall(ctx(t), &hook.ToolCallInput{Turn: &hook.Turn{ID: "t1", Observer: rec}, Call: call("c1", name, `{}`)})
+				ds := rec.Decisions()
+				if len(ds) != 1 || !ds[0].Failed || ds[0].Hook != name || !strings.Contains(ds[0].Reason, "not a JSON hook response") {
+					t.Fatalf("decisions %+v, want one failed decision saying the reply is not a hook response", ds)
+				}
+				if policy == "fail_open" {
+					if out.Stopped() || ds[0].Result != events.HookContinue {
+						t.Errorf("fail_open: outcome %+v, decision %+v", out, ds[0])
+					}
+					return
+				}
+				if !out.Failed || out.Result.Action != hook.ToolAbort || out.Hook != name {
+					t.Errorf("fail_closed: outcome %+v", out)
+				}
+			})
+		}
 	}
 }

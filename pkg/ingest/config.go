@@ -10,6 +10,7 @@ import (
 	"github.com/llmworker/llmworker/internal/version"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/media"
 )
 
 // ServiceName is the name of the micro service (docs/protocol.md §3).
@@ -83,6 +84,10 @@ type Config struct {
 	// message, not one per token; a delta that finds nothing waiting
 	// behind it is published at once, alone (docs/protocol.md §3).
 	KeepDeltas bool
+	// Media reads the media parts that requests carry as refs
+	// (pkg/media): nil opens the LLMW_MEDIA object store on the service's
+	// connection when the first such request arrives.
+	Media media.Getter
 }
 
 func (c *Config) validate() error {

@@ -10,25 +10,21 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/llmworker/llmworker/internal/natsutil"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/ingest"
 	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/natstest"
 )
 
 // A client asks ingest for a completion and reads the stream. The provider
 // here is a stand-in that always answers "Hello!".
 func Example() {
-	srv, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{})
+	srv, err := natstest.New(natstest.Options{}) // or nats.Connect(yourServerURL)
 	if err != nil {
 		panic(err)
 	}
-	defer srv.Shutdown()
-	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		panic(err)
-	}
-	defer nc.Close()
+	defer srv.Close()
+	nc := srv.NC
 
 	hello := llm.ProviderFunc(func(ctx context.Context, req *llm.Request) (llm.Stream, error) {
 		return llm.SliceStream(

@@ -13,11 +13,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nuid"
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/media"
 	"github.com/llmworker/llmworker/pkg/telemetry"
 )
 
@@ -51,6 +53,9 @@ type Service struct {
 	cancel   *nats.Subscription
 	base     context.Context
 	stopAll  context.CancelFunc
+
+	mediaMu sync.Mutex
+	media   *media.Store // opened on the first request with a ref
 }
 
 // stream is one running completion.
@@ -421,6 +426,13 @@ func (s *Service) run(ctx context.Context, st *stream, p llm.Provider, r *reques
 		st.cancel()
 	}()
 
+	// Media the request carries as refs become bytes here, the one place
+	// that sends them on: the requester's messages held only the refs.
+	if err := s.resolveMedia(ctx, &r.req); err != nil {
+		telemetry.Fail(span, string(err.Kind), err)
+		s.refuseLate(replyTo, r, err)
+		return
+	}
 	// Open the provider call before replying: a refusal before the first
 	// byte (unknown model, rejected key, outage after retries) is an error
 	// reply the requester can act on, not a stream that fails at once.
@@ -435,7 +447,13 @@ func (s *Service) run(ctx context.Context, st *stream, p llm.Provider, r *reques
 	if g := r.req.StreamGroup; g != "" {
 		subject = s.subj.LLMGroupStream(g, st.id)
 	}
-	reply, _ := json.Marshal(events.CompletionReply{RequestID: st.id, StreamSubject: subject})
+	// The settings the provider does not have were not sent: the
+	// requester learns it from the reply (docs/protocol.md §3).
+	var warnings []events.Warning
+	if w, ok := ps.(llm.Warner); ok {
+		warnings = w.Warnings()
+	}
+	reply, _ := json.Marshal(events.CompletionReply{RequestID: st.id, StreamSubject: subject, Warnings: warnings})
 	// Without a reply subject the requester listens on the stream subject
 	// only; a failed reply does not stop the stream for the same reason.
 	if replyTo != "" {
@@ -510,6 +528,50 @@ func (s *Service) run(ctx context.Context, st *stream, p llm.Provider, r *reques
 	default:
 		s.log.InfoContext(ctx, "stream ended", attrs...)
 	}
+}
+
+// resolveMedia replaces the request's media refs with their bytes
+// (media.Resolve). A ref the bucket does not hold is the requester's
+// error, named by its field; a store that cannot be read is unavailable.
+func (s *Service) resolveMedia(ctx context.Context, req *llm.Request) *Error {
+	if !media.HasRefs(req.Messages) {
+		return nil
+	}
+	g, err := s.mediaGetter(ctx)
+	if err != nil {
+		return newError(KindUnavailable, "media store: "+err.Error(), err)
+	}
+	msgs, err := media.Resolve(ctx, g, req.Messages)
+	var re *media.RefError
+	switch {
+	case err == nil:
+		req.Messages = msgs
+		return nil
+	case errors.As(err, &re) && (errors.Is(err, media.ErrNotFound) || errors.Is(err, media.ErrInvalidRef) || errors.Is(err, media.ErrCorrupt)):
+		e := newError(KindInvalidRequest, err.Error(), err)
+		e.Field = re.Field
+		return e
+	}
+	return newError(KindUnavailable, "media store: "+err.Error(), err)
+}
+
+// mediaGetter returns Config.Media, or opens LLMW_MEDIA once.
+func (s *Service) mediaGetter(ctx context.Context) (media.Getter, error) {
+	if s.cfg.Media != nil {
+		return s.cfg.Media, nil
+	}
+	s.mediaMu.Lock()
+	defer s.mediaMu.Unlock()
+	if s.media == nil {
+		js, err := jetstream.New(s.nc)
+		if err != nil {
+			return nil, err
+		}
+		if s.media, err = media.Open(ctx, js); err != nil {
+			return nil, err
+		}
+	}
+	return s.media, nil
 }
 
 // open calls the provider, turning a panic into an error: one bad adapter

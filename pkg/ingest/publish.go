@@ -13,7 +13,7 @@ import (
 // several provider deltas (see Config.KeepDeltas): a burst is cut into
 // messages of about this size, so that one message never approaches the
 // server's max payload and a receiver's buffers stay small. A single
-// provider delta larger than this is sent whole, as before.
+// provider delta larger than this is sent whole.
 const MaxJoinedDelta = 16 << 10
 
 // publisher publishes the events of one stream. It is the hot path of

@@ -800,3 +800,55 @@ func TestNormalizeBuffered(t *testing.T) {
 		}
 	})
 }
+
+// warned is a source whose provider did not send some settings.
+type warned struct {
+	llm.Stream
+	w []events.Warning
+}
+
+func (s warned) Warnings() []events.Warning { return s.w }
+
+// boundedWarned is a warned source that bounds its own waits.
+type boundedWarned struct{ warned }
+
+func (boundedWarned) SelfBounded() {}
+
+// A consumer sees an adapter's stream only through Normalize, so the
+// warnings of the source must be readable on the normalized stream, on
+// every read path, before and after the events are read.
+func TestNormalizeForwardsWarnings(t *testing.T) {
+	want := []events.Warning{{Setting: "top_k", Message: "openai has no top_k; not sent"}}
+	evs := []events.Event{
+		events.StatusEvent{Status: events.StatusStarted},
+		events.StatusEvent{Status: events.StatusCompleted},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	src := func() warned { return warned{Stream: opaque{llm.SliceStream(evs...)}, w: want} }
+	for name, s := range map[string]llm.Stream{
+		"inline":  llm.Normalize(context.Background(), src(), llm.NormalizeOptions{}),
+		"pumped":  llm.Normalize(ctx, src(), llm.NormalizeOptions{IdleTimeout: time.Hour}),
+		"bounded": llm.Normalize(ctx, boundedWarned{src()}, llm.NormalizeOptions{IdleTimeout: time.Hour}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			w, ok := s.(llm.Warner)
+			if !ok {
+				t.Fatalf("%T is not an llm.Warner", s)
+			}
+			if got := w.Warnings(); !reflect.DeepEqual(got, want) {
+				t.Fatalf("before reading: warnings %v, want %v", got, want)
+			}
+			if _, err := llm.Collect(s); err != nil {
+				t.Fatal(err)
+			}
+			if got := w.Warnings(); !reflect.DeepEqual(got, want) {
+				t.Fatalf("after reading: warnings %v, want %v", got, want)
+			}
+		})
+	}
+	plain := llm.Normalize(context.Background(), llm.SliceStream(evs...), llm.NormalizeOptions{})
+	if got := plain.(llm.Warner).Warnings(); got != nil {
+		t.Fatalf("a source without warnings gave %v", got)
+	}
+}

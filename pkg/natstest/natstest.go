@@ -4,10 +4,13 @@
 // for conditions that become true asynchronously. Every test in the module
 // that needs a broker uses it, so that the server's options (payload limit,
 // store, JetStream) are the ones production's embedded server runs with.
+// New starts the same server outside a test: the runnable Examples of the
+// NATS packages use it, and so can code in another module.
 package natstest
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -33,8 +36,8 @@ type Options struct {
 	ConnOptions []nats.Option
 }
 
-// Server is an embedded nats-server and one client connection to it; both
-// are closed by t.Cleanup.
+// Server is an embedded nats-server and one client connection to it. A
+// Server from Start is closed by t.Cleanup; one from New by Close.
 type Server struct {
 	Embedded *natsutil.Embedded
 	NC       *nats.Conn
@@ -58,22 +61,48 @@ func (s *Server) Connect(t testing.TB, opts ...nats.Option) *nats.Conn {
 // Start starts a server for t. It fails t when the server cannot start.
 func Start(t testing.TB, o Options) *Server {
 	t.Helper()
+	s, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// New starts a server outside a test (a runnable Example, a program's own
+// test harness, a demo); Close stops it. Start is New for a test.
+func New(o Options) (*Server, error) {
 	e, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{})
 	if err != nil {
-		t.Fatalf("natstest: start nats-server: %v", err)
+		return nil, fmt.Errorf("natstest: start nats-server: %w", err)
 	}
-	t.Cleanup(e.Shutdown)
 	s := &Server{Embedded: e}
-	s.NC = s.Connect(t, o.ConnOptions...)
+	if s.NC, err = nats.Connect(e.URL(), o.ConnOptions...); err != nil {
+		e.Shutdown()
+		return nil, fmt.Errorf("natstest: connect: %w", err)
+	}
 	if s.JS, err = jetstream.New(s.NC); err != nil {
-		t.Fatalf("natstest: jetstream: %v", err)
+		s.Close()
+		return nil, fmt.Errorf("natstest: jetstream: %w", err)
 	}
 	if o.Provision {
-		if err := provision.Provision(Context(t), s.JS, provision.Options{Prefix: o.Prefix, Memory: !o.FileStorage}); err != nil {
-			t.Fatalf("natstest: provision: %v", err)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := provision.Provision(ctx, s.JS, provision.Options{Prefix: o.Prefix, Memory: !o.FileStorage}); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("natstest: provision: %w", err)
 		}
 	}
-	return s
+	return s, nil
+}
+
+// Close closes the connection and shuts the server down, removing its
+// store.
+func (s *Server) Close() {
+	if s.NC != nil {
+		s.NC.Close()
+	}
+	s.Embedded.Shutdown()
 }
 
 // Context returns a context that ends after 30 s or when t ends, so that a

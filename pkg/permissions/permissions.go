@@ -38,8 +38,8 @@ const (
 	// cancels turns and hears rejections, as a submitter, and reads
 	// LLMW_EVENTS, as a reader; it answers nothing on the bus.
 	Gateway Role = "gateway"
-	// Submitter publishes turn requests, resumes and cancels, and hears
-	// rejections; it reads no state.
+	// Submitter publishes turn requests, resumes and cancels, uploads
+	// attachments to LLMW_MEDIA, and hears rejections; it reads no state.
 	Submitter Role = "submitter"
 	// Reader follows worker events: P.events.> live and LLMW_EVENTS
 	// through the JetStream API; it publishes nothing else.
@@ -88,9 +88,13 @@ func InboxPrefix(role Role, prefix string) string {
 // streams of the account, with the KV buckets' own streams.
 func kv(bucket string) string { return "KV_" + bucket }
 
+// obj is the stream of object store b.
+func obj(b string) string { return "OBJ_" + b }
+
 var allStreams = []string{
 	events.StreamTurns, events.StreamEvents, events.StreamToolCalls, events.StreamToolResults,
 	kv(events.BucketSessions), kv(events.BucketTools), kv(events.BucketHooks), kv(events.BucketTurnState),
+	obj(events.BucketMedia),
 }
 
 // info is what a service's start needs of every stream and bucket when it
@@ -123,6 +127,17 @@ func read(s string) []string {
 // bucket is reading, watching and writing KV bucket b.
 func bucket(b string) []string { return append(read(kv(b)), "$KV."+b+".>") }
 
+// mediaRead is reading objects of LLMW_MEDIA (pkg/media: a meta lookup,
+// an ordered consumer over the chunks).
+func mediaRead() []string { return read(obj(events.BucketMedia)) }
+
+// mediaWrite is mediaRead and storing objects: chunks and meta on
+// $O.LLMW_MEDIA.>, and the purge of an object's old chunks when it is
+// stored again.
+func mediaWrite() []string {
+	return append(mediaRead(), "$O."+events.BucketMedia+".>", "$JS.API.STREAM.PURGE."+obj(events.BucketMedia))
+}
+
 // discovery is the micro service protocol every service answers
 // ($SRV.PING, $SRV.INFO, $SRV.STATS, by service and by instance).
 const discovery = "$SRV.>"
@@ -139,6 +154,7 @@ func For(role Role, prefix string) Permissions {
 	switch role {
 	case Ingest:
 		pub = []string{p + ".llm.stream.>"}
+		pub = append(pub, mediaRead()...)
 		sub = []string{s.LLMComplete(), s.LLMCancelAll(), discovery, inbox}
 		responses = true
 	case Turn:
@@ -152,6 +168,7 @@ func For(role Role, prefix string) Permissions {
 		for _, b := range []string{events.BucketTurnState, events.BucketSessions, events.BucketTools, events.BucketHooks} {
 			pub = append(pub, bucket(b)...)
 		}
+		pub = append(pub, mediaWrite()...)
 		sub = []string{s.TurnCancelAll(), p + ".llm.stream.>", s.ToolStoredAll(), s.ToolResultAll(), s.ToolProgressAll(), discovery, inbox}
 		responses = true
 	case Toolexec:
@@ -159,6 +176,7 @@ func For(role Role, prefix string) Permissions {
 		pub = append(pub, read(events.StreamToolCalls)...)
 		pub = append(pub, read(events.StreamToolResults)...)
 		pub = append(pub, bucket(events.BucketTools)...)
+		pub = append(pub, mediaWrite()...)
 		sub = []string{s.ToolCancelAll(), p + ".tool.invoke.>", discovery, inbox}
 		responses = true
 	case Hookbridge:
@@ -171,16 +189,19 @@ func For(role Role, prefix string) Permissions {
 		pub = append(pub, read(events.StreamEvents)...)
 		pub = append(pub, read(kv(events.BucketTools))...)
 		pub = append(pub, read(kv(events.BucketHooks))...)
+		pub = append(pub, mediaRead()...)
 		sub = []string{s.ToolStoredAll(), s.ToolResultAll(), s.ToolProgressAll(), s.MCPResumeAll(), inbox}
 		responses = true
 	case Gateway:
 		pub = append([]string{s.TurnSubmit(), s.TurnResume(), s.TurnCancelAll()}, read(events.StreamEvents)...)
+		pub = append(pub, mediaWrite()...)
 		sub = []string{s.TurnRejectedAll(), inbox}
 	case Submitter:
 		pub = []string{s.TurnSubmit(), s.TurnResume(), s.TurnCancelAll(), s.MCPResumeAll()}
+		pub = append(pub, mediaWrite()...) // attachments are uploaded first
 		sub = []string{s.TurnRejectedAll(), inbox}
 	case Reader:
-		pub = read(events.StreamEvents)
+		pub = append(read(events.StreamEvents), mediaRead()...)
 		sub = []string{s.EventsAll(), inbox}
 	case Provisioner:
 		pub = []string{"$JS.API.>"}

@@ -25,6 +25,10 @@ const (
 	// last turn: a client that submits turns with ever new session ids
 	// does not grow LLMW_SESSIONS without bound.
 	DefaultSessionsTTL = 30 * 24 * time.Hour
+	// DefaultMediaMaxAge keeps a media object (pkg/media) as long as a
+	// session keeps the transcript that refers to it, counted from its
+	// upload.
+	DefaultMediaMaxAge = DefaultSessionsTTL
 	// DefaultDuplicateWindow covers a tool call redelivered after AckWait a
 	// few times and a turn replica that re-publishes a call on resume.
 	DefaultDuplicateWindow = 10 * time.Minute
@@ -54,6 +58,9 @@ type Options struct {
 	// session's last turn wrote it (0 = DefaultSessionsTTL; negative =
 	// for ever).
 	SessionsTTL time.Duration
+	// MediaMaxAge limits LLMW_MEDIA by age (0 = DefaultMediaMaxAge;
+	// negative = none).
+	MediaMaxAge time.Duration
 	// DuplicateWindow of the streams whose messages carry client ids as
 	// Nats-Msg-Id (0 = DefaultDuplicateWindow).
 	DuplicateWindow time.Duration
@@ -90,6 +97,7 @@ func (o Options) withDefaults() Options {
 	}
 	o.TurnsMaxAge = orNone(o.TurnsMaxAge, DefaultTurnsMaxAge)
 	o.SessionsTTL = orNone(o.SessionsTTL, DefaultSessionsTTL)
+	o.MediaMaxAge = orNone(o.MediaMaxAge, DefaultMediaMaxAge)
 	// The server rejects a duplicate window longer than the max age.
 	o.DuplicateWindow = min(o.DuplicateWindow, o.ToolResultsMaxAge, o.ToolCallsMaxAge)
 	return o
@@ -224,7 +232,17 @@ func BucketConfigs(o Options) []jetstream.KeyValueConfig {
 	}
 }
 
-// Provision creates or updates the streams and KV buckets of
+// ObjectStoreConfigs returns the object store configurations Provision
+// applies: LLMW_MEDIA (pkg/media).
+func ObjectStoreConfigs(o Options) []jetstream.ObjectStoreConfig {
+	o = o.withDefaults()
+	return []jetstream.ObjectStoreConfig{{
+		Bucket: events.BucketMedia, Description: "llmworker media parts (images, files) by sha256",
+		TTL: o.MediaMaxAge, Storage: o.storage(), Replicas: o.Replicas,
+	}}
+}
+
+// Provision creates or updates the streams, KV buckets and object stores of
 // docs/protocol.md ("Streams and buckets"). Every replica of every service calls it on start: it is
 // idempotent and safe to run concurrently (CreateOrUpdate with identical
 // configurations; a lost creation race is retried once as an update).
@@ -261,6 +279,37 @@ func Provision(ctx context.Context, js jetstream.JetStream, o Options) error {
 			return fmt.Errorf("%w: bucket %s: %w", ErrFailed, cfg.Bucket, err)
 		}
 	}
+	for _, cfg := range ObjectStoreConfigs(o) {
+		if err := retryRace(ctx, func() error {
+			if !o.ApplyLimits {
+				if err := keepObjectStoreTTL(ctx, js, &cfg); err != nil {
+					return err
+				}
+			}
+			_, err := js.CreateOrUpdateObjectStore(ctx, cfg)
+			return err
+		}); err != nil {
+			return fmt.Errorf("%w: object store %s: %w", ErrFailed, cfg.Bucket, err)
+		}
+	}
+	return nil
+}
+
+// keepObjectStoreTTL gives cfg the TTL of the object store of its name
+// when that exists, as keepStreamLimits does for streams.
+func keepObjectStoreTTL(ctx context.Context, js jetstream.JetStream, cfg *jetstream.ObjectStoreConfig) error {
+	obs, err := js.ObjectStore(ctx, cfg.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	st, err := obs.Status(ctx)
+	if err != nil {
+		return err
+	}
+	cfg.TTL = st.TTL()
 	return nil
 }
 
@@ -314,6 +363,13 @@ func verify(ctx context.Context, js jetstream.JetStream, o Options) error {
 			return fmt.Errorf("%w: bucket %s", ErrNotProvisioned, cfg.Bucket)
 		} else if err != nil {
 			return fmt.Errorf("%w: bucket %s: %w", ErrFailed, cfg.Bucket, err)
+		}
+	}
+	for _, cfg := range ObjectStoreConfigs(o) {
+		if _, err := js.ObjectStore(ctx, cfg.Bucket); errors.Is(err, jetstream.ErrBucketNotFound) {
+			return fmt.Errorf("%w: object store %s", ErrNotProvisioned, cfg.Bucket)
+		} else if err != nil {
+			return fmt.Errorf("%w: object store %s: %w", ErrFailed, cfg.Bucket, err)
 		}
 	}
 	return nil

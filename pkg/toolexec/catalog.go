@@ -152,7 +152,7 @@ func (c *Catalog) Put(ctx context.Context, e events.ToolCatalogEntry) error {
 		return err
 	}
 	// Compared with the leader's value: a replica that is behind may still
-	// have an equal entry the leader no longer has.
+	// have an equal entry that the leader has replaced or deleted.
 	if cur, _, err := jsread.KVLast(ctx, c.js.Conn(), jsread.APIPrefix(c.js), events.BucketTools, e.Name); err == nil && string(cur) == string(b) {
 		return nil
 	}

@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/llmworker/llmworker/internal/natsutil"
 	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/natstest"
 	"github.com/llmworker/llmworker/pkg/tool"
 	"github.com/llmworker/llmworker/pkg/toolexec"
 )
@@ -23,10 +22,12 @@ type WeatherArgs struct {
 // tool.New and hand them to toolexec.Serve. Every replica you start shares
 // the work.
 func Example() {
-	srv, _ := natsutil.StartEmbedded(natsutil.EmbeddedOptions{})
-	defer srv.Shutdown()
-	nc, _ := nats.Connect(srv.URL())
-	defer nc.Close()
+	srv, err := natstest.New(natstest.Options{}) // or nats.Connect(yourServerURL)
+	if err != nil {
+		panic(err)
+	}
+	defer srv.Close()
+	nc := srv.NC
 
 	weather := tool.Must("get_weather", "Current weather for a city.",
 		func(_ context.Context, a WeatherArgs) (string, error) {

@@ -704,7 +704,7 @@ func TestResultsStreamBrieflyUnavailable(t *testing.T) {
 	}
 }
 
-// A turn that is no longer the caller's (its fence fails) publishes no
+// A turn that is not the caller's (its fence fails) publishes no
 // call: the tool does not run, and the fence's error comes back.
 func TestFencedCallNotPublished(t *testing.T) {
 	e := start(t)

@@ -31,6 +31,11 @@ type ClientOptions struct {
 // Client is the requesting side of the turn protocol (docs/protocol.md,
 // "Turns"): it submits, resumes and cancels turns and follows their worker
 // events. It is safe for concurrent use.
+//
+// Follow a turn before submitting it, so that none of its events is
+// missed: the package Example submits and follows a turn,
+// ExampleClient_Resume settles a turn paused for approval and
+// ExampleClient_Cancel stops a running one.
 type Client struct {
 	nc       *nats.Conn
 	js       jetstream.JetStream

@@ -8,30 +8,24 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/llmworker/llmworker/internal/natsutil"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/llm/llmtest"
-	"github.com/llmworker/llmworker/pkg/provision"
+	"github.com/llmworker/llmworker/pkg/natstest"
 	"github.com/llmworker/llmworker/pkg/turn"
 )
 
 // A turn service on an embedded NATS server (with an in-process scripted
-// model instead of ingest), a turn submitted on P.turn.submit, and a UI
-// following its worker events.
+// model instead of ingest), and a client that submits a turn and follows
+// its worker events as a UI does. A program of your own does the client's
+// part against a running installation: nats.Connect(its URL), then
+// turn.NewClient, Follow and Submit.
 func Example() {
-	emb, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{})
+	srv, err := natstest.New(natstest.Options{}) // or nats.Connect(yourServerURL)
 	if err != nil {
 		panic(err)
 	}
-	defer emb.Shutdown()
-	nc, err := nats.Connect(emb.URL())
-	if err != nil {
-		panic(err)
-	}
-	defer nc.Close()
+	defer srv.Close()
+	nc := srv.NC
 
 	ctx := context.Background()
 	svc, err := turn.New(nc, turn.Config{
@@ -46,40 +40,36 @@ func Example() {
 	}
 	defer svc.Stop(ctx)
 
-	// The UI subscribes before the turn is submitted.
-	ui, err := nc.SubscribeSync(events.NewSubjects("").EventsOfTurn("t1"))
+	tc, err := turn.NewClient(nc, turn.ClientOptions{})
 	if err != nil {
 		panic(err)
 	}
-	env, err := events.NewEnvelope(events.Source("example", "1"), events.TypeTurnSubmit, events.TurnRequest{
+	// Follow before Submit: the follower replays the turn from its first
+	// event, so nothing is missed whenever it is published.
+	f, err := tc.Follow(ctx, tc.Subjects().EventsOfTurn("t1"))
+	if err != nil {
+		panic(err)
+	}
+	defer f.Stop()
+	if err := tc.Submit(ctx, &events.TurnRequest{
 		TurnID: "t1", Model: "scripted:demo", Messages: []events.Message{events.UserText("Say hello")},
-	})
-	if err != nil {
-		panic(err)
-	}
-	js, _ := jetstream.New(nc)
-	msg := &nats.Msg{Subject: events.NewSubjects("").TurnSubmit(), Header: nats.Header(env.BinaryHeader()), Data: env.Data}
-	if _, err := js.PublishMsg(ctx, msg, jetstream.WithMsgID("t1")); err != nil {
+	}); err != nil {
 		panic(err)
 	}
 	// The UI appends the deltas as they come: the model streamed "Hello"
 	// and ", world", which arrive as two deltas or, when the second was
 	// coalesced into the first while it waited to be stored, as one.
 	var text strings.Builder
-	for {
-		m, err := ui.NextMsg(10 * time.Second)
-		if err != nil {
-			panic(err)
+	for it := range f.C() {
+		if it.Err != nil {
+			panic(it.Err)
 		}
-		e, _ := events.DecodeEnvelope(m.Header, m.Data)
-		switch e.Type {
-		case events.TypeBlockDelta:
-			d, _ := events.DecodeData[events.WorkerBlockDelta](e)
-			text.WriteString(d.Content)
-		case events.TypeTurnCompleted:
-			c, _ := events.DecodeData[events.TurnCompleted](e)
+		switch ev := it.Event.(type) {
+		case events.WorkerBlockDelta:
+			text.WriteString(ev.Content)
+		case events.TurnCompleted:
 			fmt.Printf("streamed: %s\n", text.String())
-			fmt.Printf("completed: %s\n", c.Messages[len(c.Messages)-1].Text())
+			fmt.Printf("completed: %s\n", ev.Messages[len(ev.Messages)-1].Text())
 			return
 		}
 	}
@@ -91,15 +81,12 @@ func Example() {
 // A turn's worker events: one seq across channels, subjects by session,
 // turn and channel, CloudEvents in binary mode.
 func ExampleEventPublisher() {
-	srv, _ := natsutil.StartEmbedded(natsutil.EmbeddedOptions{})
-	defer srv.Shutdown()
-	nc, _ := nats.Connect(srv.URL())
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	if err := provision.Provision(context.Background(), js, provision.Options{Memory: true}); err != nil {
-		fmt.Println(err)
-		return
+	srv, err := natstest.New(natstest.Options{Provision: true})
+	if err != nil {
+		panic(err)
 	}
+	defer srv.Close()
+	nc := srv.NC
 	ui, _ := nc.SubscribeSync("llmw.events.s1.>")
 
 	ep := turn.NewPublisher(nc, turn.PublisherOptions{}).Turn("t1", "s1", turn.Position{})

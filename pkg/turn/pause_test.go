@@ -180,6 +180,24 @@ func TestSessions(t *testing.T) {
 	if mustJSON(t, s.Messages) != mustJSON(t, second.Messages) || s.LastTurn != id2 {
 		t.Fatalf("session %s", mustJSON(t, s))
 	}
+	// Each turn's llmw.turn.started holds the question it added, not the
+	// session's transcript before it.
+	for _, c := range []struct {
+		w    *watcher
+		want events.Message
+	}{{w1, events.UserText("one")}, {w2, events.UserText("two")}} {
+		evs := c.w.events()
+		if len(evs) == 0 || evs[0].Type != events.TypeTurnStarted {
+			t.Fatalf("first event %s", describe(evs))
+		}
+		var st events.TurnStarted
+		if err := json.Unmarshal(evs[0].Data, &st); err != nil {
+			t.Fatal(err)
+		}
+		if mustJSON(t, st.Input) != mustJSON(t, []events.Message{c.want}) {
+			t.Fatalf("input of %s: %s, want %s", st.TurnID, mustJSON(t, st.Input), mustJSON(t, []events.Message{c.want}))
+		}
+	}
 	// Events of a session turn are on P.events.<session>.<turn>.*.
 	for _, ev := range w2.events() {
 		if !strings.HasPrefix(ev.Subject, "llmw.events."+session+"."+id2+".") {

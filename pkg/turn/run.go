@@ -18,6 +18,7 @@ import (
 	"github.com/llmworker/llmworker/internal/jsread"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/fence"
+	"github.com/llmworker/llmworker/pkg/media"
 	"github.com/llmworker/llmworker/pkg/telemetry"
 	"github.com/llmworker/llmworker/pkg/tool"
 	"github.com/llmworker/llmworker/pkg/worker"
@@ -68,6 +69,10 @@ type turnRun struct {
 	// not published again.
 	claimed          bool
 	results, started map[string]bool
+
+	// input is the request's messages, for the turn's first
+	// llmw.turn.started (nil for a turn picked up from a checkpoint).
+	input []events.Message
 
 	mu       sync.Mutex
 	tooLarge error             // a checkpoint was too large
@@ -550,6 +555,18 @@ func (s *Service) fresh(t *turnRun, req *events.TurnRequest, dg string) bool {
 		}
 	}
 	t.base.SessionPrefix = len(prefix)
+	kctx, cancel := context.WithTimeout(s.root, mediaTimeout)
+	err = s.offloadMedia(kctx, req.Messages)
+	cancel()
+	switch {
+	case errors.Is(err, media.ErrTooLarge):
+		return s.failEarly(t, CodeTooLarge, err)
+	case err != nil:
+		s.log.Warn("turn: store media", "turn_id", t.id, "err", err)
+		_ = t.msg.NakWithDelay(time.Second)
+		return false
+	}
+	t.input = req.Messages
 	msgs := make([]events.Message, 0, len(prefix)+len(req.Messages))
 	msgs = append(append(msgs, prefix...), req.Messages...)
 	cp := &worker.Checkpoint{Version: worker.CheckpointVersion, TurnID: t.id, SessionID: t.session, Phase: worker.PhaseModel, Messages: msgs}
@@ -559,7 +576,7 @@ func (s *Service) fresh(t *turnRun, req *events.TurnRequest, dg string) bool {
 	if err != nil {
 		return s.failEarly(t, CodeTooLarge, err)
 	}
-	kctx, cancel := context.WithTimeout(s.root, kvTimeout)
+	kctx, cancel = context.WithTimeout(s.root, kvTimeout)
 	rev, err := s.stateKV.Create(kctx, kvKey(t.id), b)
 	cancel()
 	if isConflict(err) {
@@ -812,8 +829,8 @@ func (s *Service) encodeState(st *State) ([]byte, error) {
 		return nil, fmt.Errorf("turn: encode checkpoint: %w", err)
 	}
 	if limit := s.nc.MaxPayload(); limit > 0 && int64(len(b)) > limit-1024 {
-		return nil, fmt.Errorf("%w: the checkpoint of turn %q is %d bytes (transcript of %d messages), more than the NATS max payload (%d bytes) allows",
-			ErrTooLarge, st.Request.TurnID, len(b), len(st.Checkpoint.Messages), limit)
+		return nil, fmt.Errorf("%w: the checkpoint of turn %q is %d bytes (transcript of %d messages), more than the %d bytes a checkpoint may have (the NATS max payload of %d bytes less 1024 for the message's headers)",
+			ErrTooLarge, st.Request.TurnID, len(b), len(st.Checkpoint.Messages), limit-1024, limit)
 	}
 	return b, nil
 }
@@ -1127,6 +1144,19 @@ func (t *turnRun) Observe(ev worker.Event) {
 	case events.TurnStarted:
 		if d.Resumed && t.claimed {
 			return // published by claimEvents
+		}
+		if !d.Resumed && t.input != nil {
+			d.Input = t.input
+			if _, err := t.emit(d); !errors.Is(err, nats.ErrMaxPayload) {
+				if err != nil {
+					t.failed(d, err)
+				}
+				return
+			}
+			// The question is in the checkpoint and the session; the
+			// event goes out without it.
+			d.Input = nil
+			data = d
 		}
 	case events.ToolStarted:
 		if t.started[d.CallID] {

@@ -19,6 +19,7 @@ import (
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/ingest"
 	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/media"
 	"github.com/llmworker/llmworker/pkg/provision"
 	"github.com/llmworker/llmworker/pkg/tool"
 	"github.com/llmworker/llmworker/pkg/toolexec"
@@ -60,6 +61,9 @@ type Service struct {
 	fetchDone   chan struct{}
 	keepStop    chan struct{}
 	keepDone    chan struct{}
+
+	mediaMu sync.Mutex
+	media   *media.Store // opened by the first request with large media (media.go)
 
 	mu       sync.Mutex
 	started  bool

@@ -189,8 +189,8 @@ func storeSession(ctx context.Context, nc *nats.Conn, apiPrefix string, kv jetst
 			return fmt.Errorf("turn: encode session %s: %w", id, err)
 		}
 		if maxPayload > 0 && int64(len(b)) > maxPayload-1024 {
-			return fmt.Errorf("%w: the transcript of session %q is %d bytes, more than the NATS max payload (%d bytes) allows; start a new session",
-				ErrTooLarge, id, len(b), maxPayload)
+			return fmt.Errorf("%w: the transcript of session %q is %d bytes, more than the %d bytes a session may have (the NATS max payload of %d bytes less 1024 for the message's headers); start a new session",
+				ErrTooLarge, id, len(b), maxPayload-1024, maxPayload)
 		}
 		if rev == 0 {
 			_, err = kv.Create(ctx, kvKey(id), b)

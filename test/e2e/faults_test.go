@@ -58,7 +58,7 @@ func (c *cluster) requireHistory(ids []string) {
 // seq, one result per call and one end. Then the owner of a third turn is
 // cut off from NATS mid-tool-call and reconnected.
 func TestTurnOwnerPaused(t *testing.T) {
-	c := startCluster(t, clusterOpts{slow: "fixed_version=6s", turnAckWait: 3 * time.Second, replayPace: 15 * time.Millisecond})
+	c := startCluster(t, clusterOpts{slow: "fixed_version=6s", turnAckWait: 3 * time.Second, replayPace: 4 * time.Millisecond})
 
 	// Mid-tool-call: the anthropic scenario calls the slow fixed_version.
 	const midTool = "paused-tool"
@@ -111,7 +111,7 @@ func TestTurnOwnerPaused(t *testing.T) {
 // and each restarted: the services drain, nothing accepted is lost and
 // nothing is done twice.
 func TestDrainOnSIGTERM(t *testing.T) {
-	c := startCluster(t, clusterOpts{slow: "fixed_version=3s", replayPace: 10 * time.Millisecond}.faulty())
+	c := startCluster(t, clusterOpts{slow: "fixed_version=3s", replayPace: 3 * time.Millisecond}.faulty())
 	var ids []string
 	var fs []*follower
 	submitRound := func(round int) {
@@ -138,7 +138,7 @@ func TestDrainOnSIGTERM(t *testing.T) {
 // store and the others); then a node is cut off from the other two (the
 // minority side) and healed. Turns run throughout.
 func TestNATSNodeRestartAndPartition(t *testing.T) {
-	c := startCluster(t, clusterOpts{slow: "fixed_version=2s", replayPace: 10 * time.Millisecond}.faulty())
+	c := startCluster(t, clusterOpts{slow: "fixed_version=2s", replayPace: 3 * time.Millisecond}.faulty())
 	var ids []string
 	var fs []*follower
 	submitRound := func(round int) {
@@ -231,7 +231,7 @@ func TestFaultSchedule(t *testing.T) {
 	}
 	t.Logf("fault schedule seed %d (replay: LLMW_E2E_SEED=%d)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	c := startCluster(t, clusterOpts{slow: "fixed_version=2s", turnAckWait: 3 * time.Second, toolAckWait: 3 * time.Second, replayPace: 20 * time.Millisecond}.faulty())
+	c := startCluster(t, clusterOpts{slow: "fixed_version=2s", turnAckWait: 3 * time.Second, toolAckWait: 3 * time.Second, replayPace: 5 * time.Millisecond}.faulty())
 
 	names := replay.Names()
 	var mu sync.Mutex

@@ -243,7 +243,8 @@ type clusterOpts struct {
 	slow string
 	// turnAckWait and toolAckWait are the consumers' AckWait.
 	turnAckWait, toolAckWait time.Duration
-	// replayPace is ingest's --replay-pace: streams that take a while, so
+	// replayPace is ingest's --replay-pace (per token of about four
+	// characters, internal/replay): streams that take a while, so
 	// that faults land mid-stream.
 	replayPace time.Duration
 	// stepRetries is the turn service's --step-retries (0 = its default):
@@ -734,7 +735,7 @@ func (c *cluster) reconnect(name string) {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	// Without its aliases a node is no longer found by name (n3): the
+	// Without its aliases a node is not found by name (n3): the
 	// other nodes could not route to it, and the partition would never
 	// fully heal.
 	c.mu.Lock()

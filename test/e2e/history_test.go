@@ -268,8 +268,8 @@ func (c *cluster) storedResults(id string, calls []string, within time.Duration)
 	return stored
 }
 
-// finalState reads a turn's state until it is no longer running or
-// within passed, and returns the last one read.
+// finalState reads a turn's state until it is neither running nor
+// paused or within passed, and returns the last one read.
 func (c *cluster) finalState(id string, within time.Duration) *turn.State {
 	c.t.Helper()
 	st, took := settle(within, func() (*turn.State, bool) {

@@ -26,7 +26,8 @@ type Options struct {
 	Structured bool
 	// Replay also serves the replay:<scenario> models.
 	Replay bool
-	// ReplayPace slows replayed streams down per SSE event (demos).
+	// ReplayPace is the time replayed streams take per token (replay.Config.Pace;
+	// 0 = as fast as possible; the flag defaults to replay.DefaultPace).
 	ReplayPace time.Duration
 	// Getenv reads the providers' variables (nil = os.Getenv).
 	Getenv func(string) string
@@ -60,7 +61,7 @@ func (s *Service) Flags(f *service.Flags) {
 	f.Int(&s.MaxPayload, "max-payload", "LLMW_MAX_PAYLOAD", 0, "largest request body in bytes (0 = the server's max payload)")
 	f.Bool(&s.Structured, "structured", "LLMW_STRUCTURED", false, "publish structured-mode CloudEvents instead of binary mode")
 	f.Bool(&s.Replay, "replay", "LLMW_REPLAY", false, `also serve "replay:<scenario>" models: recorded provider streams played through the real adapters (no account, no network)`)
-	f.Duration(&s.ReplayPace, "replay-pace", "LLMW_REPLAY_PACE", 0, "replay: pause between recorded stream events, so that a stream takes a while (demos, fault tests)")
+	f.Duration(&s.ReplayPace, "replay-pace", "LLMW_REPLAY_PACE", replay.DefaultPace, "replay: time per streamed token, so that a replay streams as a live model writes (0 = as fast as possible)")
 }
 
 // Start starts ingest.

@@ -1,8 +1,10 @@
 // The llmworker web UI: a reference client of the AI SDK UI message
 // stream protocol (docs/protocol.md, "Gateway"). It talks to the gateway
 // only as useChat does: POST /api/chat with {id, messages, trigger},
-// GET /api/chat/{id}/stream to resume, and reads server-sent events with
-// fetch and a ReadableStream. No build step, no external resources.
+// GET /api/chat/{id}/stream to resume, GET /api/chat/{id}/messages for a
+// chat's history, and reads server-sent events with fetch and a
+// ReadableStream. No build step, no external resources. Model text
+// reaches the page only as text nodes (markdown.js).
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -105,11 +107,6 @@ async function consume(resp, fromStart) {
           if (!msg) {
             msg = { id: c.messageId, role: "assistant", parts: [] };
             state.messages.push(msg);
-            const pending = sessionStorage.getItem("llmw-pending-prompt");
-            if (pending !== null) {
-              localStorage.setItem("llmw-prompt-" + c.messageId, pending);
-              sessionStorage.removeItem("llmw-pending-prompt");
-            }
           }
           msg.ended = null;
           if (fromStart) {
@@ -270,34 +267,54 @@ async function resume() {
   await consume(resp, true);
 }
 
-// replayTurn reads a finished turn of the session (the history); again
-// replaces a message already shown.
-async function replayTurn(turnId, again) {
-  const prompt = localStorage.getItem("llmw-prompt-" + turnId);
-  if (prompt !== null && !again) state.messages.push({ id: "u-" + turnId, role: "user", parts: [{ type: "text", text: prompt }] });
+// replayTurn reads a turn of the session again, replacing its message.
+async function replayTurn(turnId) {
   state.controller = new AbortController();
   const resp = await fetch("/api/chat/" + encodeURIComponent(state.chatId) + "/stream?turn=" + encodeURIComponent(turnId), { headers: headers(false), signal: state.controller.signal });
   if (resp.ok) await consume(resp, true);
 }
 
+// openChat shows a chat's history — the user's messages and the
+// assistant's turns, as the gateway reads them from the session's events
+// — and resumes its last turn when that runs or waits for approval.
 async function openChat(id) {
   abortStream();
   state.chatId = id;
   state.messages = [];
   setHashChat(id);
   $("chat-title").textContent = id;
+  showError("");
   render();
-  const sessions = await loadSessions();
-  const s = sessions.find((x) => x.id === id);
-  if (!s) return;
-  const active = s.status === "running" || s.status === "paused";
-  const done = active ? s.turns.slice(0, -1) : s.turns;
-  for (const t of done) await replayTurn(t);
-  if (active) {
-    const prompt = localStorage.getItem("llmw-prompt-" + s.lastTurn);
-    if (prompt !== null) state.messages.push({ id: "u-" + s.lastTurn, role: "user", parts: [{ type: "text", text: prompt }] });
-    await resume();
+  let history = [];
+  try {
+    const resp = await fetch("/api/chat/" + encodeURIComponent(id) + "/messages", { headers: headers(false) });
+    if (!resp.ok) {
+      showError(await errorText(resp));
+      return;
+    }
+    history = (await resp.json()).messages || [];
+  } catch (e) {
+    showError("history: " + e.message);
+    return;
   }
+  if (state.chatId !== id) return; // another chat was opened meanwhile
+  state.messages = history.map(fromHistory);
+  render();
+  loadSessions();
+  const last = history[history.length - 1];
+  const st = last && last.metadata ? last.metadata.status : "";
+  if (st === "running" || st === "paused") await resume();
+  else setStatus("idle");
+}
+
+// fromHistory is a message of GET /api/chat/{id}/messages as the page
+// keeps it: an assistant message's end from its metadata, as its stream's
+// last parts would set it.
+function fromHistory(m) {
+  const md = m.metadata;
+  if (m.role !== "assistant" || !md) return m;
+  const ended = { completed: md.finishReason || "stop", failed: "error", aborted: "aborted" }[md.status] || null;
+  return Object.assign({}, m, { ended, error: md.error || null });
 }
 
 function newChat() {
@@ -354,50 +371,108 @@ function pretty(v) {
   return JSON.stringify(v, null, 2);
 }
 
+// render brings #messages up to date with state.messages. Each message
+// and each finished text block keeps its DOM node while it is unchanged,
+// so that a streaming answer re-renders only its growing block: no
+// flicker, and a selection or an opened "thinking" elsewhere stays.
 function render() {
   const box = $("messages");
   const atEnd = box.scrollHeight - box.scrollTop - box.clientHeight < 40;
-  box.replaceChildren(...state.messages.map(renderMessage));
+  syncChildren(box, state.messages.length ? state.messages.map(renderMessage) : [emptyHint()]);
   if (atEnd) box.scrollTop = box.scrollHeight;
 }
 
+// syncChildren makes kids the children of parent, moving only what
+// differs.
+function syncChildren(parent, kids) {
+  kids.forEach((k, i) => {
+    if (parent.childNodes[i] !== k) parent.insertBefore(k, parent.childNodes[i] || null);
+  });
+  while (parent.childNodes.length > kids.length) parent.lastChild.remove();
+}
+
+const nodes = new WeakMap(); // message or part → {key, node}
+function cached(obj, key, build) {
+  const c = nodes.get(obj);
+  if (c && c.key === key) return c.node;
+  const node = build(c && c.node);
+  nodes.set(obj, { key, node });
+  return node;
+}
+
+// emptyHint is what an empty chat shows: what to do.
+function emptyHint() {
+  return cached(state, "hint:" + JSON.stringify(state.info), () => {
+    const d = el("div", "hint");
+    d.append(el("h2", null, "Start a chat"));
+    d.append(el("p", null, "Type a message below and press Enter (Shift+Enter for a new line). The answer streams in: the model's thinking, its tool calls and their results, then its text."));
+    const info = state.info;
+    if (info && info.prompt) {
+      const p = el("p");
+      p.append("Demo prompt fills in ", el("q", null, info.prompt), " — the question the default model's recording answers.");
+      d.append(p);
+    }
+    if (info && /^replay:/.test(info.model || "")) {
+      d.append(el("p", null, "The model " + info.model + " plays recorded provider streams (--replay): no API key and no network, and it plays its recording whatever you ask."));
+    }
+    d.append(el("p", null, "A tool call that a hook holds for approval waits for your Approve, Deny or Edit; Stop cancels the running turn. Chats stay in the list on the left: reopen one, or reload the page, and it picks up where it is."));
+    return d;
+  });
+}
+
 function renderMessage(m) {
-  const d = el("div", "msg " + m.role);
-  d.dataset.id = m.id;
-  d.append(el("div", "who", m.role === "user" ? "you" : "assistant"));
+  const kids = [el("div", "who", m.role === "user" ? "you" : "assistant")];
   for (const p of m.parts) {
     const r = renderPart(m, p);
-    if (r) d.append(r);
+    if (r) kids.push(r);
   }
-  if (m.error) d.append(el("div", "ended error", m.error));
-  else if (m.ended && m.ended !== "paused") d.append(el("div", "ended", "finished: " + m.ended));
+  if (m.error) kids.push(el("div", "ended error", m.error));
+  else if (m.ended && m.ended !== "paused") kids.push(el("div", "ended", "finished: " + m.ended));
+  const d = cached(m, m.role, () => el("div", "msg " + m.role));
+  d.dataset.id = m.id;
+  syncChildren(d, kids);
   return d;
 }
 
-function renderPart(m, p) {
-  if (p.type === "text") return el("div", "part-text", p.text);
-  if (p.type === "reasoning") {
+// partRenderers draw a message's parts by type (tool parts, "tool-<name>",
+// by renderTool; a type without one is for programs, not drawn). A part's
+// node is kept while the part is unchanged.
+const partRenderers = {
+  text: (m, p) => {
+    if (m.role !== "assistant") return el("div", "part-text plain", p.text);
+    const d = el("div", "part-text md");
+    d.append(renderMarkdown(p.text));
+    return d;
+  },
+  reasoning: (m, p, old) => {
     const det = el("details", "reasoning");
+    det.open = !!(old && old.open);
     det.append(el("summary", null, p.state === "done" ? "thinking" : "thinking…"), el("div", null, p.text));
     return det;
-  }
-  if (p.type === "step-start") return el("div", "step");
-  if (p.toolCallId) return renderTool(m, p);
-  if (p.type === "data-llmw-usage") {
+  },
+  "step-start": () => el("div", "step"),
+  "data-llmw-usage": (m, p) => {
     const t = p.data.total || {};
     return el("div", "data usage", "usage: " + (t.input_tokens ?? "?") + " in, " + (t.output_tokens ?? "?") + " out");
-  }
-  if (p.type === "data-llmw-hook-decision") {
+  },
+  "data-llmw-hook-decision": (m, p) => {
     const x = p.data;
     return el("div", "data hook-decision", "hook " + x.hook + " (" + x.event + "): " + x.result + (x.reason ? " — " + x.reason : ""));
-  }
-  if (p.type === "data-llmw-hook-message") {
+  },
+  "data-llmw-hook-message": (m, p) => {
     const texts = (p.data.messages || []).flatMap((mm) => (mm.content || []).map((c) => c.text || "")).join("\n");
     return el("div", "data hook-message", "hook " + p.data.hook + ": " + texts);
-  }
-  if (p.type === "data-llmw-paused") return el("div", "data paused", "⏸ paused: " + p.data.reason);
-  if (p.type === "data-llmw-turn") return el("div", "data turn", "model " + (p.data.model || "?"));
-  return null; // progress is drawn in its tool; the rest is for programs
+  },
+  "data-llmw-paused": (m, p) => el("div", "data paused", "⏸ paused: " + p.data.reason),
+  "data-llmw-turn": (m, p) => el("div", "data turn", "model " + (p.data.model || "?")),
+};
+
+function renderPart(m, p) {
+  const r = partRenderers[p.type] || (p.toolCallId ? renderTool : null);
+  if (!r) return null;
+  // A tool's progress is another part, drawn in the tool.
+  const prog = p.toolCallId && m.parts.find((x) => x.type === "data-llmw-tool-progress" && x.data.call_id === p.toolCallId);
+  return cached(p, m.role + JSON.stringify(p) + (prog ? JSON.stringify(prog.data) : ""), (old) => r(m, p, old));
 }
 
 function renderTool(m, p) {
@@ -472,7 +547,6 @@ $("composer").addEventListener("submit", (ev) => {
   if (!text || state.streaming) return;
   $("prompt").value = "";
   state.messages.push({ id: "u" + Date.now(), role: "user", parts: [{ type: "text", text }] });
-  sessionStorage.setItem("llmw-pending-prompt", text);
   render();
   send(state.messages);
 });
@@ -494,7 +568,7 @@ $("stop").onclick = async () => {
   for (let i = 0; i < 50; i++) {
     const s = (await loadSessions()).find((x) => x.id === state.chatId);
     if (s && s.status !== "running" && s.status !== "paused") {
-      await replayTurn(s.lastTurn, true);
+      await replayTurn(s.lastTurn);
       return;
     }
     await new Promise((r) => setTimeout(r, 200));

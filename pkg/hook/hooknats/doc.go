@@ -11,8 +11,8 @@
 // Adapt turns any in-process hook (hook.BeforeToolCallFunc, a built-in of
 // hook/builtin, your own type) into a Handler; ServeHook adds its
 // registration. One mapping per hook point (codec.go) is used in both
-// directions, so what a Remote sends is what Adapt reads and the other way
-// round. A Handler may also answer the wire types directly (HandlerFunc).
+// directions, so what a Remote sends is what Adapt reads and what Adapt
+// replies is what a Remote reads. A Handler may also answer the wire types directly (HandlerFunc).
 //
 // Serve, or NewServer + Start + Stop, does the rest: it subscribes each
 // hook's subject (P.hook.<name> unless the registration names one) in a
@@ -51,9 +51,10 @@
 // A hook fails — and the chain applies its failure policy — when nobody
 // answers (ErrNoResponders), the reply does not come within the timeout
 // (the context's error; the chain reports hook.ErrTimeout), the reply is an
-// error reply with a Nats-Service-Error header (ErrResponder), or it cannot
-// be decoded, does not validate, has a result not allowed at the hook point
-// or changes the id of the call or result (ErrInvalidReply).
+// error reply with a Nats-Service-Error header (ErrResponder), or it is
+// empty, is not a JSON object with a "result" (DecodeBody), cannot be
+// decoded, does not validate, has a result not allowed at the hook point or
+// changes the id of the call or result (ErrInvalidReply).
 //
 // # The registry
 //

@@ -6,26 +6,24 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/llmworker/llmworker/internal/natsutil"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook"
 	"github.com/llmworker/llmworker/pkg/hook/hooknats"
-	"github.com/llmworker/llmworker/pkg/provision"
+	"github.com/llmworker/llmworker/pkg/natstest"
 )
 
 // The turn side: Watch keeps a chain in sync with LLMW_HOOKS; any NATS
 // client answering on the registered subject is a hook (here a bare JSON
 // reply, as a script in any language could send).
 func ExampleWatch() {
-	srv, _ := natsutil.StartEmbedded(natsutil.EmbeddedOptions{})
-	defer srv.Shutdown()
-	nc, _ := nats.Connect(srv.URL())
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	srv, err := natstest.New(natstest.Options{Provision: true}) // or nats.Connect(yourServerURL)
+	if err != nil {
+		panic(err)
+	}
+	defer srv.Close()
+	nc, js := srv.NC, srv.JS
 	ctx := context.Background()
-	_ = provision.Provision(ctx, js, provision.Options{Memory: true})
 
 	// A responder that masks digits in results.
 	sub, _ := nc.Subscribe("team.hooks.mask", func(m *nats.Msg) {

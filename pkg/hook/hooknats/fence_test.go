@@ -13,7 +13,7 @@ import (
 	"github.com/llmworker/llmworker/pkg/hook/hooknats"
 )
 
-// A turn that is no longer the caller's (its fence fails) sends no hook
+// A turn that is not the caller's (its fence fails) sends no hook
 // request: the hook never hears of it, and the fence's error comes back.
 func TestFencedRequestNotSent(t *testing.T) {
 	e := start(t)

@@ -3,6 +3,7 @@ package hooknats
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -163,12 +164,33 @@ func DecodeResponse(h map[string][]string, body []byte, ev events.HookEvent) (*e
 	default:
 		data = env.Data
 	}
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, fmt.Errorf("%w: empty reply", ErrInvalidReply)
+	return DecodeBody(data, ev)
+}
+
+// DecodeBody reads the JSON of a hook reply (the data of a
+// llmw.hook.response, or the bare response object) and checks it for hook
+// point ev. It must be a JSON object with a "result" member (the schema
+// requires it; "" is continue, finish at on_turn_end): an empty body, null
+// and an object without "result" are no reply, and so hook failures under
+// the hook's failure policy, over NATS and over HTTP alike. Errors match
+// ErrInvalidReply (and events.ErrInvalid where a field is to blame).
+func DecodeBody(data []byte, ev events.HookEvent) (*events.HookResponse, error) {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 {
+		return nil, fmt.Errorf("%w: empty reply: send a JSON hook response such as {\"result\":\"continue\"}", ErrInvalidReply)
+	}
+	if data[0] != '{' {
+		return nil, fmt.Errorf("%w: the reply is not a JSON object: send a JSON hook response such as {\"result\":\"continue\"}", ErrInvalidReply)
 	}
 	resp, err := events.Decode[events.HookResponse](data)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidReply, err)
+	}
+	var has struct {
+		Result json.RawMessage `json:"result"`
+	}
+	if err := json.Unmarshal(data, &has); err != nil || has.Result == nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidReply, &events.FieldError{Field: "result", Problem: "is required"})
 	}
 	if err := resp.ValidateFor(ev); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidReply, err)

@@ -254,6 +254,10 @@ func TestFailurePolicies(t *testing.T) {
 	serveRaw(t, e.nc, "test.disallowed", nil, []byte(`{"result":"finish"}`))
 	serveRaw(t, e.nc, "test.error", nats.Header{hooknats.HeaderError: {"handler exploded"}, hooknats.HeaderErrorCode: {"500"}}, nil)
 	serveRaw(t, e.nc, "test.wrong-id", nil, []byte(`{"result":"continue","tool_call":{"id":"other","name":"x","input":{}}}`))
+	// The schema requires "result": a reply without one is no reply.
+	serveRaw(t, e.nc, "test.empty", nil, nil)
+	serveRaw(t, e.nc, "test.null", nil, []byte("null"))
+	serveRaw(t, e.nc, "test.no-result", nil, []byte(`{"reason":"looks fine"}`))
 
 	cases := []struct {
 		name, subject string
@@ -267,6 +271,9 @@ func TestFailurePolicies(t *testing.T) {
 		{"disallowed-result", "test.disallowed", 0, hooknats.ErrInvalidReply},
 		{"error-reply", "test.error", 0, hooknats.ErrResponder},
 		{"changed-id", "test.wrong-id", 0, hooknats.ErrInvalidReply},
+		{"empty-reply", "test.empty", 0, hooknats.ErrInvalidReply},
+		{"null-reply", "test.null", 0, hooknats.ErrInvalidReply},
+		{"no-result", "test.no-result", 0, hooknats.ErrInvalidReply},
 	}
 	call := events.ToolCall{ID: "c1", Name: "x", Input: json.RawMessage(`{}`)}
 	for _, tc := range cases {

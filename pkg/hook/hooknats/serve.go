@@ -81,8 +81,8 @@ type ServerConfig struct {
 	// default: with several replicas one stopping must not unregister the
 	// hooks the others still serve.
 	UnregisterOnStop bool
-	// Provision is used to create LLMW_HOOKS when it does not exist (same
-	// options as the other services, so the configurations agree).
+	// Provision are the options LLMW_HOOKS is created with when it does
+	// not exist (the other services' options, so the configurations agree).
 	Provision provision.Options
 	// RecheckInterval is how often the server checks that its hooks are
 	// still registered and registers the missing ones again, e.g. after the

@@ -54,7 +54,7 @@ type Watcher struct {
 //
 // Watch returns once the registrations present at the call are in the
 // chain. Invalid values are logged and skipped (a hook of that name this
-// watcher added is removed: the registry no longer says how to call it). A
+// watcher added is removed: the registry does not say how to call it). A
 // name already used in the chain by a hook the watcher did not add (an
 // in-process hook) keeps that hook; the registration is logged and
 // skipped. Errors match ErrRegistry.
@@ -279,7 +279,7 @@ func (w *Watcher) Sync(ctx context.Context) error {
 
 // Stop ends the watch, waits for its goroutine and removes the hooks it
 // added from the chain. Call it after the turns using the chain are done
-// (a turn running then would no longer call the remote hooks).
+// (a turn running then would stop calling the remote hooks).
 func (w *Watcher) Stop() error {
 	w.cancel()
 	<-w.done

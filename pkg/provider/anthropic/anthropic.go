@@ -116,7 +116,8 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) (llm.Stream, er
 	}
 	st := newStream(ctx, rctx, cancel, s, p.idle)
 	st.output, st.warnings = r.output, r.warnings
-	return withWarnings(normalize(ctx, st, p.idle), r.warnings), nil
+	// Normalize's stream forwards the source's Warnings (llm.Warner).
+	return normalize(ctx, st, p.idle), nil
 }
 
 // apiErrorInfo extracts a code and message from an SDK error.

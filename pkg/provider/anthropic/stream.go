@@ -140,7 +140,7 @@ func (s *stream) Next() bool {
 // pull reads the next SDK event and handles it, or handles the end of the
 // source. The event is a union of every event type, about 5 KB: it is
 // copied once, out of the SDK's Current, and read in place after that
-// (returning it through one more call copied it again, a tenth of the
+// (returning it through one more call would copy it again, a tenth of the
 // adapter's instructions on a stream of small deltas).
 func (s *stream) pull() {
 	s.mu.Lock()

@@ -136,7 +136,8 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) (llm.Stream, er
 	}
 	s.first, s.firstErr, s.firstOK = resp, err, ok
 	s.warnings = r.warnings
-	return withWarnings(normalize(ctx, s, p.idle), r.warnings), nil
+	// Normalize's stream forwards the source's Warnings (llm.Warner).
+	return normalize(ctx, s, p.idle), nil
 }
 
 // decodeStack is about the stack genai needs to decode a chunk (its JSON is

@@ -1,0 +1,147 @@
+package layering
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// natsExamples are the packages whose runnable Examples run against a NATS
+// server: a reader copies them into a program of their own, so they must
+// build outside this module.
+var natsExamples = []string{"pkg/turn", "pkg/gateway", "pkg/toolexec", "pkg/ingest", "pkg/hook/hooknats", "pkg/hookbridge"}
+
+// exampleFiles returns the files of dir holding runnable Examples.
+func exampleFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	for _, pat := range []string{"example_test.go", "example_*_test.go"} {
+		m, err := filepath.Glob(filepath.Join(dir, pat))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m...)
+	}
+	return out
+}
+
+// An Example is code to copy: what it imports from internal/ cannot be
+// imported from any other module.
+func TestExamplesImportNothingInternal(t *testing.T) {
+	root := filepath.Join("..", "..")
+	n := 0
+	err := filepath.WalkDir(filepath.Join(root, "pkg"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		for _, f := range exampleFiles(t, path) {
+			n++
+			file, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
+			if err != nil {
+				return err
+			}
+			for _, imp := range file.Imports {
+				p, _ := strconv.Unquote(imp.Path.Value)
+				if strings.HasPrefix(p, module+"internal/") {
+					rel, _ := filepath.Rel(root, f)
+					t.Errorf("%s imports %s: an Example must build in another module (use pkg/natstest.New for a server)", rel, p)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Fatal("no example files found under pkg/")
+	}
+}
+
+// The NATS-side Examples, copied as they are into a module of their own
+// that requires this one (replaced by this checkout), and the README's Go
+// client type-check with go vet: what a reader pastes into their program
+// compiles there.
+func TestExamplesBuildInAnotherModule(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the go command")
+	}
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH")
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, pkg := range natsExamples {
+		files := exampleFiles(t, filepath.Join(root, pkg))
+		if len(files) == 0 {
+			t.Fatalf("%s has no example files", pkg)
+		}
+		dst := filepath.Join(dir, filepath.Base(pkg))
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			copyFile(t, f, filepath.Join(dst, filepath.Base(f)))
+		}
+	}
+	// The README's Go client, as the body of a program.
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, snippet, ok := strings.Cut(string(readme), "<!-- readme-test: go-client -->\n```go\n")
+	if snippet, _, ok = strings.Cut(snippet, "\n```"); !ok {
+		t.Fatal("README.md has no go-client block")
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "readmeclient"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	prog := "package main\n\nimport (\n\t\"context\"\n\t\"fmt\"\n\n\t\"github.com/nats-io/nats.go\"\n\n\t\"" +
+		module + "pkg/events\"\n\t\"" + module + "pkg/turn\"\n)\n\nfunc main() {\n\tctx := context.Background()\n" + snippet + "\n}\n"
+	if err := os.WriteFile(filepath.Join(dir, "readmeclient", "main.go"), []byte(prog), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gomod := "module example.com/myclient\n\ngo 1.26\n\nrequire " + strings.TrimSuffix(module, "/") + " v0.0.0\n\nreplace " +
+		strings.TrimSuffix(module, "/") + " => " + root + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// This module's checksums cover every module the examples need, so the
+	// build needs the module cache only, never the checksum database.
+	copyFile(t, filepath.Join(root, "go.sum"), filepath.Join(dir, "go.sum"))
+	cmd := exec.Command(goCmd, "vet", "./...")
+	cmd.Dir = dir
+	// -mod=mod lets go fill in the new module's requirements (CI's
+	// GOFLAGS say -mod=readonly for this one).
+	flags := []string{"-mod=mod"}
+	for f := range strings.FieldsSeq(os.Getenv("GOFLAGS")) {
+		if !strings.HasPrefix(f, "-mod=") {
+			flags = append(flags, f)
+		}
+	}
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS="+strings.Join(flags, " "))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go vet of the examples in another module: %v\n%s", err, out)
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
