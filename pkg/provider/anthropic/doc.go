@@ -39,8 +39,9 @@
 // parallel_tool_calls. seed, presence_penalty
 // and frequency_penalty do not exist in the Messages API: they are not
 // sent, and the stream reports them (llm.Warner), as it does a
-// reasoning_effort it could not apply. provider_options["anthropic"] sets
-// each of its top-level keys in the body (option.WithJSONSet).
+// reasoning_effort it could not apply. provider_options["anthropic"] is
+// applied to the body as a JSON Merge Patch (option.WithJSONSet and
+// WithJSONDel): objects merge key by key, null removes a field.
 //
 // response_format json_schema (strict) is output_config.format on Claude
 // 4.1 and later, its schema transformed by the SDK for structured outputs

@@ -306,21 +306,37 @@ func TestReasoningEffort(t *testing.T) {
 	}
 }
 
-// provider_options["anthropic"] is merged into the body: each top-level
-// key set, replacing what the adapter put there.
+// provider_options["anthropic"] is applied to the body as a JSON Merge
+// Patch: objects merge key by key, null removes a field, anything else
+// replaces it.
 func TestProviderOptions(t *testing.T) {
+	temp := 0.3
 	req := simpleRequest()
+	req.Temperature = &temp
+	req.Thinking = &events.ThinkingConfig{BudgetTokens: 2048}
 	req.ProviderOptions = map[string]json.RawMessage{
-		"anthropic": json.RawMessage(`{"metadata":{"user_id":"u-1"},"service_tier":"standard_only","max_tokens":77,"weird.key":1}`),
-		"gemini":    json.RawMessage(`{"generationConfig":{"candidateCount":2}}`),
+		"anthropic": json.RawMessage(`{"metadata":{"user_id":"u-1"},"service_tier":"standard_only","max_tokens":7777,
+			"thinking":{"display":"omitted"},"temperature":null,"weird.key":[1,2]}`),
+		"gemini": json.RawMessage(`{"generationConfig":{"candidateCount":2}}`),
 	}
 	body, _ := sent(t, req)
 	checkField(t, body, "metadata", map[string]any{"user_id": "u-1"})
 	checkField(t, body, "service_tier", "standard_only")
-	checkField(t, body, "max_tokens", 77.0)
-	checkField(t, body, "weird.key", 1.0)
+	checkField(t, body, "max_tokens", 7777.0)
+	checkField(t, body, "thinking", jsonOf(t, `{"type":"enabled","budget_tokens":2048,"display":"omitted"}`))
+	checkField(t, body, "weird.key", []any{1.0, 2.0})
+	if _, ok := body["temperature"]; ok {
+		t.Error("temperature not removed by null")
+	}
 	if _, ok := body["generationConfig"]; ok {
 		t.Error("another provider's options were sent")
+	}
+	// An empty key names no field.
+	req.ProviderOptions = map[string]json.RawMessage{"anthropic": json.RawMessage(`{"metadata":{"":1}}`)}
+	p := newProvider(t, anthropic.Config{BaseURL: "http://127.0.0.1:1"})
+	if _, err := p.Stream(context.Background(), req); !errors.Is(err, anthropic.ErrInvalidRequest) ||
+		!strings.Contains(err.Error(), "provider_options.anthropic.metadata") {
+		t.Errorf("err = %v, want ErrInvalidRequest naming provider_options.anthropic.metadata", err)
 	}
 }
 

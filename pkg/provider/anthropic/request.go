@@ -334,9 +334,10 @@ func (r *request) outputTool(req *llm.Request, f *events.ResponseFormat, thinkin
 	return nil
 }
 
-// providerOptions sets each top-level key of provider_options["anthropic"]
-// (or of the model's provider prefix) in the request body, replacing what
-// the adapter put there.
+// providerOptions applies provider_options["anthropic"] (or the model's
+// provider prefix's) to the body as a JSON Merge Patch (RFC 7396) through
+// the SDK's raw-field options: an object merges key by key into what the
+// adapter built, null removes a field, anything else replaces it.
 func (r *request) providerOptions(req *llm.Request) error {
 	prefix, _ := events.SplitModel(req.Model)
 	key := "anthropic"
@@ -351,19 +352,44 @@ func (r *request) providerOptions(req *llm.Request) error {
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return invalid("provider_options.%s: must be a JSON object: %w", key, err)
 	}
+	return r.mergePatch("", m, "provider_options."+key)
+}
+
+func (r *request) mergePatch(path string, m map[string]json.RawMessage, field string) error {
 	keys := make([]string, 0, len(m))
 	for k := range m {
+		if k == "" {
+			return invalid("%s: a key must not be empty", field)
+		}
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		r.opts = append(r.opts, option.WithJSONSet(sjsonKey(k), m[k]))
+		p := sjsonKey(k)
+		if path != "" {
+			p = path + "." + p
+		}
+		v := bytes.TrimSpace(m[k])
+		switch {
+		case string(v) == "null":
+			r.opts = append(r.opts, option.WithJSONDel(p))
+		case len(v) > 0 && v[0] == '{':
+			var sub map[string]json.RawMessage
+			if err := json.Unmarshal(v, &sub); err != nil {
+				return invalid("%s.%s: %w", field, k, err)
+			}
+			if err := r.mergePatch(p, sub, field+"."+k); err != nil {
+				return err
+			}
+		default:
+			r.opts = append(r.opts, option.WithJSONSet(p, json.RawMessage(v)))
+		}
 	}
 	return nil
 }
 
-// sjsonKey escapes a body key for WithJSONSet's path syntax, so that a key
-// with a dot or a wildcard names one top-level field.
+// sjsonKey escapes a body key for the path syntax of the SDK's raw-field
+// options, so that a key with a dot or a wildcard names one field.
 func sjsonKey(k string) string {
 	var b strings.Builder
 	for i := 0; i < len(k); i++ {
