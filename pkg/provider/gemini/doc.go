@@ -42,8 +42,10 @@
 // BudgetHigh; an explicit thinking budget wins. parallel_tool_calls false
 // (the API has no such setting), a seed beyond 32 bits and a
 // reasoning_effort beside an explicit budget are not sent and the stream
-// reports them (llm.Warner). provider_options["gemini"] is merged into the
-// request body, objects key by key (genai's HTTPOptions.ExtraBody). The
+// reports them (llm.Warner). provider_options["gemini"] is applied to the
+// request body as a JSON Merge Patch (genai's
+// HTTPOptions.ExtrasRequestProvider): objects merge key by key, null
+// removes a field. The
 // Gemini API caches prompt prefixes on its own; cache settings send
 // nothing, and cachedContentTokenCount is the usage's
 // cache_read_input_tokens.

@@ -267,13 +267,17 @@ func TestReasoningEffort(t *testing.T) {
 	}
 }
 
-// provider_options["gemini"] is merged into the request body, objects key
-// by key (genai's HTTPOptions.ExtraBody).
+// provider_options["gemini"] is applied to the request body as a JSON
+// Merge Patch: objects merge key by key, null removes a field, anything
+// else replaces it.
 func TestProviderOptions(t *testing.T) {
+	temp := 0.5
 	req := simpleRequest()
 	req.MaxTokens = 100
+	req.Temperature = &temp
 	req.ProviderOptions = map[string]json.RawMessage{
-		"gemini":    json.RawMessage(`{"generationConfig":{"candidateCount":1,"responseLogprobs":true},"safetySettings":[{"category":"HARM_CATEGORY_HARASSMENT","threshold":"BLOCK_NONE"}]}`),
+		"gemini": json.RawMessage(`{"generationConfig":{"candidateCount":1,"responseLogprobs":true,"temperature":null},
+			"safetySettings":[{"category":"HARM_CATEGORY_HARASSMENT","threshold":"BLOCK_NONE"}]}`),
 		"anthropic": json.RawMessage(`{"metadata":{"user_id":"x"}}`),
 	}
 	body, _ := sent(t, req)
@@ -281,6 +285,12 @@ func TestProviderOptions(t *testing.T) {
 	checkField(t, body, "safetySettings", jsonOf(t, `[{"category":"HARM_CATEGORY_HARASSMENT","threshold":"BLOCK_NONE"}]`))
 	if _, ok := body["metadata"]; ok {
 		t.Error("another provider's options were sent")
+	}
+	req.ProviderOptions = map[string]json.RawMessage{"gemini": json.RawMessage(`{"generationConfig":{"":1}}`)}
+	p := newProvider(t, gemini.Config{BaseURL: "http://127.0.0.1:1"})
+	if _, err := p.Stream(context.Background(), req); !errors.Is(err, gemini.ErrInvalidRequest) ||
+		!strings.Contains(err.Error(), "provider_options.gemini.generationConfig") {
+		t.Errorf("err = %v, want ErrInvalidRequest naming provider_options.gemini.generationConfig", err)
 	}
 }
 

@@ -188,14 +188,57 @@ func (r *request) options(req *llm.Request) error {
 		key = prefix
 	}
 	if raw, ok := req.ProviderOptions[key]; ok {
-		var extra map[string]any
-		if err := json.Unmarshal(raw, &extra); err != nil {
+		var patch map[string]any
+		if err := json.Unmarshal(raw, &patch); err != nil {
 			return invalid("provider_options.%s: must be a JSON object: %w", key, err)
 		}
-		// genai merges ExtraBody into the request body, objects key by key.
-		cfg.HTTPOptions = &genai.HTTPOptions{ExtraBody: extra}
+		if f := emptyKey(patch, "provider_options."+key); f != "" {
+			return invalid("%s: a key must not be empty", f)
+		}
+		// genai hands the request body to ExtrasRequestProvider last,
+		// just before it is encoded.
+		cfg.HTTPOptions = &genai.HTTPOptions{ExtrasRequestProvider: func(body map[string]any) map[string]any {
+			return mergePatch(body, patch)
+		}}
 	}
 	return nil
+}
+
+// mergePatch applies patch to body as a JSON Merge Patch (RFC 7396): an
+// object merges key by key, null removes a field, anything else replaces
+// it.
+func mergePatch(body, patch map[string]any) map[string]any {
+	if body == nil {
+		body = map[string]any{}
+	}
+	for k, v := range patch {
+		switch v := v.(type) {
+		case nil:
+			delete(body, k)
+		case map[string]any:
+			target, _ := body[k].(map[string]any)
+			body[k] = mergePatch(target, v)
+		default:
+			body[k] = v
+		}
+	}
+	return body
+}
+
+// emptyKey returns the field of the first object in patch with an empty
+// key, "" when there is none.
+func emptyKey(patch map[string]any, field string) string {
+	for k, v := range patch {
+		if k == "" {
+			return field
+		}
+		if m, ok := v.(map[string]any); ok {
+			if f := emptyKey(m, field+"."+k); f != "" {
+				return f
+			}
+		}
+	}
+	return ""
 }
 
 // geminiVersion reads the generation of a Gemini model name: 2.5 of
