@@ -235,7 +235,7 @@ func TestSampling(t *testing.T) {
 }
 
 // reasoning_effort is thinkingConfig.thinkingLevel on Gemini 3 and
-// thinkingConfig.thinkingBudget (1024, 4096, 16384) before; an explicit
+// thinkingConfig.thinkingBudget (1024, 4096, 16384) on earlier models; an explicit
 // thinking budget wins, with a warning.
 func TestReasoningEffort(t *testing.T) {
 	cases := []struct {
