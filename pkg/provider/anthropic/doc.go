@@ -45,7 +45,8 @@
 //
 // response_format json_schema (strict) is output_config.format on Claude
 // 4.1 and later, its schema transformed by the SDK for structured outputs
-// (anthropic.BetaJSONSchemaOutputFormat). Elsewhere, and for type json or strict false, it is a
+// (anthropic.BetaJSONSchemaOutputFormat); a root $ref into the schema's
+// own definitions is replaced by the definition it names. Elsewhere, and for type json or strict false, it is a
 // tool named after the format (input_schema: the schema, or
 // {"value": schema}, definitions kept at the root, when its root is not an
 // object) that the model is made

@@ -352,6 +352,15 @@ func TestStructuredOutputNative(t *testing.T) {
 	checkField(t, body, "tools", nil)
 	checkField(t, body, "tool_choice", nil)
 
+	// A root $ref into the schema's definitions (invopop/jsonschema's
+	// form for a Go type) is spelled out at the root, definitions kept.
+	req.ResponseFormat.Schema = json.RawMessage(`{"$ref":"#/$defs/City","$defs":{"City":{"type":"object",
+		"properties":{"name":{"type":"string"},"near":{"$ref":"#/$defs/City"}},"required":["name"],"additionalProperties":false}}}`)
+	body, _ = sent(t, req)
+	checkField(t, body, "output_config", jsonOf(t, `{"format":{"type":"json_schema","schema":
+		{"type":"object","properties":{"name":{"type":"string"},"near":{"$ref":"#/$defs/City"}},"required":["name"],"additionalProperties":false,
+		 "$defs":{"City":{"type":"object","properties":{"name":{"type":"string"},"near":{"$ref":"#/$defs/City"}},"required":["name"],"additionalProperties":false}}}}}`))
+
 	// Structured outputs take closed objects only: an open one is closed.
 	req.ResponseFormat.Schema = json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}}}`)
 	body, _ = sent(t, req)
@@ -397,13 +406,20 @@ func TestStructuredOutputForcedTool(t *testing.T) {
 			toolSchema: `{"type":"object","properties":{"value":{"type":"array","items":{"type":"string"}}},"required":["value"]}`,
 			choice:     `{"type":"tool","name":"output"}`,
 			input:      `{"value":["a","b"]}`, answer: `["a","b"]`},
-		{name: "root $ref: definitions stay at the root",
+		{name: "root $ref is spelled out at the root",
 			format: events.ResponseFormat{Type: events.FormatJSONSchema, Name: "city",
 				Schema: json.RawMessage(`{"$ref":"#/$defs/City","$defs":{"City":{"type":"object","properties":{"name":{"type":"string"}}}}}`)},
-			toolSchema: `{"type":"object","properties":{"value":{"$ref":"#/$defs/City"}},"required":["value"],
+			toolSchema: `{"type":"object","properties":{"name":{"type":"string"}},
 				"$defs":{"City":{"type":"object","properties":{"name":{"type":"string"}}}}}`,
 			choice: `{"type":"tool","name":"city"}`,
-			input:  `{"value":{"name":"Nice"}}`, answer: `{"name":"Nice"}`},
+			input:  `{"name":"Nice"}`, answer: `{"name":"Nice"}`},
+		{name: "array schema with definitions: they stay at the root",
+			format: events.ResponseFormat{Type: events.FormatJSONSchema, Name: "cities",
+				Schema: json.RawMessage(`{"type":"array","items":{"$ref":"#/$defs/City"},"$defs":{"City":{"type":"string"}}}`)},
+			toolSchema: `{"type":"object","properties":{"value":{"type":"array","items":{"$ref":"#/$defs/City"}}},"required":["value"],
+				"$defs":{"City":{"type":"string"}}}`,
+			choice: `{"type":"tool","name":"cities"}`,
+			input:  `{"value":["Nice"]}`, answer: `["Nice"]`},
 		{name: "json without schema",
 			format:     events.ResponseFormat{Type: events.FormatJSON},
 			toolSchema: `{"type":"object","properties":{}}`, choice: `{"type":"tool","name":"output"}`,

@@ -214,6 +214,7 @@ func (r *request) toolChoice(req *llm.Request, model string, thinking bool) erro
 			if err := json.Unmarshal(f.Schema, &schema); err != nil {
 				return invalid("response_format.schema: %w", err)
 			}
+			schema = inlineRootRef(schema)
 			// The SDK's transform makes the schema one structured outputs
 			// take (objects closed with additionalProperties false,
 			// keywords they lack moved into descriptions); the turn still
@@ -263,6 +264,37 @@ func setSerial(c *sdk.ToolChoiceUnionParam, serial bool) {
 	}
 }
 
+// inlineRootRef replaces a root "$ref" into the schema's own definitions
+// (invopop/jsonschema's form for a Go type: {"$ref":"#/$defs/T","$defs":…})
+// with the definition it names, keeping the definitions beside it: both
+// the SDK's schema transform (which keeps nothing beside a $ref) and a
+// tool's input_schema (an object at the root) need the root spelled out.
+func inlineRootRef(schema map[string]any) map[string]any {
+	ref, _ := schema["$ref"].(string)
+	for _, k := range []string{"$defs", "definitions"} {
+		name, ok := strings.CutPrefix(ref, "#/"+k+"/")
+		if !ok {
+			continue
+		}
+		defs, _ := schema[k].(map[string]any)
+		def, ok := defs[name].(map[string]any)
+		if !ok {
+			return schema
+		}
+		out := make(map[string]any, len(def)+len(schema))
+		for key, v := range schema {
+			if key != "$ref" {
+				out[key] = v
+			}
+		}
+		for key, v := range def {
+			out[key] = v
+		}
+		return out
+	}
+	return schema
+}
+
 // DefaultOutputDescription is the description of the tool that carries
 // structured output when response_format has none.
 const DefaultOutputDescription = "Give your final answer as this tool's input."
@@ -286,6 +318,7 @@ func (r *request) outputTool(req *llm.Request, f *events.ResponseFormat, thinkin
 		if err := json.Unmarshal(f.Schema, &schema); err != nil {
 			return invalid("response_format.schema: %w", err)
 		}
+		schema = inlineRootRef(schema)
 	} else {
 		schema = map[string]any{"type": "object"}
 	}
