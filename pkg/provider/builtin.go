@@ -14,6 +14,7 @@ import (
 
 	"github.com/llmworker/llmworker/pkg/llm"
 	"github.com/llmworker/llmworker/pkg/provider/anthropic"
+	"github.com/llmworker/llmworker/pkg/provider/bedrock"
 	"github.com/llmworker/llmworker/pkg/provider/gemini"
 	"github.com/llmworker/llmworker/pkg/provider/openai"
 	"github.com/llmworker/llmworker/pkg/provider/openairesponses"
@@ -28,6 +29,9 @@ type Config struct {
 	OpenAI    openai.Config
 	Anthropic anthropic.Config
 	Gemini    gemini.Config
+	// Bedrock configures "bedrock"; the AWS SDK reads its own environment
+	// (AWS_REGION, the credential chain, AWS_ENDPOINT_URL_BEDROCK_RUNTIME).
+	Bedrock bedrock.Config
 	// Getenv reads the environment (nil = os.Getenv); tests inject one.
 	Getenv func(string) string
 	// IdleTimeout is the idle limit of every adapter whose own config
@@ -58,8 +62,8 @@ func (c Config) openAIConfig() openai.Config {
 }
 
 // Default returns the factories of the built-in adapters, keyed by
-// provider prefix: "openai", "openai-responses", "anthropic" and "gemini",
-// configured from the environment.
+// provider prefix: "openai", "openai-responses", "anthropic", "gemini" and
+// "bedrock", configured from the environment.
 func Default() map[string]ingest.Factory { return Builtin(Config{}) }
 
 // Builtin returns the factories of the built-in adapters with cfg. Each
@@ -98,7 +102,30 @@ func Builtin(cfg Config) map[string]ingest.Factory {
 			}
 			return p, nil
 		}, gemini.ErrMissingAPIKey, "set GEMINI_API_KEY (or GOOGLE_API_KEY) in the environment of ingest"),
+		bedrock.Name: lazy(func() (llm.Provider, error) {
+			p, err := bedrock.New(cfg.bedrockConfig())
+			if err != nil {
+				return nil, err
+			}
+			return p, nil
+		}, bedrock.ErrMissingRegion, bedrockHint),
 	}
+}
+
+const bedrockHint = "set AWS_REGION in the environment of ingest, with AWS credentials from the SDK's chain " +
+	"(AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, a web identity token or instance metadata)"
+
+func (c Config) bedrockConfig() bedrock.Config {
+	b := c.Bedrock
+	if b.IdleTimeout == 0 {
+		b.IdleTimeout = c.IdleTimeout
+	}
+	// The SDK's own client keeps AWS_CA_BUNDLE; only its transport is
+	// traced.
+	b.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return otelhttp.NewTransport(rt, otelhttp.WithPropagators(propagation.TraceContext{}))
+	}
+	return b
 }
 
 const openAIHint = "set OPENAI_API_KEY in the environment of ingest (for a local OpenAI-compatible server, OPENAI_BASE_URL instead)"

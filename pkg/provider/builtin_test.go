@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"net/http"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -22,21 +23,23 @@ import (
 	"github.com/llmworker/llmworker/pkg/llm"
 	"github.com/llmworker/llmworker/pkg/provider"
 	"github.com/llmworker/llmworker/pkg/provider/anthropic"
+	"github.com/llmworker/llmworker/pkg/provider/bedrock"
 	"github.com/llmworker/llmworker/pkg/provider/gemini"
 	"github.com/llmworker/llmworker/pkg/provider/openai"
 	"github.com/llmworker/llmworker/pkg/provider/providertest"
 )
 
 func TestBuiltinFactories(t *testing.T) {
-	for _, k := range []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"} {
+	for _, k := range []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"} {
 		t.Setenv(k, "")
 	}
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
 	fs := provider.Default()
-	want := []string{"anthropic", "gemini", "openai", "openai-responses"} // docs/protocol.md, "Model calls"
+	want := []string{"anthropic", "bedrock", "gemini", "openai", "openai-responses"} // docs/protocol.md, "Model calls"
 	if got := slices.Sorted(maps.Keys(fs)); !reflect.DeepEqual(got, want) {
 		t.Fatalf("providers %v, want %v", got, want)
 	}
-	vars := map[string]string{"openai": "OPENAI_API_KEY", "openai-responses": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY"}
+	vars := map[string]string{"openai": "OPENAI_API_KEY", "openai-responses": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY", "bedrock": "AWS_REGION"}
 	for name, f := range fs {
 		_, err := f("some-model")
 		if !errors.Is(err, ingest.ErrMissingAPIKey) {
@@ -55,6 +58,7 @@ func TestBuiltinFactories(t *testing.T) {
 		OpenAI:    openai.Config{APIKey: "k"},
 		Anthropic: anthropic.Config{APIKey: "k"},
 		Gemini:    gemini.Config{APIKey: "k"},
+		Bedrock:   bedrock.Config{Region: "us-east-1"},
 	})
 	for name, f := range fs {
 		p1, err := f("a")
