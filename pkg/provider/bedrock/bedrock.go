@@ -1,9 +1,11 @@
 package bedrock
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/transport/http/protocol/restjson1"
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/llm"
@@ -90,19 +93,15 @@ func New(cfg Config) (*Provider, error) {
 		}
 		// Bedrock's calls only: the credential providers (STS, instance
 		// metadata) keep the SDK's client.
-		if c := httpClient(cfg, awsCfg.HTTPClient); c != nil {
-			o.HTTPClient = c
-		}
+		o.HTTPClient = httpClient(cfg, awsCfg.HTTPClient)
 	})
 	return &Provider{client: client, idle: llm.Limit(cfg.IdleTimeout, DefaultIdleTimeout)}, nil
 }
 
-// httpClient is the client of Bedrock's calls, nil for the SDK's own.
+// httpClient is the client of Bedrock's calls: HTTPClient's or the SDK's
+// transport, under WrapTransport, with request bodies held in memory.
 func httpClient(cfg Config, sdkClient aws.HTTPClient) *http.Client {
 	c := cfg.HTTPClient
-	if cfg.WrapTransport == nil {
-		return c
-	}
 	if c == nil {
 		c = &http.Client{}
 		if bc, ok := sdkClient.(*awshttp.BuildableClient); ok {
@@ -114,8 +113,36 @@ func httpClient(cfg Config, sdkClient aws.HTTPClient) *http.Client {
 	if rt == nil {
 		rt = http.DefaultTransport
 	}
-	cp.Transport = cfg.WrapTransport(rt)
+	rt = heldBody{rt}
+	if cfg.WrapTransport != nil {
+		rt = cfg.WrapTransport(rt)
+	}
+	cp.Transport = rt
 	return &cp
+}
+
+// heldBody sends a copy of the request body. The SDK closes the body it
+// gave the transport as soon as the response headers arrive; a streaming
+// response can arrive before the transport has finished with the body (its
+// last read, to see the end), and that read then fails and takes the
+// connection, and the stream on it, down. Converse bodies are JSON the SDK
+// holds in memory already.
+type heldBody struct{ rt http.RoundTripper }
+
+func (h heldBody) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return h.rt.RoundTrip(r)
+	}
+	b, err := io.ReadAll(r.Body)
+	_ = r.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	r2 := r.Clone(r.Context())
+	r2.Body = io.NopCloser(bytes.NewReader(b))
+	r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	r2.ContentLength = int64(len(b))
+	return h.rt.RoundTrip(r2)
 }
 
 // Stream starts a ConverseStream call. The model is req.Model without its
@@ -133,7 +160,7 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) (llm.Stream, er
 	// The request context is cancelled with a cause by the idle timer, so
 	// that a silent provider is told apart from the caller's cancel.
 	rctx, cancel := context.WithCancelCause(ctx)
-	out, err := p.client.ConverseStream(rctx, in)
+	out, err := p.client.ConverseStream(rctx, in, ownCodec)
 	if err != nil {
 		cancel(nil)
 		if ctx.Err() != nil {
@@ -143,6 +170,15 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) (llm.Stream, er
 	}
 	s := newStream(ctx, rctx, cancel, out.GetStream(), p.idle)
 	return withWarnings(llm.Normalize(ctx, s, llm.NormalizeOptions{IdleTimeout: p.idle}), warnings), nil
+}
+
+// ownCodec gives a call a protocol of its own. The client's protocol holds
+// one event-stream decoder (smithy-go's restjson1 Protocol, one Codec with
+// its decoder and payload buffer), which the reader goroutines of
+// concurrent streams would otherwise share: their messages would be decoded
+// into each other's buffers. A Protocol costs two small allocations.
+func ownCodec(o *bedrockruntime.Options) {
+	o.Protocol = restjson1.New(nil)
 }
 
 // classify wraps an error of the call before its stream began.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -258,4 +259,47 @@ func TestChunkedDelivery(t *testing.T) {
 	if got := srv.LastRequest().Header.Get("Content-Type"); got != "application/json" {
 		t.Errorf("request content type %q", got)
 	}
+}
+
+// TestConcurrentStreams: streams of one Provider run side by side, each
+// decoding its own messages (the SDK client's protocol is shared).
+func TestConcurrentStreams(t *testing.T) {
+	files := []string{"text-cache-usage.chunks.jsonl", "reasoning-signature-then-text.chunks.jsonl", "text-then-tool-use-streamed-input.chunks.jsonl"}
+	srvs := make([]*providertest.Server, len(files))
+	wants := make([]expectation, len(files))
+	for i, f := range files {
+		resp := providertest.EventStreamResponse(providertest.MustLoadFixture(t, filepath.Join("bedrock", f)))
+		resp.ChunkSize = 5
+		srvs[i] = providertest.NewServer(t, resp)
+		wants[i] = expect(t, filepath.Join("bedrock", f))
+	}
+	awsEnv(t, "")
+	var wg sync.WaitGroup
+	for i := range files {
+		p := providertest.MustNew(t, bedrock.New, bedrock.Config{MaxRetries: -1, BaseURL: srvs[i].URL()})
+		for range 4 {
+			wg.Go(func() {
+				s, err := p.Stream(context.Background(), providertest.SimpleRequest("bedrock:"+testModel))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				evs, err := providertest.Collect(s)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				var text strings.Builder
+				for _, e := range evs {
+					if d, ok := e.(events.BlockDelta); ok && d.Kind == events.DeltaText {
+						text.WriteString(d.Content)
+					}
+				}
+				if text.String() != wants[i].Text {
+					t.Errorf("%s: text %q, want %q", files[i], text.String(), wants[i].Text)
+				}
+			})
+		}
+	}
+	wg.Wait()
 }
