@@ -32,6 +32,12 @@ type Config struct {
 	// Bedrock configures "bedrock"; the AWS SDK reads its own environment
 	// (AWS_REGION, the credential chain, AWS_ENDPOINT_URL_BEDROCK_RUNTIME).
 	Bedrock bedrock.Config
+	// Vertex configures "vertex" (Gemini on Vertex AI) and VertexAnthropic
+	// "vertex-anthropic" (Claude on Vertex AI); both read
+	// GOOGLE_CLOUD_PROJECT, GOOGLE_CLOUD_LOCATION, GOOGLE_VERTEX_BASE_URL and
+	// Application Default Credentials.
+	Vertex          gemini.VertexConfig
+	VertexAnthropic anthropic.VertexConfig
 	// Getenv reads the environment (nil = os.Getenv); tests inject one.
 	Getenv func(string) string
 	// IdleTimeout is the idle limit of every adapter whose own config
@@ -62,8 +68,9 @@ func (c Config) openAIConfig() openai.Config {
 }
 
 // Default returns the factories of the built-in adapters, keyed by
-// provider prefix: "openai", "openai-responses", "anthropic", "gemini" and
-// "bedrock", configured from the environment.
+// provider prefix: "openai", "openai-responses", "anthropic", "gemini",
+// "bedrock", "vertex" and "vertex-anthropic", configured from the
+// environment.
 func Default() map[string]ingest.Factory { return Builtin(Config{}) }
 
 // Builtin returns the factories of the built-in adapters with cfg. Each
@@ -109,7 +116,37 @@ func Builtin(cfg Config) map[string]ingest.Factory {
 			}
 			return p, nil
 		}, bedrock.ErrMissingRegion, bedrockHint),
+		"vertex": lazy(func() (llm.Provider, error) {
+			v := cfg.Vertex
+			v.IdleTimeout = cmpOr(v.IdleTimeout, cfg.IdleTimeout)
+			v.HTTPClient = traced(v.HTTPClient)
+			p, err := gemini.NewVertex(v)
+			if err != nil {
+				return nil, err
+			}
+			return p, nil
+		}, gemini.ErrMissingVertexConfig, vertexHint),
+		"vertex-anthropic": lazy(func() (llm.Provider, error) {
+			v := cfg.VertexAnthropic
+			v.IdleTimeout = cmpOr(v.IdleTimeout, cfg.IdleTimeout)
+			v.HTTPClient = traced(v.HTTPClient)
+			p, err := anthropic.NewVertex(v)
+			if err != nil {
+				return nil, err
+			}
+			return p, nil
+		}, anthropic.ErrMissingVertexConfig, vertexHint),
 	}
+}
+
+const vertexHint = "set GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION in the environment of ingest, with Application Default Credentials " +
+	"(GOOGLE_APPLICATION_CREDENTIALS naming a credential file, or workload identity)"
+
+func cmpOr(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
 }
 
 const bedrockHint = "set AWS_REGION in the environment of ingest, with AWS credentials from the SDK's chain " +

@@ -34,12 +34,14 @@ func TestBuiltinFactories(t *testing.T) {
 		t.Setenv(k, "")
 	}
 	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", filepath.Join(t.TempDir(), "none.json"))
 	fs := provider.Default()
-	want := []string{"anthropic", "bedrock", "gemini", "openai", "openai-responses"} // docs/protocol.md, "Model calls"
+	want := []string{"anthropic", "bedrock", "gemini", "openai", "openai-responses", "vertex", "vertex-anthropic"} // docs/protocol.md, "Model calls"
 	if got := slices.Sorted(maps.Keys(fs)); !reflect.DeepEqual(got, want) {
 		t.Fatalf("providers %v, want %v", got, want)
 	}
-	vars := map[string]string{"openai": "OPENAI_API_KEY", "openai-responses": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY", "bedrock": "AWS_REGION"}
+	vars := map[string]string{"openai": "OPENAI_API_KEY", "openai-responses": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY", "bedrock": "AWS_REGION",
+		"vertex": "GOOGLE_CLOUD_PROJECT", "vertex-anthropic": "GOOGLE_CLOUD_PROJECT"}
 	for name, f := range fs {
 		_, err := f("some-model")
 		if !errors.Is(err, ingest.ErrMissingAPIKey) {
@@ -54,6 +56,9 @@ func TestBuiltinFactories(t *testing.T) {
 	}
 
 	// With keys each factory builds its provider once.
+	file, _ := providertest.ServiceAccountFile(t, "p", "token")
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", file)
+	t.Setenv("GOOGLE_CLOUD_LOCATION", "us-central1")
 	fs = provider.Builtin(provider.Config{
 		OpenAI:    openai.Config{APIKey: "k"},
 		Anthropic: anthropic.Config{APIKey: "k"},
