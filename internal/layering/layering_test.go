@@ -19,6 +19,7 @@ var (
 		"github.com/anthropics/anthropic-sdk-go",
 		"google.golang.org/genai",
 		"github.com/aws/aws-sdk-go-v2",
+		"github.com/Azure/azure-sdk-for-go",
 	}
 )
 

@@ -38,6 +38,10 @@ type Config struct {
 	// Application Default Credentials.
 	Vertex          gemini.VertexConfig
 	VertexAnthropic anthropic.VertexConfig
+	// Azure configures "azure" (Chat Completions) and "azure-responses" on
+	// Azure OpenAI: AZURE_OPENAI_ENDPOINT, AZURE_OPENAI_API_KEY (or
+	// AZURE_OPENAI_AD_TOKEN), OPENAI_API_VERSION.
+	Azure openai.AzureConfig
 	// Getenv reads the environment (nil = os.Getenv); tests inject one.
 	Getenv func(string) string
 	// IdleTimeout is the idle limit of every adapter whose own config
@@ -69,8 +73,8 @@ func (c Config) openAIConfig() openai.Config {
 
 // Default returns the factories of the built-in adapters, keyed by
 // provider prefix: "openai", "openai-responses", "anthropic", "gemini",
-// "bedrock", "vertex" and "vertex-anthropic", configured from the
-// environment.
+// "bedrock", "vertex", "vertex-anthropic", "azure" and "azure-responses",
+// configured from the environment.
 func Default() map[string]ingest.Factory { return Builtin(Config{}) }
 
 // Builtin returns the factories of the built-in adapters with cfg. Each
@@ -136,7 +140,22 @@ func Builtin(cfg Config) map[string]ingest.Factory {
 			}
 			return p, nil
 		}, anthropic.ErrMissingVertexConfig, vertexHint),
+		"azure": lazy(func() (llm.Provider, error) {
+			return openai.NewAzure(cfg.azureConfig())
+		}, openai.ErrMissingAzureConfig, azureHint),
+		"azure-responses": lazy(func() (llm.Provider, error) {
+			return openairesponses.NewAzure(cfg.azureConfig())
+		}, openai.ErrMissingAzureConfig, azureHint),
 	}
+}
+
+const azureHint = "set AZURE_OPENAI_ENDPOINT and AZURE_OPENAI_API_KEY (or AZURE_OPENAI_AD_TOKEN) in the environment of ingest"
+
+func (c Config) azureConfig() openai.AzureConfig {
+	a := c.Azure
+	a.IdleTimeout = cmpOr(a.IdleTimeout, c.IdleTimeout)
+	a.HTTPClient = traced(a.HTTPClient)
+	return a
 }
 
 const vertexHint = "set GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION in the environment of ingest, with Application Default Credentials " +

@@ -30,18 +30,19 @@ import (
 )
 
 func TestBuiltinFactories(t *testing.T) {
-	for _, k := range []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"} {
+	for _, k := range []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AZURE_OPENAI_ENDPOINT"} {
 		t.Setenv(k, "")
 	}
 	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
 	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", filepath.Join(t.TempDir(), "none.json"))
 	fs := provider.Default()
-	want := []string{"anthropic", "bedrock", "gemini", "openai", "openai-responses", "vertex", "vertex-anthropic"} // docs/protocol.md, "Model calls"
+	want := []string{"anthropic", "azure", "azure-responses", "bedrock", "gemini", "openai", "openai-responses", "vertex", "vertex-anthropic"} // docs/protocol.md, "Model calls"
 	if got := slices.Sorted(maps.Keys(fs)); !reflect.DeepEqual(got, want) {
 		t.Fatalf("providers %v, want %v", got, want)
 	}
 	vars := map[string]string{"openai": "OPENAI_API_KEY", "openai-responses": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY", "bedrock": "AWS_REGION",
-		"vertex": "GOOGLE_CLOUD_PROJECT", "vertex-anthropic": "GOOGLE_CLOUD_PROJECT"}
+		"vertex": "GOOGLE_CLOUD_PROJECT", "vertex-anthropic": "GOOGLE_CLOUD_PROJECT",
+		"azure": "AZURE_OPENAI_ENDPOINT", "azure-responses": "AZURE_OPENAI_ENDPOINT"}
 	for name, f := range fs {
 		_, err := f("some-model")
 		if !errors.Is(err, ingest.ErrMissingAPIKey) {
@@ -64,6 +65,7 @@ func TestBuiltinFactories(t *testing.T) {
 		Anthropic: anthropic.Config{APIKey: "k"},
 		Gemini:    gemini.Config{APIKey: "k"},
 		Bedrock:   bedrock.Config{Region: "us-east-1"},
+		Azure:     openai.AzureConfig{Endpoint: "https://r.openai.azure.com", APIKey: "k"},
 	})
 	for name, f := range fs {
 		p1, err := f("a")
