@@ -21,7 +21,7 @@ import (
 )
 
 // Config overrides the configuration the built-in adapters read from
-// the SDKs' environment variables (docs/protocol.md, "Model calls"). The zero value uses the
+// the SDKs' environment variables (docs/protocol.md, "Models"). The zero value uses the
 // environment only.
 type Config struct {
 	// OpenAI configures both "openai" (Chat Completions) and
