@@ -23,7 +23,7 @@ const (
 
 // awsEnv points the SDK's standard configuration at srv with static keys,
 // and away from any shared profile or instance metadata of the machine.
-func awsEnv(t *testing.T, endpoint string) {
+func awsEnv(t testing.TB, endpoint string) {
 	t.Helper()
 	dir := t.TempDir()
 	for k, v := range map[string]string{
