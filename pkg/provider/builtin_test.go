@@ -17,11 +17,14 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/aws/aws-sdk-go-v2/credentials"
+
 	"github.com/llmworker/llmworker/internal/fixtures"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/ingest"
 	"github.com/llmworker/llmworker/pkg/llm"
 	"github.com/llmworker/llmworker/pkg/provider"
+
 	"github.com/llmworker/llmworker/pkg/provider/anthropic"
 	"github.com/llmworker/llmworker/pkg/provider/bedrock"
 	"github.com/llmworker/llmworker/pkg/provider/gemini"
@@ -112,18 +115,19 @@ func TestBuiltinIdleTimeoutReachesAdapters(t *testing.T) {
 		"gemini":           "gemini/text-usage_gemini-2.0-flash-exp.sse",
 		"openai":           "openai-chat/single-tool-call-usage_gpt-4o-mini.sse",
 		"openai-responses": "openai-responses/text_gpt-4o.sse",
+		"bedrock":          "bedrock/text-then-tool-use-streamed-input.chunks.jsonl",
+		"azure":            "azure-openai/text-prompt-filter-results-usage_gpt-4o.sse",
 	}
 	for name, fixture := range stalls {
 		t.Run(name, func(t *testing.T) {
-			body, err := fixtures.SSE(fixture)
-			if err != nil {
-				t.Fatal(err)
-			}
+			body := cloudFixture(t, fixture)
 			srv := providertest.NewServer(t, providertest.Response{Status: http.StatusOK, Body: body[:len(body)/2], Stall: true})
 			cfg := provider.Config{IdleTimeout: 200 * time.Millisecond, Getenv: func(string) string { return "" }}
 			cfg.OpenAI = openai.Config{APIKey: "k", BaseURL: srv.URL() + "/v1", MaxRetries: -1}
 			cfg.Anthropic = anthropic.Config{APIKey: "k", BaseURL: srv.URL(), MaxRetries: -1}
 			cfg.Gemini = gemini.Config{APIKey: "k", BaseURL: srv.URL(), MaxRetries: -1}
+			cfg.Bedrock = bedrock.Config{Region: "us-east-1", BaseURL: srv.URL(), MaxRetries: -1, Credentials: staticAWS}
+			cfg.Azure = openai.AzureConfig{Endpoint: srv.URL(), APIKey: "k", MaxRetries: -1}
 			p, err := provider.Builtin(cfg)[name]("m")
 			if err != nil {
 				t.Fatal(err)
@@ -172,18 +176,16 @@ func TestBuiltinProviderCallsAreTraced(t *testing.T) {
 		"gemini":           "gemini/text-usage_gemini-2.0-flash-exp.sse",
 		"openai":           "openai-chat/single-tool-call-usage_gpt-4o-mini.sse",
 		"openai-responses": "openai-responses/text_gpt-4o.sse",
+		"bedrock":          "bedrock/text-cache-usage.chunks.jsonl",
 	}
 	for name, fixture := range streams {
 		t.Run(name, func(t *testing.T) {
-			body, err := fixtures.SSE(fixture)
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv := providertest.NewServer(t, providertest.SSE(body))
+			srv := providertest.NewServer(t, providertest.SSE(cloudFixture(t, fixture)))
 			cfg := provider.Config{Getenv: func(string) string { return "" }}
 			cfg.OpenAI = openai.Config{APIKey: "k", BaseURL: srv.URL() + "/v1", MaxRetries: -1}
 			cfg.Anthropic = anthropic.Config{APIKey: "k", BaseURL: srv.URL(), MaxRetries: -1}
 			cfg.Gemini = gemini.Config{APIKey: "k", BaseURL: srv.URL(), MaxRetries: -1}
+			cfg.Bedrock = bedrock.Config{Region: "us-east-1", BaseURL: srv.URL(), MaxRetries: -1, Credentials: staticAWS}
 			p, err := provider.Builtin(cfg)[name]("m")
 			if err != nil {
 				t.Fatal(err)
@@ -240,4 +242,22 @@ func TestBuiltinProviderCallsAreTraced(t *testing.T) {
 			}
 		})
 	}
+}
+
+// staticAWS are keys for the Bedrock adapter against a local server.
+var staticAWS = credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", "")
+
+// cloudFixture is a recording as its provider sends it: the embedded ones
+// as SSE, the bedrock and azure-openai ones from the fixture directory
+// (bedrock's framed as an event stream).
+func cloudFixture(t *testing.T, name string) []byte {
+	t.Helper()
+	if strings.HasPrefix(name, "bedrock/") || strings.HasPrefix(name, "azure-openai/") {
+		return providertest.MustLoadFixture(t, name)
+	}
+	body, err := fixtures.SSE(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return body
 }
