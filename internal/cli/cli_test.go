@@ -154,6 +154,17 @@ func TestPickModel(t *testing.T) {
 			t.Errorf("pickModel(%q, %v) = %q, want %q", c.flag, c.env, got, c.want)
 		}
 	}
+	// A cloud model is tried without its credentials in the environment:
+	// its SDK may find them elsewhere, and the provider names what is missing.
+	none := readCredentials(&Env{Getenv: envOf()})
+	for _, p := range []string{"bedrock", "vertex", "vertex-anthropic", "azure", "azure-responses"} {
+		if !none.has(p) {
+			t.Errorf("%s refused before the provider was asked", p)
+		}
+	}
+	if none.has("anthropic") {
+		t.Error("anthropic without a key was not refused")
+	}
 	for in, want := range map[string]string{"": "replay:anthropic", "gemini:gemini-2.5-pro": "replay:gemini",
 		"replay:openai": "replay:openai", "ollama:x": "replay:anthropic"} {
 		if got := replayModel(in); got != want {

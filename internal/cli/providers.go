@@ -43,6 +43,11 @@ func (c credentials) has(provider string) bool {
 		return c.gemini
 	case replay.Prefix:
 		return true
+	case "bedrock", "vertex", "vertex-anthropic", "azure", "azure-responses":
+		// The clouds' SDKs find credentials in more places than the
+		// environment (profiles, workload identity, instance metadata):
+		// the provider itself says what is missing.
+		return true
 	}
 	return false
 }
@@ -90,6 +95,9 @@ func missingCredentials(cmd string) string {
 	b.WriteString("  export ANTHROPIC_API_KEY=...      # Anthropic (default model " + DefaultAnthropicModel + ")\n")
 	b.WriteString("  export OPENAI_API_KEY=...         # OpenAI (default model " + DefaultOpenAIModel + "; openai-responses:<model> for the Responses API)\n")
 	b.WriteString("  export GEMINI_API_KEY=...         # Google Gemini (or GOOGLE_API_KEY; default model " + DefaultGeminiModel + ")\n\n")
+	b.WriteString("or a cloud's credentials with --model bedrock:<model id> (AWS_REGION and AWS credentials),\n")
+	b.WriteString("vertex:<model> or vertex-anthropic:<model> (GOOGLE_CLOUD_PROJECT, GOOGLE_CLOUD_LOCATION),\n")
+	b.WriteString("azure:<deployment> (AZURE_OPENAI_ENDPOINT, AZURE_OPENAI_API_KEY).\n\n")
 	b.WriteString("or use a local OpenAI-compatible server (Ollama, llama.cpp, vLLM):\n\n")
 	b.WriteString("  export OPENAI_BASE_URL=http://localhost:11434/v1\n")
 	b.WriteString("  " + cmd + " chat --model openai:<model> \"...\"\n\n")

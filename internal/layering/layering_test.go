@@ -18,6 +18,8 @@ var (
 		"github.com/openai/openai-go",
 		"github.com/anthropics/anthropic-sdk-go",
 		"google.golang.org/genai",
+		"github.com/aws/aws-sdk-go-v2",
+		"github.com/Azure/azure-sdk-for-go",
 	}
 )
 

@@ -59,8 +59,10 @@
 // "openai:gpt-4o") to a Factory; the caller supplies them, so that this
 // package links no provider SDK. pkg/provider's Default and Builtin wire
 // the built-in adapters ("openai" for Chat Completions and compatible
-// servers, "openai-responses", "anthropic" and "gemini"); Static serves
-// every model with one Provider and AllowModels refuses models not listed.
+// servers, "openai-responses", "anthropic", "gemini", and the clouds'
+// "bedrock", "vertex", "vertex-anthropic", "azure" and "azure-responses");
+// Static serves every model with one Provider and AllowModels refuses
+// models not listed.
 // A provider's refusal is read through llm.ClassifyError (llm.ProviderError
 // or an error with an HTTPStatus method), which every adapter implements.
 //

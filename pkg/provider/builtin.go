@@ -14,13 +14,14 @@ import (
 
 	"github.com/llmworker/llmworker/pkg/llm"
 	"github.com/llmworker/llmworker/pkg/provider/anthropic"
+	"github.com/llmworker/llmworker/pkg/provider/bedrock"
 	"github.com/llmworker/llmworker/pkg/provider/gemini"
 	"github.com/llmworker/llmworker/pkg/provider/openai"
 	"github.com/llmworker/llmworker/pkg/provider/openairesponses"
 )
 
 // Config overrides the configuration the built-in adapters read from
-// the SDKs' environment variables (docs/protocol.md, "Model calls"). The zero value uses the
+// the SDKs' environment variables (docs/protocol.md, "Models"). The zero value uses the
 // environment only.
 type Config struct {
 	// OpenAI configures both "openai" (Chat Completions) and
@@ -28,6 +29,19 @@ type Config struct {
 	OpenAI    openai.Config
 	Anthropic anthropic.Config
 	Gemini    gemini.Config
+	// Bedrock configures "bedrock"; the AWS SDK reads its own environment
+	// (AWS_REGION, the credential chain, AWS_ENDPOINT_URL_BEDROCK_RUNTIME).
+	Bedrock bedrock.Config
+	// Vertex configures "vertex" (Gemini on Vertex AI) and VertexAnthropic
+	// "vertex-anthropic" (Claude on Vertex AI); both read
+	// GOOGLE_CLOUD_PROJECT, GOOGLE_CLOUD_LOCATION, GOOGLE_VERTEX_BASE_URL and
+	// Application Default Credentials.
+	Vertex          gemini.VertexConfig
+	VertexAnthropic anthropic.VertexConfig
+	// Azure configures "azure" (Chat Completions) and "azure-responses" on
+	// Azure OpenAI: AZURE_OPENAI_ENDPOINT, AZURE_OPENAI_API_KEY (or
+	// AZURE_OPENAI_AD_TOKEN), OPENAI_API_VERSION.
+	Azure openai.AzureConfig
 	// Getenv reads the environment (nil = os.Getenv); tests inject one.
 	Getenv func(string) string
 	// IdleTimeout is the idle limit of every adapter whose own config
@@ -58,7 +72,8 @@ func (c Config) openAIConfig() openai.Config {
 }
 
 // Default returns the factories of the built-in adapters, keyed by
-// provider prefix: "openai", "openai-responses", "anthropic" and "gemini",
+// provider prefix: "openai", "openai-responses", "anthropic", "gemini",
+// "bedrock", "vertex", "vertex-anthropic", "azure" and "azure-responses",
 // configured from the environment.
 func Default() map[string]ingest.Factory { return Builtin(Config{}) }
 
@@ -98,7 +113,75 @@ func Builtin(cfg Config) map[string]ingest.Factory {
 			}
 			return p, nil
 		}, gemini.ErrMissingAPIKey, "set GEMINI_API_KEY (or GOOGLE_API_KEY) in the environment of ingest"),
+		bedrock.Name: lazy(func() (llm.Provider, error) {
+			p, err := bedrock.New(cfg.bedrockConfig())
+			if err != nil {
+				return nil, err
+			}
+			return p, nil
+		}, bedrock.ErrMissingRegion, bedrockHint),
+		"vertex": lazy(func() (llm.Provider, error) {
+			v := cfg.Vertex
+			v.IdleTimeout = cmpOr(v.IdleTimeout, cfg.IdleTimeout)
+			v.HTTPClient = traced(v.HTTPClient)
+			p, err := gemini.NewVertex(v)
+			if err != nil {
+				return nil, err
+			}
+			return p, nil
+		}, gemini.ErrMissingVertexConfig, vertexHint),
+		"vertex-anthropic": lazy(func() (llm.Provider, error) {
+			v := cfg.VertexAnthropic
+			v.IdleTimeout = cmpOr(v.IdleTimeout, cfg.IdleTimeout)
+			v.HTTPClient = traced(v.HTTPClient)
+			p, err := anthropic.NewVertex(v)
+			if err != nil {
+				return nil, err
+			}
+			return p, nil
+		}, anthropic.ErrMissingVertexConfig, vertexHint),
+		"azure": lazy(func() (llm.Provider, error) {
+			return openai.NewAzure(cfg.azureConfig())
+		}, openai.ErrMissingAzureConfig, azureHint),
+		"azure-responses": lazy(func() (llm.Provider, error) {
+			return openairesponses.NewAzure(cfg.azureConfig())
+		}, openai.ErrMissingAzureConfig, azureHint),
 	}
+}
+
+const azureHint = "set AZURE_OPENAI_ENDPOINT and AZURE_OPENAI_API_KEY (or AZURE_OPENAI_AD_TOKEN) in the environment of ingest"
+
+func (c Config) azureConfig() openai.AzureConfig {
+	a := c.Azure
+	a.IdleTimeout = cmpOr(a.IdleTimeout, c.IdleTimeout)
+	a.HTTPClient = traced(a.HTTPClient)
+	return a
+}
+
+const vertexHint = "set GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION in the environment of ingest, with Application Default Credentials " +
+	"(GOOGLE_APPLICATION_CREDENTIALS naming a credential file, or workload identity)"
+
+func cmpOr(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+const bedrockHint = "set AWS_REGION in the environment of ingest, with AWS credentials from the SDK's chain " +
+	"(AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, a web identity token or instance metadata)"
+
+func (c Config) bedrockConfig() bedrock.Config {
+	b := c.Bedrock
+	if b.IdleTimeout == 0 {
+		b.IdleTimeout = c.IdleTimeout
+	}
+	// The SDK's own client keeps AWS_CA_BUNDLE; only its transport is
+	// traced.
+	b.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return otelhttp.NewTransport(rt, otelhttp.WithPropagators(propagation.TraceContext{}))
+	}
+	return b
 }
 
 const openAIHint = "set OPENAI_API_KEY in the environment of ingest (for a local OpenAI-compatible server, OPENAI_BASE_URL instead)"

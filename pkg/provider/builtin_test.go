@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"net/http"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -16,27 +17,35 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/aws/aws-sdk-go-v2/credentials"
+
 	"github.com/llmworker/llmworker/internal/fixtures"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/ingest"
 	"github.com/llmworker/llmworker/pkg/llm"
 	"github.com/llmworker/llmworker/pkg/provider"
+
 	"github.com/llmworker/llmworker/pkg/provider/anthropic"
+	"github.com/llmworker/llmworker/pkg/provider/bedrock"
 	"github.com/llmworker/llmworker/pkg/provider/gemini"
 	"github.com/llmworker/llmworker/pkg/provider/openai"
 	"github.com/llmworker/llmworker/pkg/provider/providertest"
 )
 
 func TestBuiltinFactories(t *testing.T) {
-	for _, k := range []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"} {
+	for _, k := range []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AZURE_OPENAI_ENDPOINT"} {
 		t.Setenv(k, "")
 	}
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", filepath.Join(t.TempDir(), "none.json"))
 	fs := provider.Default()
-	want := []string{"anthropic", "gemini", "openai", "openai-responses"} // docs/protocol.md, "Model calls"
+	want := []string{"anthropic", "azure", "azure-responses", "bedrock", "gemini", "openai", "openai-responses", "vertex", "vertex-anthropic"} // docs/protocol.md, "Model calls"
 	if got := slices.Sorted(maps.Keys(fs)); !reflect.DeepEqual(got, want) {
 		t.Fatalf("providers %v, want %v", got, want)
 	}
-	vars := map[string]string{"openai": "OPENAI_API_KEY", "openai-responses": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY"}
+	vars := map[string]string{"openai": "OPENAI_API_KEY", "openai-responses": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY", "bedrock": "AWS_REGION",
+		"vertex": "GOOGLE_CLOUD_PROJECT", "vertex-anthropic": "GOOGLE_CLOUD_PROJECT",
+		"azure": "AZURE_OPENAI_ENDPOINT", "azure-responses": "AZURE_OPENAI_ENDPOINT"}
 	for name, f := range fs {
 		_, err := f("some-model")
 		if !errors.Is(err, ingest.ErrMissingAPIKey) {
@@ -51,10 +60,15 @@ func TestBuiltinFactories(t *testing.T) {
 	}
 
 	// With keys each factory builds its provider once.
+	file, _ := providertest.ServiceAccountFile(t, "p", "token")
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", file)
+	t.Setenv("GOOGLE_CLOUD_LOCATION", "us-central1")
 	fs = provider.Builtin(provider.Config{
 		OpenAI:    openai.Config{APIKey: "k"},
 		Anthropic: anthropic.Config{APIKey: "k"},
 		Gemini:    gemini.Config{APIKey: "k"},
+		Bedrock:   bedrock.Config{Region: "us-east-1"},
+		Azure:     openai.AzureConfig{Endpoint: "https://r.openai.azure.com", APIKey: "k"},
 	})
 	for name, f := range fs {
 		p1, err := f("a")
@@ -101,18 +115,19 @@ func TestBuiltinIdleTimeoutReachesAdapters(t *testing.T) {
 		"gemini":           "gemini/text-usage_gemini-2.0-flash-exp.sse",
 		"openai":           "openai-chat/single-tool-call-usage_gpt-4o-mini.sse",
 		"openai-responses": "openai-responses/text_gpt-4o.sse",
+		"bedrock":          "bedrock/text-then-tool-use-streamed-input.chunks.jsonl",
+		"azure":            "azure-openai/text-prompt-filter-results-usage_gpt-4o.sse",
 	}
 	for name, fixture := range stalls {
 		t.Run(name, func(t *testing.T) {
-			body, err := fixtures.SSE(fixture)
-			if err != nil {
-				t.Fatal(err)
-			}
+			body := cloudFixture(t, fixture)
 			srv := providertest.NewServer(t, providertest.Response{Status: http.StatusOK, Body: body[:len(body)/2], Stall: true})
 			cfg := provider.Config{IdleTimeout: 200 * time.Millisecond, Getenv: func(string) string { return "" }}
 			cfg.OpenAI = openai.Config{APIKey: "k", BaseURL: srv.URL() + "/v1", MaxRetries: -1}
 			cfg.Anthropic = anthropic.Config{APIKey: "k", BaseURL: srv.URL(), MaxRetries: -1}
 			cfg.Gemini = gemini.Config{APIKey: "k", BaseURL: srv.URL(), MaxRetries: -1}
+			cfg.Bedrock = bedrock.Config{Region: "us-east-1", BaseURL: srv.URL(), MaxRetries: -1, Credentials: staticAWS}
+			cfg.Azure = openai.AzureConfig{Endpoint: srv.URL(), APIKey: "k", MaxRetries: -1}
 			p, err := provider.Builtin(cfg)[name]("m")
 			if err != nil {
 				t.Fatal(err)
@@ -161,18 +176,16 @@ func TestBuiltinProviderCallsAreTraced(t *testing.T) {
 		"gemini":           "gemini/text-usage_gemini-2.0-flash-exp.sse",
 		"openai":           "openai-chat/single-tool-call-usage_gpt-4o-mini.sse",
 		"openai-responses": "openai-responses/text_gpt-4o.sse",
+		"bedrock":          "bedrock/text-cache-usage.chunks.jsonl",
 	}
 	for name, fixture := range streams {
 		t.Run(name, func(t *testing.T) {
-			body, err := fixtures.SSE(fixture)
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv := providertest.NewServer(t, providertest.SSE(body))
+			srv := providertest.NewServer(t, providertest.SSE(cloudFixture(t, fixture)))
 			cfg := provider.Config{Getenv: func(string) string { return "" }}
 			cfg.OpenAI = openai.Config{APIKey: "k", BaseURL: srv.URL() + "/v1", MaxRetries: -1}
 			cfg.Anthropic = anthropic.Config{APIKey: "k", BaseURL: srv.URL(), MaxRetries: -1}
 			cfg.Gemini = gemini.Config{APIKey: "k", BaseURL: srv.URL(), MaxRetries: -1}
+			cfg.Bedrock = bedrock.Config{Region: "us-east-1", BaseURL: srv.URL(), MaxRetries: -1, Credentials: staticAWS}
 			p, err := provider.Builtin(cfg)[name]("m")
 			if err != nil {
 				t.Fatal(err)
@@ -229,4 +242,22 @@ func TestBuiltinProviderCallsAreTraced(t *testing.T) {
 			}
 		})
 	}
+}
+
+// staticAWS are keys for the Bedrock adapter against a local server.
+var staticAWS = credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", "")
+
+// cloudFixture is a recording as its provider sends it: the embedded ones
+// as SSE, the bedrock and azure-openai ones from the fixture directory
+// (bedrock's framed as an event stream).
+func cloudFixture(t *testing.T, name string) []byte {
+	t.Helper()
+	if strings.HasPrefix(name, "bedrock/") || strings.HasPrefix(name, "azure-openai/") {
+		return providertest.MustLoadFixture(t, name)
+	}
+	body, err := fixtures.SSE(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return body
 }

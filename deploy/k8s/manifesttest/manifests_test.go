@@ -99,6 +99,8 @@ func TestManifestsDecodeStrictly(t *testing.T) {
 			v = &corev1.ConfigMap{}
 		case "Secret":
 			v = &corev1.Secret{}
+		case "ServiceAccount":
+			v = &corev1.ServiceAccount{}
 		case "Service":
 			v = &corev1.Service{}
 		case "Deployment":
@@ -118,6 +120,64 @@ func TestManifestsDecodeStrictly(t *testing.T) {
 	}
 	if kinds["Deployment"] < 4 || kinds["ScaledObject"] != 1 {
 		t.Errorf("kinds %v: want the four services' Deployments and the ScaledObject", kinds)
+	}
+}
+
+// Only ingest holds provider credentials: it alone reads the provider
+// Secret, and it runs as a ServiceAccount that carries the workload
+// identity annotation of each cloud (docs/protocol.md, "Models").
+func TestIngestCloudCredentials(t *testing.T) {
+	accounts := map[string]corev1.ServiceAccount{}
+	var deployments []appsv1.Deployment
+	for _, d := range manifests(t) {
+		switch d.kind {
+		case "ServiceAccount":
+			var sa corev1.ServiceAccount
+			if err := strict(d, &sa); err != nil {
+				t.Fatal(err)
+			}
+			accounts[sa.Name] = sa
+		case "Deployment":
+			var dep appsv1.Deployment
+			if err := strict(d, &dep); err != nil {
+				t.Fatal(err)
+			}
+			deployments = append(deployments, dep)
+		}
+	}
+	found := false
+	for _, dep := range deployments {
+		spec := dep.Spec.Template.Spec
+		secret := false
+		for _, c := range spec.Containers {
+			for _, e := range c.EnvFrom {
+				if e.SecretRef != nil && e.SecretRef.Name == "llmworker-providers" {
+					secret = true
+				}
+			}
+		}
+		if dep.Name != "llmworker-ingest" {
+			if secret {
+				t.Errorf("%s reads the provider Secret: only ingest calls providers", dep.Name)
+			}
+			continue
+		}
+		found = true
+		if !secret {
+			t.Error("ingest does not read the provider Secret llmworker-providers")
+		}
+		sa, ok := accounts[spec.ServiceAccountName]
+		if !ok || spec.ServiceAccountName == "" {
+			t.Fatalf("ingest's serviceAccountName %q names no ServiceAccount of the manifests", spec.ServiceAccountName)
+		}
+		for _, a := range []string{"eks.amazonaws.com/role-arn", "iam.gke.io/gcp-service-account", "azure.workload.identity/client-id"} {
+			if _, ok := sa.Annotations[a]; !ok {
+				t.Errorf("ServiceAccount %s has no %s annotation", sa.Name, a)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no llmworker-ingest Deployment")
 	}
 }
 

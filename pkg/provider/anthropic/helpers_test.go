@@ -9,5 +9,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, providertest.LeakOptions()...)
+	goleak.VerifyTestMain(m, providertest.LeakOptions(
+		// Started by an init function of a dependency of the SDK's vertex
+		// package.
+		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
+	)...)
 }

@@ -26,7 +26,11 @@
 // "internal/fixtures", "testdata/fixtures" or "fixtures" directory in the
 // working directory or any parent). LoadFixture returns a file's bytes as the SSE body the provider
 // sent: *.sse files as they are, *.chunks.jsonl files rebuilt with the rules
-// of the MANIFEST for the wire format of their directory (ChunksToSSE).
+// of the MANIFEST for the wire format of their directory (ChunksToSSE; the
+// bedrock ones framed in AWS's binary event stream by EventStream, served
+// with EventStreamResponse). ServiceAccountFile writes a Google
+// service-account file whose token endpoint is a local server, for the
+// Vertex AI credential path.
 //
 // # Shared adapter test helpers
 //

@@ -14,6 +14,8 @@ var (
 	ErrUnknownFormat = errors.New("providertest: unknown wire format")
 
 	// ErrBadChunk is returned by ChunksToSSE when a line of a Responses or
-	// Anthropic chunk file is not a JSON object with a string "type".
+	// Anthropic chunk file is not a JSON object with a string "type", and
+	// by EventStream when a line of a Bedrock chunk file is not a JSON
+	// object with one key.
 	ErrBadChunk = errors.New("providertest: bad chunk line")
 )

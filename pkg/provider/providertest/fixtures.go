@@ -26,6 +26,9 @@ const (
 	FormatAnthropic
 	// FormatGemini: "data: <line>\r\n\r\n" (alt=sse uses CRLF), no [DONE].
 	FormatGemini
+	// FormatBedrock: Amazon Bedrock ConverseStream chunks, framed in the
+	// binary event stream (EventStream).
+	FormatBedrock
 )
 
 func (f Format) String() string {
@@ -38,6 +41,8 @@ func (f Format) String() string {
 		return "anthropic"
 	case FormatGemini:
 		return "gemini"
+	case FormatBedrock:
+		return "bedrock"
 	}
 	return "unknown"
 }
@@ -54,6 +59,8 @@ func FormatOf(path string) Format {
 		return FormatAnthropic
 	case "gemini":
 		return FormatGemini
+	case "bedrock":
+		return FormatBedrock
 	}
 	return FormatUnknown
 }
@@ -117,7 +124,7 @@ func Fixtures(t testing.TB, sub string) []string {
 
 // LoadFixture returns the SSE body of a fixture: a .sse file's bytes as they
 // are, a .chunks.jsonl file rebuilt with ChunksToSSE in the format of its
-// directory. A relative path is taken relative to FixturesDir.
+// directory (a bedrock one framed with EventStream instead). A relative path is taken relative to FixturesDir.
 func LoadFixture(path string) ([]byte, error) {
 	if !filepath.IsAbs(path) {
 		root, err := FixturesDir()
@@ -131,6 +138,9 @@ func LoadFixture(path string) ([]byte, error) {
 		return nil, err
 	}
 	if strings.HasSuffix(path, ".chunks.jsonl") {
+		if FormatOf(path) == FormatBedrock {
+			return EventStream(b)
+		}
 		return ChunksToSSE(FormatOf(path), b)
 	}
 	return b, nil

@@ -1,0 +1,60 @@
+package openairesponses_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"path/filepath"
+	"testing"
+
+	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/provider/openai"
+	"github.com/llmworker/llmworker/pkg/provider/openairesponses"
+	"github.com/llmworker/llmworker/pkg/provider/providertest"
+)
+
+// TestAzureResponses replays a Responses recording through Azure OpenAI:
+// the deployment is the model, the api-key header authenticates, and a
+// prompt Azure's filter refuses fails the stream with prompt_blocked.
+func TestAzureResponses(t *testing.T) {
+	body := providertest.MustLoadFixture(t, filepath.Join("openai-responses", "text_gpt-4o.sse"))
+	var text string
+	for _, line := range providertest.ChunkLines(body) {
+		var e struct {
+			Type  string `json:"type"`
+			Delta string `json:"delta"`
+		}
+		if json.Unmarshal(line, &e) == nil && e.Type == "response.output_text.delta" {
+			text += e.Delta
+		}
+	}
+	srv := providertest.NewServer(t, providertest.SSE(body))
+	t.Setenv(openai.EnvAzureEndpoint, srv.URL())
+	t.Setenv(openai.EnvAzureAPIKey, "azure-key-2")
+	t.Setenv(openai.EnvAzureAPIVersion, "2025-04-01-preview")
+	p, err := openairesponses.NewAzure(openai.AzureConfig{MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := providertest.Summarize(t, providertest.MustRun(t, p, providertest.SimpleRequest("azure-responses:my-deployment")))
+	if got.Text != text || got.Status != events.StatusCompleted {
+		t.Errorf("%+v, want text %q", got, text)
+	}
+	r := srv.LastRequest()
+	if r.Path != "/openai/responses" || r.Query != "api-version=2025-04-01-preview" || r.Header.Get("Api-Key") != "azure-key-2" {
+		t.Errorf("request %s?%s api-key %q", r.Path, r.Query, r.Header.Get("Api-Key"))
+	}
+	var sent struct{ Model string }
+	if json.Unmarshal(r.Body, &sent); sent.Model != "my-deployment" {
+		t.Errorf("model %q", sent.Model)
+	}
+
+	raw, err := providertest.LoadFixture(filepath.Join("azure-openai", "prompt-blocked-400.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.SetScript(providertest.Status(http.StatusBadRequest, "", string(raw)))
+	got = providertest.Summarize(t, providertest.MustRun(t, p, providertest.SimpleRequest("azure-responses:my-deployment")))
+	if got.Status != events.StatusFailed || len(got.Errors) != 1 || got.Errors[0].Code != "prompt_blocked" {
+		t.Errorf("%+v, want failed with prompt_blocked", got)
+	}
+}
