@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -69,6 +70,7 @@ type keyState struct {
 	running    bool          // a loop serves q
 	kick       chan struct{} // news for the loop: a release, a change, a waiter left
 	held       map[string]part
+	releases   []*pendingRelease // for the loop's next write
 }
 
 // part is a lease on one limit.
@@ -185,8 +187,18 @@ func (l *Limiter) Close() error {
 	l.wg.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
+	var rels []*pendingRelease
+	l.mu.Lock()
+	for _, ks := range l.keys {
+		rels = append(rels, ks.releases...)
+		ks.releases = nil
+	}
+	l.mu.Unlock()
 	for _, p := range held {
-		_ = l.releasePart(ctx, p, -1)
+		rels = append(rels, &pendingRelease{p: p, used: -1, done: make(chan error, 1)})
+	}
+	for _, rel := range rels {
+		_ = l.releaseNow(ctx, rel)
 	}
 	return nil
 }
@@ -262,11 +274,7 @@ func (l *Limiter) acquire(ctx context.Context, key string, req Request, deadline
 	ahead := ks.q.len() > 0
 	ks.q.push(w)
 	pos := ks.q.position(w)
-	if !ks.running {
-		ks.running = true
-		l.wg.Add(1)
-		go l.loop(ks)
-	}
+	l.startLoop(ks)
 	l.mu.Unlock()
 	if ahead {
 		queued(pos)
@@ -296,17 +304,36 @@ func (l *Limiter) acquire(ctx context.Context, key string, req Request, deadline
 	return part{}, err
 }
 
-// loop serves ks's queue while it has waiters: it tries the waiter whose
-// turn it is against the shared record and, when the limit is reached,
-// sleeps until the record changes (another replica's release, a config
-// change) or the limit's own clock frees something (a window slot, a
-// lease expiry, a cooldown's end).
+// maxBatch bounds the waiters one write admits.
+const maxBatch = 64
+
+// startLoop makes sure a loop serves ks. l.mu is held.
+func (l *Limiter) startLoop(ks *keyState) {
+	if ks.running {
+		ks.wake()
+		return
+	}
+	ks.running = true
+	l.wg.Add(1)
+	go l.loop(ks)
+}
+
+// loop serves ks while it has waiters or releases: each pass writes the
+// record once, by compare-and-set, with every release that came in and as
+// many waiters, in their round-robin order, as the limit lets through, so
+// that the writes per limit stay few however many calls start and end.
+// When the limit is reached it sleeps until the record changes (another
+// replica's release, a config change) or the limit's own clock frees
+// something (a window slot, a lease expiry, a cooldown's end).
 func (l *Limiter) loop(ks *keyState) {
 	defer l.wg.Done()
 	for {
 		l.mu.Lock()
-		w := ks.q.peek()
-		if w == nil || l.closed {
+		rels := ks.releases
+		ks.releases = nil
+		waiters := ks.q.serveOrder(maxBatch)
+		if l.closed || (len(rels) == 0 && len(waiters) == 0) {
+			ks.releases = append(rels, ks.releases...) // Close gives them back
 			ks.running = false
 			l.mu.Unlock()
 			return
@@ -315,33 +342,75 @@ func (l *Limiter) loop(ks *keyState) {
 		lim, _ := lims.limit(ks.key) // a limit removed meanwhile lets everything through
 		l.mu.Unlock()
 
-		p, wait, err := l.try(ks, lim, lims, w.tokens)
-		l.mu.Lock()
-		if err == nil && wait == 0 {
-			if ks.q.remove(w, true) {
-				w.done <- grant{part: p}
-				l.mu.Unlock()
-			} else {
-				l.mu.Unlock()
-				_ = l.releasePart(l.ctx, p, 0)
+		var (
+			admitted []part
+			wait     time.Duration
+		)
+		err := l.mutate(l.ctx, ks, func(r *record, now time.Time) bool {
+			admitted, wait = admitted[:0], 0
+			for _, rel := range rels {
+				r.release(rel.p.id, rel.p.slotStart, rel.p.estimate, rel.used)
 			}
-			continue
-		}
-		pos := ks.q.position(w)
-		l.mu.Unlock()
-		if pos > 0 {
-			w.queued(pos)
+			t, exp := ms(now), ms(now.Add(lims.LeaseTTL))
+			for _, w := range waiters {
+				id := nuid.Next()
+				ok, wt := r.admit(t, lim, lims.Window, w.tokens, id, l.owner, exp)
+				if !ok {
+					wait = max(wt, time.Millisecond)
+					break
+				}
+				admitted = append(admitted, part{ks: ks, id: id, slotStart: t - t%slotWidth(lims.Window), estimate: w.tokens})
+			}
+			return len(rels) > 0 || len(admitted) > 0
+		})
+		for _, rel := range rels {
+			rel.done <- err
 		}
 		if err != nil {
+			admitted = nil
 			if l.ctx.Err() != nil {
-				return
+				continue // closed: the next pass ends the loop
 			}
 			l.log.Warn("quota: bucket", "limit", ks.key, "err", err)
 			wait = 200 * time.Millisecond
 		}
+		var late []part
+		l.mu.Lock()
+		for i, p := range admitted {
+			ks.held[p.id] = p
+			if w := waiters[i]; ks.q.remove(w, true) {
+				w.done <- grant{part: p}
+			} else {
+				late = append(late, p) // the waiter gave up meanwhile
+			}
+		}
+		for _, p := range late {
+			delete(ks.held, p.id)
+			ks.releases = append(ks.releases, &pendingRelease{p: p, used: 0, done: make(chan error, 1)})
+		}
+		type note struct {
+			w   *waiter
+			pos int
+		}
+		var notes []note
+		if wait > 0 {
+			for _, w := range waiters[len(admitted):] {
+				if pos := ks.q.position(w); pos > 0 {
+					notes = append(notes, note{w, pos})
+				}
+			}
+		}
+		more := len(ks.releases) > 0 || (wait == 0 && ks.q.len() > 0)
+		l.mu.Unlock()
+		for _, n := range notes {
+			n.w.queued(n.pos)
+		}
+		if more || wait == 0 {
+			continue
+		}
 		// Without news the limit is tried again at the latest after a
 		// third of a lease: a missed watch update costs no more.
-		wait = min(max(wait, time.Millisecond), lims.LeaseTTL/3)
+		wait = min(wait, lims.LeaseTTL/3)
 		t := time.NewTimer(wait)
 		select {
 		case <-ks.kick:
@@ -352,43 +421,29 @@ func (l *Limiter) loop(ks *keyState) {
 	}
 }
 
-// try admits one call under lim by compare-and-set on ks's record; wait >
-// 0 means the limit is reached for that long.
-func (l *Limiter) try(ks *keyState, lim Limit, lims Limits, tokens int64) (part, time.Duration, error) {
-	id := nuid.Next()
-	var p part
-	err := l.mutate(l.ctx, ks, func(r *record, now time.Time) bool {
-		ok, wait := r.admit(ms(now), lim, lims.Window, tokens, id, l.owner, ms(now.Add(lims.LeaseTTL)))
-		if !ok {
-			p = part{}
-			p.estimate = -int64(max(wait, time.Millisecond)) // carries wait out
-			return false
-		}
-		w := slotWidth(lims.Window)
-		p = part{ks: ks, id: id, slotStart: ms(now) - ms(now)%w, estimate: tokens}
-		return true
-	})
-	if err != nil {
-		return part{}, 0, err
-	}
-	if p.ks == nil {
-		return part{}, time.Duration(-p.estimate), nil
-	}
-	l.mu.Lock()
-	ks.held[id] = p
-	l.mu.Unlock()
-	return p, 0, nil
+// pendingRelease is a lease given back, waiting for its key's next write.
+type pendingRelease struct {
+	p    part
+	used int64
+	done chan error // buffered
 }
 
 // mutate applies f to ks's record and writes it with compare-and-set,
 // reading the record again after a lost race. f returns false to write
 // nothing.
 func (l *Limiter) mutate(ctx context.Context, ks *keyState, f func(r *record, now time.Time) bool) error {
-	for range 64 {
+	lost := false
+	for attempt := range 64 {
 		l.mu.Lock()
 		rec, rev, known := ks.rec.clone(), ks.rev, ks.known
 		l.mu.Unlock()
-		if !known {
+		// After a lost race the watch may still be behind: read the
+		// record itself.
+		if !known || lost {
+			if attempt > 2 {
+				// Many writers at once: spread them out.
+				time.Sleep(time.Duration(rand.Int64N(int64(attempt) * int64(time.Millisecond) / 4)))
+			}
 			e, err := l.kv.Get(ctx, ks.kvKey)
 			switch {
 			case errors.Is(err, jetstream.ErrKeyNotFound):
@@ -415,11 +470,7 @@ func (l *Limiter) mutate(ctx context.Context, ks *keyState, f func(r *record, no
 			l.store(ks, rec, nrev)
 			return nil
 		case errors.Is(err, jetstream.ErrKeyExists):
-			l.mu.Lock()
-			if ks.rev == rev {
-				ks.known = false
-			}
-			l.mu.Unlock()
+			lost = true
 		default:
 			return err
 		}
@@ -436,19 +487,37 @@ func (l *Limiter) store(ks *keyState, rec record, rev uint64) {
 	}
 }
 
-// releasePart ends one lease; used < 0 keeps the tokens it was charged.
+// releasePart ends one lease with the key's next write; used < 0 keeps
+// the tokens it was charged. It returns once the record is written.
 func (l *Limiter) releasePart(ctx context.Context, p part, used int64) error {
 	if p.ks == nil {
 		return nil
 	}
+	rel := &pendingRelease{p: p, used: used, done: make(chan error, 1)}
 	l.mu.Lock()
 	delete(p.ks.held, p.id)
+	if l.closed {
+		l.mu.Unlock()
+		return l.releaseNow(ctx, rel)
+	}
+	p.ks.releases = append(p.ks.releases, rel)
+	l.startLoop(p.ks)
 	l.mu.Unlock()
-	err := l.mutate(ctx, p.ks, func(r *record, _ time.Time) bool {
-		r.release(p.id, p.slotStart, p.estimate, used)
+	select {
+	case err := <-rel.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// releaseNow writes one release itself, without the key's loop.
+func (l *Limiter) releaseNow(ctx context.Context, rel *pendingRelease) error {
+	err := l.mutate(ctx, rel.p.ks, func(r *record, _ time.Time) bool {
+		r.release(rel.p.id, rel.p.slotStart, rel.p.estimate, rel.used)
 		return true
 	})
-	p.ks.wake()
+	rel.done <- err
 	return err
 }
 

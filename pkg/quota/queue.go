@@ -90,3 +90,16 @@ func (q *rrQueue) position(w *waiter) int {
 	}
 	return before + 1
 }
+
+// serveOrder returns up to n waiters in the order the queue serves them.
+func (q *rrQueue) serveOrder(n int) []*waiter {
+	var out []*waiter
+	for round := 0; len(out) < min(n, q.n); round++ {
+		for _, s := range q.order {
+			if ws := q.bySession[s]; round < len(ws) && len(out) < n {
+				out = append(out, ws[round])
+			}
+		}
+	}
+	return out
+}

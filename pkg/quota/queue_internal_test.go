@@ -22,6 +22,14 @@ func TestQueueRoundRobin(t *testing.T) {
 			t.Errorf("position of %s: %d, want %d", name, p, i+1)
 		}
 	}
+	for i, w := range q.serveOrder(10) {
+		if w != ws[want[i]] {
+			t.Errorf("serveOrder[%d] is not %s", i, want[i])
+		}
+	}
+	if n := len(q.serveOrder(4)); n != 4 {
+		t.Errorf("serveOrder(4) returned %d waiters", n)
+	}
 	var got []string
 	for w := q.peek(); w != nil; w = q.peek() {
 		for name, x := range ws {
