@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -19,26 +20,35 @@ import (
 // ingest replicas, without limits and with limits configured that never
 // make a call wait (so the difference is the limiter's cost: an acquire
 // and a release in LLMW_QUOTA per call, batched per limit). Each call
-// streams 20 or 500 deltas (a short and a typical answer) from an
-// in-memory provider, so the machine's CPU is the bottleneck, not a
-// provider; 24 callers keep the replicas busy. ns/op is per call. Run it as
+// streams 20 deltas from an in-memory provider, either at once (latency=0:
+// nothing but ingest, the limiter and the server, all on this machine's
+// CPU) or after 50 ms (latency=50ms: a provider that answers, still far
+// faster than a model); 24 callers keep the replicas busy. ns/op is per
+// call. Run it as
 //
-//	go test -run xxx -bench QuotaThroughput -benchtime 2000x -count 3 ./pkg/ingest/
+//	go test -run xxx -bench QuotaThroughput -benchtime 1000x -count 3 ./pkg/ingest/
 func BenchmarkQuotaThroughput(b *testing.B) {
 	for _, c := range []struct {
-		deltas  int
+		latency time.Duration
 		limited bool
-	}{{20, false}, {20, true}, {500, false}, {500, true}} {
+	}{{0, false}, {0, true}, {50 * time.Millisecond, false}, {50 * time.Millisecond, true}} {
 		limited := c.limited
-		name := fmt.Sprintf("deltas=%d/nolimits", c.deltas)
+		name := fmt.Sprintf("latency=%v/nolimits", c.latency)
 		if limited {
-			name = fmt.Sprintf("deltas=%d/limits", c.deltas)
+			name = fmt.Sprintf("latency=%v/limits", c.latency)
 		}
 		b.Run(name, func(b *testing.B) {
 			srv := natstest.Start(b, natstest.Options{Provision: true})
 			ctx := natstest.Context(b)
-			prov := llm.ProviderFunc(func(context.Context, *llm.Request) (llm.Stream, error) {
-				return &deltaStream{n: c.deltas}, nil
+			prov := llm.ProviderFunc(func(ctx context.Context, _ *llm.Request) (llm.Stream, error) {
+				if c.latency > 0 {
+					select {
+					case <-time.After(c.latency):
+					case <-ctx.Done():
+						return nil, ctx.Err()
+					}
+				}
+				return &deltaStream{n: 20}, nil
 			})
 			for i := range 3 {
 				nc := connect(b, srv.URL())
