@@ -64,6 +64,7 @@ type Limiter struct {
 type keyState struct {
 	key, kvKey string
 	rec        record // the latest value seen (watch or own write)
+	raw        []byte // that value undecoded, when the watch brought it
 	rev        uint64
 	known      bool
 	q          rrQueue
@@ -435,6 +436,11 @@ func (l *Limiter) mutate(ctx context.Context, ks *keyState, f func(r *record, no
 	lost := false
 	for attempt := range 64 {
 		l.mu.Lock()
+		if ks.raw != nil {
+			// Decoded when used: most values the watch brings are
+			// replaced before this replica writes again.
+			ks.rec, ks.raw = decodeRecord(ks.raw), nil
+		}
 		rec, rev, known := ks.rec.clone(), ks.rev, ks.known
 		l.mu.Unlock()
 		// After a lost race the watch may still be behind: read the
@@ -483,7 +489,7 @@ func (l *Limiter) store(ks *keyState, rec record, rev uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if rev >= ks.rev || !ks.known {
-		ks.rec, ks.rev, ks.known = rec, rev, true
+		ks.rec, ks.raw, ks.rev, ks.known = rec, nil, rev, true
 	}
 }
 
@@ -587,14 +593,14 @@ func (l *Limiter) watch(w jetstream.KeyWatcher, ready chan struct{}) {
 		if !isState {
 			continue
 		}
-		rec := record{}
+		raw := []byte{} // a deleted record is an empty one
 		if put {
-			rec = decodeRecord(e.Value())
+			raw = e.Value()
 		}
 		l.mu.Lock()
 		ks := l.keyState(key)
 		if e.Revision() > ks.rev || !ks.known {
-			ks.rec, ks.rev, ks.known = rec, e.Revision(), true
+			ks.rec, ks.raw, ks.rev, ks.known = record{}, raw, e.Revision(), true
 		}
 		ks.wake()
 		l.mu.Unlock()
