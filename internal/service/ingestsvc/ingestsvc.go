@@ -41,10 +41,13 @@ type Options struct {
 	// QuotaConfig is a limits file (YAML or JSON, quota.Parse), read
 	// again when it changes; the bucket's config key wins while it exists.
 	QuotaConfig string
+	// QuotaReload is how often the limits file is checked for changes
+	// (0 = DefaultQuotaReload).
+	QuotaReload time.Duration
 }
 
-// QuotaReload is how often the limits file is checked for changes.
-const QuotaReload = 5 * time.Second
+// DefaultQuotaReload is how often the limits file is checked for changes.
+const DefaultQuotaReload = 5 * time.Second
 
 // Service is the ingest service.
 type Service struct {
@@ -154,7 +157,11 @@ func (s *Service) startQuota(ctx context.Context, env service.Env) (_ *quota.Lim
 	exited := make(chan struct{})
 	go func() {
 		defer close(exited)
-		t := time.NewTicker(QuotaReload)
+		every := s.QuotaReload
+		if every <= 0 {
+			every = DefaultQuotaReload
+		}
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
