@@ -167,7 +167,7 @@ func TestReplicasStayUnderProviderQuota(t *testing.T) {
 	ctx := natstest.Context(t)
 	const (
 		window = time.Second // the stand-in's "minute"
-		ttl    = 2 * time.Second
+		ttl    = 3 * time.Second
 	)
 	if err := quota.PutLimits(ctx, srv.JS, quota.Limits{
 		Window: window, LeaseTTL: ttl, MaxWait: time.Minute,

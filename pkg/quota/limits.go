@@ -1,7 +1,10 @@
 package quota
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -74,9 +77,9 @@ type Limit struct {
 // durations ("1m", "30s").
 func Parse(data []byte) (Limits, error) {
 	var l Limits
-	dec := yaml.NewDecoder(strings.NewReader(string(data)))
+	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
-	if err := dec.Decode(&l); err != nil && err.Error() != "EOF" {
+	if err := dec.Decode(&l); err != nil && !errors.Is(err, io.EOF) {
 		return Limits{}, fmt.Errorf("%w: %v", ErrInvalidLimits, err)
 	}
 	if err := l.Validate(); err != nil {

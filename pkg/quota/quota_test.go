@@ -91,7 +91,7 @@ func TestReplicasShareConcurrency(t *testing.T) {
 // A replica that dies holding leases frees them when they expire: the
 // others wait no longer than the lease TTL after its last renewal.
 func TestDeadReplicaLeasesExpire(t *testing.T) {
-	const ttl = time.Second
+	const ttl = 2 * time.Second
 	s := natstest.Start(t, natstest.Options{Provision: true})
 	rs := replicas(t, s, 3, quota.Limits{LeaseTTL: ttl, MaxWait: time.Minute, Limits: []quota.Limit{{Key: "stub", Concurrent: 5}}})
 	ctx := natstest.Context(t)
@@ -101,7 +101,7 @@ func TestDeadReplicaLeasesExpire(t *testing.T) {
 		}
 	}
 	// Renewals keep them past the TTL while r0 lives.
-	time.Sleep(2 * ttl)
+	time.Sleep(2*ttl + ttl/6)
 	u, err := rs[1].l.Usage(ctx, "stub")
 	if err != nil || u.Running["r0"] != 5 {
 		t.Fatalf("r0's leases after 2 TTLs alive: %+v, %v; want 5", u.Running, err)
