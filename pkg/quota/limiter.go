@@ -267,6 +267,10 @@ func (l *Limiter) Acquire(ctx context.Context, req Request) (*Lease, error) {
 func (l *Limiter) acquire(ctx context.Context, key string, req Request, deadline time.Time, maxQueue int, queued func(int)) (part, error) {
 	w := &waiter{session: req.Session, tokens: req.Tokens, done: make(chan grant, 1), queued: queued}
 	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return part{}, ErrClosed
+	}
 	ks := l.keyState(key)
 	if ks.q.len() >= maxQueue {
 		l.mu.Unlock()

@@ -351,3 +351,44 @@ limits:
 		}
 	}
 }
+
+// Calls that wait are served round-robin across sessions: a session that
+// queued three calls first does not make a later session's one call wait
+// for all three.
+func TestWaitingCallsTakeTurnsBySession(t *testing.T) {
+	s := natstest.Start(t, natstest.Options{Provision: true})
+	rs := replicas(t, s, 1, quota.Limits{Limits: []quota.Limit{{Key: "p", Concurrent: 1}}})
+	ctx := natstest.Context(t)
+	l := rs[0].l
+	held, err := l.Acquire(ctx, quota.Request{Provider: "p", Model: "m", Session: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := make(chan string, 4)
+	var wg sync.WaitGroup
+	for _, name := range []string{"a1", "a2", "a3", "b1"} {
+		queued := make(chan int, 1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lease, err := l.Acquire(ctx, quota.Request{Provider: "p", Model: "m", Session: name[:1], Queued: func(p int) { queued <- p }})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			order <- name
+			lease.Release(ctx, 0)
+		}()
+		<-queued // in the queue before the next one comes
+	}
+	held.Release(ctx, 0)
+	wg.Wait()
+	close(order)
+	var got []string
+	for n := range order {
+		got = append(got, n)
+	}
+	if want := "[a1 b1 a2 a3]"; fmt.Sprint(got) != want {
+		t.Fatalf("served %v, want %s", got, want)
+	}
+}
