@@ -149,7 +149,13 @@ func TestRolesOnTheBus(t *testing.T) {
 		stop()
 		wg.Wait()
 	})
-	run(&ingestsvc.Service{}, permissions.Ingest, "--replay")
+	// Ingest holds the model calls to a shared limit: its role reads and
+	// writes LLMW_QUOTA on every call.
+	limits := filepath.Join(t.TempDir(), "limits.yaml")
+	if err := os.WriteFile(limits, []byte("limits: [{key: replay, concurrent: 4}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run(&ingestsvc.Service{}, permissions.Ingest, "--replay", "--quota-config", limits)
 	run(&toolexecsvc.Service{}, permissions.Toolexec, "--replay")
 	run(&hookbridgesvc.Service{}, permissions.Hookbridge, "--config", hooksFile(t))
 	run(&turnsvc.Service{}, permissions.Turn, "--default-tools", "*")

@@ -72,12 +72,16 @@ const (
 	StatusCompleted StreamStatus = "completed"
 	StatusCancelled StreamStatus = "cancelled"
 	StatusFailed    StreamStatus = "failed"
+	// StatusQueued comes before a stream starts, from ingest, while the
+	// call waits for a provider limit the cluster shares (pkg/quota); it
+	// carries no seq (docs/protocol.md §3).
+	StatusQueued StreamStatus = "queued"
 )
 
-// Valid reports whether s is one of the four statuses.
+// Valid reports whether s is one of the five statuses.
 func (s StreamStatus) Valid() bool {
 	switch s {
-	case StatusStarted, StatusCompleted, StatusCancelled, StatusFailed:
+	case StatusStarted, StatusCompleted, StatusCancelled, StatusFailed, StatusQueued:
 		return true
 	}
 	return false
@@ -153,7 +157,10 @@ type UsageEvent struct {
 
 // StatusEvent is llmw.llm.status.
 type StatusEvent struct {
-	Status StreamStatus `json:"status" jsonschema:"enum=started,enum=completed,enum=cancelled,enum=failed"`
+	Status StreamStatus `json:"status" jsonschema:"enum=started,enum=completed,enum=cancelled,enum=failed,enum=queued"`
+	// Position is, on a queued status, the call's place in the queue of
+	// the ingest replica that holds it (1 = next); 0 when unknown.
+	Position int `json:"position,omitempty"`
 	// Model and ResponseID are, on a completed status, the model that
 	// answered and the provider's id of the response, as the provider
 	// named them in its stream (e.g. "claude-haiku-4-5-20251001" for a
@@ -330,7 +337,7 @@ func (e StatusEvent) Validate() error {
 		return missing("status")
 	}
 	if !e.Status.Valid() {
-		return invalidf("status", "must be started, completed, cancelled or failed, got %q", e.Status)
+		return invalidf("status", "must be started, completed, cancelled, failed or queued, got %q", e.Status)
 	}
 	return nil
 }

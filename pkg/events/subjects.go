@@ -18,6 +18,9 @@ const (
 	// BucketMedia is the object store of media parts too large to ride in
 	// messages (docs/protocol.md §4, pkg/media).
 	BucketMedia = "LLMW_MEDIA"
+	// BucketQuota holds the provider limits every ingest replica shares
+	// (pkg/quota): running calls, recent requests and tokens, cooldowns.
+	BucketQuota = "LLMW_QUOTA"
 )
 
 // NoSession is the session token of worker events of a turn without a

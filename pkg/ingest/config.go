@@ -11,6 +11,7 @@ import (
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/llm"
 	"github.com/llmworker/llmworker/pkg/media"
+	"github.com/llmworker/llmworker/pkg/quota"
 )
 
 // ServiceName is the name of the micro service (docs/protocol.md §3).
@@ -88,6 +89,12 @@ type Config struct {
 	// (pkg/media): nil opens the LLMW_MEDIA object store on the service's
 	// connection when the first such request arrives.
 	Media media.Getter
+	// Quota holds every call to the provider limits the replicas share
+	// (pkg/quota): a call over a limit waits, announced by a queued
+	// status on its stream subject, before the provider call opens, and
+	// gives its limits back when its stream ends (nil = no limits). The
+	// Service does not close it.
+	Quota *quota.Limiter
 }
 
 func (c *Config) validate() error {

@@ -66,6 +66,15 @@
 // A provider's refusal is read through llm.ClassifyError (llm.ProviderError
 // or an error with an HTTPStatus method), which every adapter implements.
 //
+// # Shared provider limits
+//
+// With Config.Quota (a pkg/quota Limiter), a call waits for the provider
+// limits all replicas share before its provider call opens, announced by a
+// queued status on its stream subject, and gives them back when its stream
+// ends, charged the tokens its usage events reported; a provider's 429
+// cools the limits down for every replica (docs/architecture.md, "Shared
+// provider limits").
+//
 // # Client
 //
 // Client is the requesting side of the same protocol, an llm.Provider over

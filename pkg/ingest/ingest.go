@@ -344,6 +344,9 @@ func (s *Service) handle(mr micro.Request) {
 	if rerr == nil {
 		p, rerr = s.resolve(r)
 	}
+	if rerr == nil {
+		p = s.limited(p, r, len(mr.Data()))
+	}
 	if rerr != nil {
 		s.refuse(mr, r, rerr)
 		return

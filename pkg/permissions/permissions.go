@@ -20,7 +20,8 @@ type Role string
 
 const (
 	// Ingest serves model calls: answers P.llm.complete, streams
-	// P.llm.stream.<id>, listens to P.llm.cancel.*.
+	// P.llm.stream.<id>, listens to P.llm.cancel.*, shares provider
+	// limits in LLMW_QUOTA.
 	Ingest Role = "ingest"
 	// Turn runs turns from LLMW_TURNS: worker events (P.emit.>), model
 	// calls, tool calls and results, hook requests, its state buckets.
@@ -94,7 +95,7 @@ func obj(b string) string { return "OBJ_" + b }
 var allStreams = []string{
 	events.StreamTurns, events.StreamEvents, events.StreamToolCalls, events.StreamToolResults,
 	kv(events.BucketSessions), kv(events.BucketTools), kv(events.BucketHooks), kv(events.BucketTurnState),
-	obj(events.BucketMedia),
+	kv(events.BucketQuota), obj(events.BucketMedia),
 }
 
 // info is what a service's start needs of every stream and bucket when it
@@ -155,6 +156,7 @@ func For(role Role, prefix string) Permissions {
 	case Ingest:
 		pub = []string{p + ".llm.stream.>"}
 		pub = append(pub, mediaRead()...)
+		pub = append(pub, bucket(events.BucketQuota)...)
 		sub = []string{s.LLMComplete(), s.LLMCancelAll(), discovery, inbox}
 		responses = true
 	case Turn:

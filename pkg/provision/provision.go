@@ -229,6 +229,10 @@ func BucketConfigs(o Options) []jetstream.KeyValueConfig {
 		withKeyTTL(kv(events.BucketTools, "llmworker tool catalog")),
 		kv(events.BucketHooks, "llmworker hook registry"),
 		withKeyTTL(kv(events.BucketTurnState, "llmworker turn checkpoints")),
+		// The provider limits ingest replicas share (pkg/quota): records
+		// of a few hundred bytes, one per limit, whose leases expire by
+		// the time they hold, not by a TTL of the key.
+		kv(events.BucketQuota, "llmworker provider quotas shared by ingest replicas"),
 	}
 }
 

@@ -75,7 +75,7 @@ func TestProvisionTwiceAndConcurrently(t *testing.T) {
 	// Sessions expire 30 days after their last turn; the other buckets'
 	// keys expire one by one (per-key TTLs) or live as long as their
 	// writer wants them.
-	ttls := map[string]time.Duration{"LLMW_SESSIONS": 30 * 24 * time.Hour, "LLMW_TOOLS": 0, "LLMW_HOOKS": 0, "LLMW_TURN_STATE": 0}
+	ttls := map[string]time.Duration{"LLMW_SESSIONS": 30 * 24 * time.Hour, "LLMW_TOOLS": 0, "LLMW_HOOKS": 0, "LLMW_TURN_STATE": 0, "LLMW_QUOTA": 0}
 	for b, ttl := range ttls {
 		kv, err := e.JS.KeyValue(c, b)
 		if err != nil {

@@ -31,6 +31,10 @@ const (
 	MetricRedeliveries = "llmw.redeliveries"
 	MetricQueuePending = "llmw.tool.queue.pending"
 	MetricQueueWait    = "llmw.tool.queue.wait"
+	// MetricLLMQueueWait is the time a model call waited in ingest for the
+	// provider limits the replicas share (pkg/quota); calls no limit
+	// covers record 0.
+	MetricLLMQueueWait = "llmw.llm.queue.wait"
 )
 
 // TokenType is gen_ai.token.type: input or output.
@@ -53,6 +57,7 @@ type instruments struct {
 	started      metric.Int64Counter
 	redeliveries metric.Int64Counter
 	queueWait    metric.Float64Histogram
+	llmQueueWait metric.Float64Histogram
 }
 
 var (
@@ -90,8 +95,20 @@ func get() *instruments {
 		metric.WithDescription("Turn requests and tool calls delivered again (a replica died or gave them back)"))
 	i.queueWait, _ = m.Float64Histogram(MetricQueueWait, metric.WithUnit("s"),
 		metric.WithDescription("Time a tool call waited in its tool's queue until a replica took it"), metric.WithExplicitBucketBoundaries(durationBuckets...))
+	i.llmQueueWait, _ = m.Float64Histogram(MetricLLMQueueWait, metric.WithUnit("s"),
+		metric.WithDescription("Time a model call waited in ingest for the provider limits the replicas share"), metric.WithExplicitBucketBoundaries(durationBuckets...))
 	inst = i
 	return i
+}
+
+// RecordLLMQueueWait records how long a model call to provider's model
+// waited for its limits.
+func RecordLLMQueueWait(ctx context.Context, provider, model string, d time.Duration) {
+	if !metering() {
+		return
+	}
+	get().llmQueueWait.Record(ctx, d.Seconds(), metric.WithAttributes(
+		GenAIProviderName.String(ProviderName(provider)), GenAIRequestModel.String(model)))
 }
 
 // Chat is one model call for RecordChat.
