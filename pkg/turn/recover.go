@@ -175,11 +175,16 @@ func (s *Service) cancelIdle(ctx context.Context, id string) {
 	case st.Status == StatusCompleted || st.Status == StatusFailed || st.Status == StatusAborted || st.Status == StatusCancelled:
 		// Nothing to cancel, but the canceller waits for an answer: the
 		// replica that rewrites the state at its revision gives it (one
-		// answer, however many replicas heard the cancel).
+		// answer, however many replicas heard the cancel). The rewrite
+		// keeps the moment the state expires: a cancel does not hold the
+		// id longer.
 		b, _ := json.Marshal(st)
 		ttl := s.cfg.FinishedTTL
 		if st.Status == StatusCancelled {
 			ttl = s.cfg.CancelTTL
+		}
+		if ttl > 0 {
+			ttl = max(ttl-now.Sub(st.Updated), time.Second)
 		}
 		if _, err := s.storeState(ctx, id, b, rev, ttl); err != nil {
 			return
@@ -193,10 +198,14 @@ func (s *Service) cancelIdle(ctx context.Context, id string) {
 	}
 }
 
-// abortPaused ends a paused turn with llmw.turn.aborted (code cancelled):
-// its checkpoint is replaced by the final state (at revision rev, so that
-// a resume or another replica that was first wins), its on_abort hooks
-// run, and the event is published.
+// abortPaused ends a paused turn with llmw.turn.aborted (code cancelled).
+// The aborted state is written first, at revision rev, so that a resume
+// or another replica that was first wins; it keeps the checkpoint until
+// the event is stored. Then the turn's on_abort hooks run and the event is
+// published. Once it is stored the checkpoint goes; when it cannot be
+// stored the paused state is written back, so that the state never says
+// aborted without the event and a later cancel or resume finds the turn
+// as it was.
 func (s *Service) abortPaused(ctx context.Context, id string, st *State, rev uint64, reason string) {
 	now := time.Now().UTC()
 	session := ""
@@ -206,10 +215,11 @@ func (s *Service) abortPaused(ctx context.Context, id string, st *State, rev uin
 	ep := s.turnEvents(id, session)
 	end := *st
 	end.Status, end.Owner, end.Reason, end.Code, end.Updated = StatusAborted, s.cfg.Instance, reason, CodeCancelled, now
-	end.Checkpoint = nil
-	b, _ := json.Marshal(&end)
-	rev, err := s.storeState(ctx, id, b, rev, s.cfg.FinishedTTL)
+	b, err := marshalState(&end)
 	if err != nil {
+		return
+	}
+	if rev, err = s.storeState(ctx, id, b, rev, s.cfg.FinishedTTL); err != nil {
 		return // a resume or another replica was first
 	}
 	cp := st.Checkpoint
@@ -226,9 +236,13 @@ func (s *Service) abortPaused(ctx context.Context, id string, st *State, rev uin
 	}
 	_, _ = ep.Publish(events.TurnAborted{Reason: reason, Code: CodeCancelled})
 	if err := s.flush(ep); err != nil {
-		s.log.Warn("turn: cancel: publish aborted event", "turn_id", id, "err", err)
+		s.log.Warn("turn: cancel: llmw.turn.aborted not stored; the turn stays paused", "turn_id", id, "err", err)
+		if b, err := marshalState(st); err == nil {
+			_, _ = s.storeState(ctx, id, b, rev, 0)
+		}
+		return
 	}
-	end.Seq = ep.Seq()
+	end.Seq, end.Checkpoint = ep.Seq(), nil
 	if b, err := json.Marshal(&end); err == nil {
 		_, _ = s.storeState(ctx, id, b, rev, s.cfg.FinishedTTL)
 	}

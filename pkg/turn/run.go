@@ -339,29 +339,6 @@ func (s *Service) unregister(t *turnRun) {
 	}
 }
 
-// resumeRetryDelay is how long a resume waits when it arrives while this
-// replica still handles its turn.
-const resumeRetryDelay = 100 * time.Millisecond
-
-// resumeWhileBusy answers a resume that arrives while this replica still
-// handles its turn. If the state says paused, the run is only finishing the
-// pause the resume answers (the paused state is written, and
-// llmw.turn.paused published, before the run acknowledges and lets go):
-// look again in a moment. Otherwise the turn really runs and is not paused.
-func (s *Service) resumeWhileBusy(m acker, id string) {
-	kctx, cancel := context.WithTimeout(s.root, kvTimeout)
-	st, _, err := s.leaderState(kctx, id)
-	cancel()
-	switch {
-	case err == nil && st.Status == StatusPaused:
-		_ = m.NakWithDelay(resumeRetryDelay)
-	case err == nil:
-		s.answerExisting(m, id, st, true, "")
-	default:
-		_ = m.NakWithDelay(time.Second)
-	}
-}
-
 // process dispatches a decoded request on the turn's checkpoint: none →
 // a fresh run (a resume: unknown_turn); running → continue from the
 // checkpoint when the request is redelivered (its replica died or
@@ -587,6 +564,12 @@ func (s *Service) fresh(t *turnRun, req *events.TurnRequest, dg string) bool {
 func (s *Service) failEarly(t *turnRun, code string, err error) bool {
 	t.publish(events.TurnFailed{Reason: err.Error(), Code: code})
 	if t.flush() != nil {
+		// Not stored (and so not written to the state): the next
+		// delivery publishes it, unless another replica's events for the
+		// id fenced it out (lost decides).
+		if t.nak.Load() {
+			_ = t.msg.NakWithDelay(time.Second)
+		}
 		return false
 	}
 	st := t.base
@@ -635,8 +618,11 @@ func (s *Service) recover(t *turnRun, st *State, rev uint64) {
 	// wins), then the event stream (fences the replica that lost it).
 	claim := *st
 	claim.Owner, claim.Seq, claim.Updated = s.cfg.Instance, sc.pos.Seq, time.Now().UTC()
-	if !t.write(&claim) {
-		return
+	if err := t.write(&claim); err != nil {
+		if !isConflict(err) {
+			_ = t.msg.NakWithDelay(time.Second)
+		}
+		return // a conflict: the replica that claimed the turn runs it
 	}
 	if !s.claimEvents(t, st, sc) {
 		return
@@ -711,62 +697,6 @@ func (s *Service) claimEvents(t *turnRun, st *State, sc scanned) bool {
 			return false
 		}
 	}
-}
-
-// resume continues a paused turn with the decisions of a resume request.
-func (s *Service) resume(t *turnRun, st *State, rev uint64, req *events.ResumeRequest) {
-	t.rev.Store(rev)
-	t.base = State{Version: StateVersion, Request: st.Request, RequestDigest: st.RequestDigest, SessionPrefix: st.SessionPrefix}
-	if st.Request == nil || st.Checkpoint == nil {
-		t.ep = s.turnEvents(t.id, "")
-		s.failRun(t, CodeInternal, fmt.Errorf("the checkpoint of turn %q cannot be resumed (no request or worker state)", t.id))
-		return
-	}
-	t.session = st.Request.SessionID
-	t.ep = s.turnEvents(t.id, t.session)
-	claim := *st
-	claim.Status, claim.Owner, claim.Updated = StatusRunning, s.cfg.Instance, time.Now().UTC()
-	if !t.write(&claim) {
-		_ = t.msg.Ack() // another replica took this resume
-		return
-	}
-	tools, err := s.selectTools(s.root, st.Request.Tools)
-	if err != nil {
-		s.failRun(t, CodeUnknownTool, err)
-		return
-	}
-	w, err := s.newWorker(t, st.Request, tools)
-	if err != nil {
-		s.failRun(t, CodeInternal, err)
-		return
-	}
-	res, err := w.Resume(t.ctx, st.Checkpoint, req.Decisions, req.Messages...)
-	if err != nil {
-		// Nothing happened: the turn stays paused. Say so on its event
-		// stream, with the reason the resume was refused.
-		back := *st
-		back.Owner, back.Updated = s.cfg.Instance, time.Now().UTC()
-		back.Seq = t.ep.Seq() + 1
-		if t.write(&back) {
-			reason := fmt.Sprintf("resume rejected: %v; the turn is still paused", err)
-			if st.Checkpoint.Pause != nil && st.Checkpoint.Pause.Reason != "" {
-				reason += " (" + st.Checkpoint.Pause.Reason + ")"
-			}
-			hookName := ""
-			if st.Checkpoint.Pause != nil {
-				hookName = st.Checkpoint.Pause.Hook
-			}
-			pending := st.Checkpoint.Awaiting()
-			if pending == nil {
-				pending = []events.ToolCall{}
-			}
-			t.publish(events.TurnPaused{Reason: reason, Hook: hookName, Pending: pending})
-		}
-		s.log.Warn("turn: resume rejected", "turn_id", t.id, "err", err)
-		_ = t.msg.TermWithReason("resume rejected")
-		return
-	}
-	t.finish(res, nil)
 }
 
 // newWorker builds the worker of one turn.
@@ -855,10 +785,11 @@ func (t *turnRun) update(b []byte, ttl time.Duration) (uint64, error) {
 	}
 }
 
-// write stores st with the expected revision; false means another replica
-// owns the turn (the run is silenced) or the write failed (the request is
-// left for redelivery).
-func (t *turnRun) write(st *State) bool {
+// write stores st with the expected revision. An error silences the run:
+// a conflict (isConflict) means another replica owns the turn; any other
+// error, that the bucket took no write for RetryTimeout. The caller
+// answers the request.
+func (t *turnRun) write(st *State) error {
 	_ = t.settle() // a checkpoint being written has the revision this one expects
 	b, err := marshalState(st)
 	if err == nil {
@@ -866,17 +797,16 @@ func (t *turnRun) write(st *State) bool {
 		rev, err = t.update(b, 0)
 		if err == nil {
 			t.rev.Store(rev)
-			return true
+			return nil
 		}
 	}
 	t.silenced.Store(true)
 	if isConflict(err) {
 		t.s.log.Info("turn: another replica owns the turn", "turn_id", t.id)
-		return false
+	} else {
+		t.s.log.Warn("turn: write checkpoint", "turn_id", t.id, "err", err)
 	}
-	t.s.log.Warn("turn: write checkpoint", "turn_id", t.id, "err", err)
-	_ = t.msg.NakWithDelay(time.Second)
-	return false
+	return err
 }
 
 // checkpoint is the worker's Checkpoint callback: the state is written
@@ -893,8 +823,8 @@ func (t *turnRun) write(st *State) bool {
 // every side effect outside the events stream (the run's fence, the
 // session's transcript), and the run's end. A write that fails fails the
 // run there as a checkpoint that failed at once would; meanwhile it
-// silences the run and stops the model call. The model call no longer
-// waits for two round trips (the flush and the write).
+// silences the run and stops the model call. So the model call waits
+// for neither the flush nor the write.
 func (t *turnRun) checkpoint(_ context.Context, cp *worker.Checkpoint) error {
 	if err := t.settle(); err != nil {
 		return err
@@ -1022,10 +952,9 @@ const endAttempts = 3
 // scanned them, before this end, so the server refuses them, and its
 // scan again finds the end. The turn is over whatever the claimant does,
 // so the end is written over the claim, at the revision the leader has,
-// and the request is this run's to answer. (Leaving the request to the
-// claimant, as before, let the state say running for an AckWait after
-// the end was published when the claimant had given up its claim.) A
-// state that is finished already was recorded by another replica. A
+// and the request is this run's to answer: left to the claimant, the
+// state would say running for an AckWait after the end was published
+// when the claimant gave up its claim. A state that is finished already was recorded by another replica. A
 // conflict is returned when claims keep coming or the state is neither
 // running nor finished: the request is then left to whoever wrote it.
 func (t *turnRun) recordEnd(status Status, reason, code string) error {
@@ -1117,10 +1046,9 @@ func (t *turnRun) Observe(ev worker.Event) {
 	data := ev.Data
 	if terminal(data) && t.settle() != nil {
 		// The end waits for the checkpoint being written, so that the
-		// state lags it by the final write alone, as it did when the
-		// checkpoint before the model call was written first: a client
-		// that sees the end and submits the id again is told the turn
-		// ended. A failed write silenced the run.
+		// state lags it by the final write alone: a client that sees the
+		// end and submits the id again is told the turn ended. A failed
+		// write silenced the run.
 		return
 	}
 	switch d := data.(type) {

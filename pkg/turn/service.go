@@ -37,6 +37,7 @@ type Service struct {
 
 	pub      *Publisher
 	provider llm.Provider
+	ingest   *ingest.Client // the provider, unless Config.Provider is set
 	tools    *toolexec.Client
 	local    map[string]tool.Tool
 
@@ -53,7 +54,10 @@ type Service struct {
 	catalog   *toolexec.CatalogWatcher
 	cons      jetstream.Consumer
 	cancelSub *nats.Subscription
-	sem       chan struct{}
+	// badCancelSub (queue group ServiceName: one replica answers) answers
+	// the cancels whose subject names no single turn.
+	badCancelSub *nats.Subscription
+	sem          chan struct{}
 
 	watchCancel context.CancelFunc
 	fetchCancel context.CancelFunc
@@ -99,13 +103,15 @@ func New(nc *nats.Conn, cfg Config) (*Service, error) {
 	}
 	s.pub = NewPublisher(nc, PublisherOptions{Prefix: cfg.Prefix, Service: "turn", Instance: cfg.Instance, RetryTimeout: cfg.RetryTimeout})
 	s.tools = toolexec.NewClient(nc, js, toolexec.ClientOptions{Prefix: cfg.Prefix, Source: s.source})
-	s.provider = cfg.Provider
-	if s.provider == nil {
-		s.provider = ingest.NewClient(nc, ingest.ClientOptions{
+	p := cfg.Provider
+	if p == nil {
+		s.ingest = ingest.NewClient(nc, ingest.ClientOptions{
 			Prefix: cfg.Prefix, Source: s.source, RequestTimeout: cfg.IngestTimeout,
 			IdleTimeout: cfg.IdleTimeout, Buffer: cfg.StreamBuffer,
 		})
+		p = s.ingest
 	}
+	s.provider = shortRequestIDs{p}
 	for _, t := range cfg.Tools {
 		s.local[t.Name()] = t
 	}
@@ -186,6 +192,12 @@ func (s *Service) Start(ctx context.Context) error {
 		return fmt.Errorf("turn: consumer %s on %s: %w", ConsumerName, events.StreamTurns, err)
 	}
 	s.cancelSub, err = s.nc.Subscribe(s.subjects.TurnCancelAll(), s.onCancel)
+	if err == nil {
+		s.badCancelSub, err = s.nc.QueueSubscribe(s.subjects.TurnCancelAll(), ServiceName, s.onBadCancel)
+		if err != nil {
+			_ = s.cancelSub.Unsubscribe()
+		}
+	}
 	if err != nil {
 		s.stopWatch()
 		return fmt.Errorf("turn: subscribe %s: %w", s.subjects.TurnCancelAll(), err)
@@ -193,7 +205,7 @@ func (s *Service) Start(ctx context.Context) error {
 	// The cancel subscription must be live at the server before a turn can
 	// start, or an early cancel could be missed.
 	if err := s.nc.FlushTimeout(kvTimeout); err != nil {
-		_ = s.cancelSub.Unsubscribe()
+		s.unsubscribeCancels()
 		s.stopWatch()
 		return fmt.Errorf("turn: flush: %w", err)
 	}
@@ -209,7 +221,7 @@ func (s *Service) Start(ctx context.Context) error {
 		},
 	})
 	if err != nil {
-		_ = s.cancelSub.Unsubscribe()
+		s.unsubscribeCancels()
 		s.stopWatch()
 		return fmt.Errorf("turn: micro service: %w", err)
 	}
@@ -279,7 +291,7 @@ func (s *Service) Stop(ctx context.Context) error {
 	if s.cfg.Ephemeral {
 		s.abortPausedTurns()
 	}
-	_ = s.cancelSub.Unsubscribe()
+	s.unsubscribeCancels()
 	_ = s.svc.Stop()
 	s.mu.Lock()
 	s.cancelClosed = true
@@ -288,11 +300,16 @@ func (s *Service) Stop(ctx context.Context) error {
 	close(s.keepStop)
 	<-s.keepDone
 	s.stopWatch()
-	if c, ok := s.provider.(*ingest.Client); ok && s.cfg.Provider == nil {
-		_ = c.Close() // the turns have ended: nothing reads its streams
+	if s.ingest != nil {
+		_ = s.ingest.Close() // the turns have ended: nothing reads its streams
 	}
 	s.log.Info("turn service stopped", "instance", s.cfg.Instance, "handed_off", err != nil && !s.cfg.Ephemeral)
 	return err
+}
+
+func (s *Service) unsubscribeCancels() {
+	_ = s.cancelSub.Unsubscribe()
+	_ = s.badCancelSub.Unsubscribe()
 }
 
 func (s *Service) stopWatch() {
@@ -441,6 +458,18 @@ func (s *Service) onCancel(m *nats.Msg) {
 		return
 	}
 	s.settleCancel(id)
+}
+
+// onBadCancel answers a cancel whose last token is no turn id (a
+// wildcard: the subject names no single turn) with llmw.turn.rejected
+// (invalid_request) on P.turn.rejected._; its queue group makes one
+// replica answer.
+func (s *Service) onBadCancel(m *nats.Msg) {
+	if events.ValidToken(events.LastToken(m.Subject)) {
+		return
+	}
+	s.rejected(events.TurnRejected{Request: events.TypeTurnCancel, Code: events.RejectInvalidRequest,
+		Reason: fmt.Sprintf("the cancel subject %q names no single turn: publish a cancel to %s, one turn id and no wildcard", m.Subject, s.subjects.TurnCancel("<turn_id>"))})
 }
 
 // settleCancel settles the cancel of a turn this replica does not run
