@@ -10,29 +10,6 @@ import (
 	"github.com/llmworker/llmworker/pkg/events"
 )
 
-// resumeRetryDelay is how long a resume waits when it arrives while this
-// replica still handles its turn.
-const resumeRetryDelay = 100 * time.Millisecond
-
-// resumeWhileBusy answers a resume that arrives while this replica still
-// handles its turn. If the state says paused, the run is only finishing the
-// pause the resume answers (the paused state is written, and
-// llmw.turn.paused published, before the run acknowledges and lets go):
-// look again in a moment. Otherwise the turn really runs and is not paused.
-func (s *Service) resumeWhileBusy(m acker, id string) {
-	kctx, cancel := context.WithTimeout(s.root, kvTimeout)
-	st, _, err := s.leaderState(kctx, id)
-	cancel()
-	switch {
-	case err == nil && st.Status == StatusPaused:
-		_ = m.NakWithDelay(resumeRetryDelay)
-	case err == nil:
-		s.answerExisting(m, id, st, true, "")
-	default:
-		_ = m.NakWithDelay(time.Second)
-	}
-}
-
 // resume continues a paused turn with the decisions of a resume request.
 func (s *Service) resume(t *turnRun, st *State, rev uint64, req *events.ResumeRequest) {
 	t.rev.Store(rev)
@@ -100,9 +77,9 @@ func (s *Service) resumeLost(m acker, id string) {
 	case err != nil:
 		_ = m.NakWithDelay(time.Second)
 	case st.Status == StatusPaused:
-		_ = m.NakWithDelay(resumeRetryDelay)
+		_ = m.NakWithDelay(100 * time.Millisecond)
 	default:
-		s.answerExisting(m, id, st, true, "")
+		s.answerExisting(m, id, st, actNotPaused)
 	}
 }
 

@@ -17,8 +17,6 @@ import (
 
 	"github.com/llmworker/llmworker/internal/jsread"
 	"github.com/llmworker/llmworker/pkg/events"
-	"github.com/llmworker/llmworker/pkg/fence"
-	"github.com/llmworker/llmworker/pkg/telemetry"
 	"github.com/llmworker/llmworker/pkg/tool"
 	"github.com/llmworker/llmworker/pkg/worker"
 )
@@ -54,6 +52,10 @@ type turnRun struct {
 	silenced atomic.Bool
 	nak      atomic.Bool
 	paused   atomic.Bool // the run ended with the turn paused
+	// pausing: the paused state is stored; the run is ending. done is
+	// closed when it stops running the turn here (unregister).
+	pausing atomic.Bool
+	done    chan struct{}
 
 	// cancelRequested: P.turn.cancel arrived while the run was registered
 	// (guarded by Service.mu).
@@ -258,48 +260,6 @@ func (s *Service) reject(m jetstream.Msg, env *events.Envelope, err error) {
 	s.rejectRequest(m, rj)
 }
 
-// answerExisting answers a request for a turn that exists and that the
-// request does not run: a resume of a turn that is not paused, or a submit
-// of an id that has a turn. A submit with the same data as the turn's (a
-// retried publish, a redelivery) is acknowledged without an answer: the
-// turn's events answer it.
-func (s *Service) answerExisting(m acker, id string, st *State, resume bool, dg string) {
-	switch {
-	case resume:
-		s.rejectRequest(m, events.TurnRejected{TurnID: id, Request: events.TypeTurnResume, Code: events.RejectNotPaused, Status: string(st.Status),
-			Reason: fmt.Sprintf("turn %q is %s, not paused: a resume applies to a paused turn once (a resume sent twice finds it running or ended)", id, st.Status)})
-	case dg != "" && dg == st.RequestDigest:
-		_ = m.Ack()
-	default:
-		reason := fmt.Sprintf("turn %q exists (%s) and was submitted with other data: a turn id names one turn, so choose a new id", id, st.Status)
-		if st.Status.Finished() && s.cfg.FinishedTTL > 0 {
-			reason += fmt.Sprintf(" (the id is free again %s after the turn ended)", s.cfg.FinishedTTL)
-		}
-		s.rejectRequest(m, events.TurnRejected{TurnID: id, Request: events.TypeTurnSubmit, Code: events.RejectTurnExists, Status: string(st.Status), Reason: reason})
-	}
-}
-
-// register makes t the running turn of its id; false when this replica
-// runs the turn already (a duplicate delivery).
-func (s *Service) register(t *turnRun) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, dup := s.running[t.id]; dup {
-		return false
-	}
-	s.running[t.id] = t
-	if at, ok := s.orphanCancels[t.id]; ok {
-		delete(s.orphanCancels, t.id)
-		if time.Since(at) < s.cfg.CancelTTL {
-			// The turn was cancelled while no replica ran it: it ends as
-			// soon as this run starts it.
-			t.cancelRequested = true
-			t.cancel(s.cancelCause(t.id))
-		}
-	}
-	return true
-}
-
 // maxOrphanCancels bounds Service.orphanCancels: a flood of cancels for
 // running turns cannot grow a replica's memory without end.
 const maxOrphanCancels = 4096
@@ -326,6 +286,7 @@ func (s *Service) unregister(t *turnRun) {
 	}
 	cancelled := t.cancelRequested
 	s.mu.Unlock()
+	close(t.done)
 	t.cancelF(nil)
 	if cancelled && !t.cancelApplied.Load() {
 		// The cancel reached this run but did not end the turn: the
@@ -336,89 +297,6 @@ func (s *Service) unregister(t *turnRun) {
 		// answer: the paused turn is aborted, an ended one answered
 		// turn_ended.
 		s.settleCancel(t.id)
-	}
-}
-
-// process dispatches a decoded request on the turn's checkpoint: none →
-// a fresh run (a resume: unknown_turn); running → continue from the
-// checkpoint when the request is redelivered (its replica died or
-// stopped), else answerExisting; paused → resume (a submit:
-// answerExisting); ended → answerExisting; cancelled before it started →
-// the submit ends at once (abortCancelled).
-func (s *Service) process(m acker, env *events.Envelope, submit *events.TurnRequest, resume *events.ResumeRequest, dg string) {
-	id := ""
-	if submit != nil {
-		id = submit.TurnID
-	} else {
-		id = resume.TurnID
-	}
-	// The request's trace context (telemetry.Extract) parents the turn's
-	// spans; a continued turn's checkpoint keeps it (worker.Checkpoint).
-	ctx, cancel := context.WithCancelCause(telemetry.Extract(s.root, env))
-	t := &turnRun{s: s, id: id, msg: m, cancelF: cancel}
-	// Remote tool calls and hook requests go out only once the turn's
-	// events are stored, fenced: proof that the turn is still this run's.
-	t.ctx = fence.With(ctx, func(context.Context) error { return t.fence() })
-	if !s.register(t) {
-		cancel(nil)
-		if resume != nil {
-			s.resumeWhileBusy(m, id)
-			return
-		}
-		s.submitWhileBusy(m, id, dg)
-		return
-	}
-	defer s.unregister(t)
-
-	for attempt := 0; ; attempt++ {
-		st, rev, err := s.dispatchState(id, resume == nil && attempt == 0)
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-			if resume != nil {
-				s.rejectRequest(m, events.TurnRejected{TurnID: id, Request: events.TypeTurnResume, Code: events.RejectUnknownTurn,
-					Reason: fmt.Sprintf("there is no turn %q to resume (it never started, or its state expired)", id)})
-				return
-			}
-			if s.fresh(t, submit, dg) && attempt < 3 {
-				continue // another replica created the turn meanwhile
-			}
-			return
-		case err != nil:
-			s.log.Warn("turn: read checkpoint", "turn_id", id, "err", err)
-			_ = m.NakWithDelay(time.Second)
-			return
-		case st.Status == StatusCancelled:
-			if resume != nil {
-				s.rejectRequest(m, events.TurnRejected{TurnID: id, Request: events.TypeTurnResume, Code: events.RejectUnknownTurn,
-					Reason: fmt.Sprintf("there is no turn %q to resume (it was cancelled before it started)", id)})
-				return
-			}
-			s.abortCancelled(t, submit, rev, dg)
-			return
-		case st.Status.Finished():
-			s.answerExisting(m, id, st, resume != nil, dg)
-			return
-		case st.Status == StatusPaused:
-			if resume == nil {
-				s.answerExisting(m, id, st, false, dg)
-				return
-			}
-			s.resume(t, st, rev, resume)
-			return
-		default: // running
-			// A redelivered request means the replica that ran it died or
-			// stopped: continue from the checkpoint. A first delivery is
-			// another request for a turn that runs elsewhere (a retried
-			// submit, or a resume of a turn that is not paused): taking
-			// the turn over would only repeat its work.
-			if md, err := m.Metadata(); err == nil && md.NumDelivered <= 1 {
-				s.answerExisting(m, id, st, resume != nil, dg)
-				return
-			}
-			telemetry.RecordRedelivery(t.ctx, "turn", "")
-			s.recover(t, st, rev)
-			return
-		}
 	}
 }
 
@@ -438,36 +316,6 @@ func (s *Service) dispatchState(id string, direct bool) (*State, uint64, error) 
 		}
 	}
 	return s.leaderState(ctx, id)
-}
-
-// submitWhileBusy answers a submit of a turn this replica runs: its own
-// request delivered again is left to the run (which acknowledges it);
-// another submit of the id is answered as for any existing turn.
-func (s *Service) submitWhileBusy(m acker, id, dg string) {
-	s.mu.Lock()
-	t := s.running[id]
-	s.mu.Unlock()
-	if t != nil && sameMsg(t.currentMsg(), m) {
-		return
-	}
-	kctx, cancel := context.WithTimeout(s.root, kvTimeout)
-	st, _, err := s.leaderState(kctx, id)
-	cancel()
-	if err != nil {
-		_ = m.NakWithDelay(time.Second)
-		return
-	}
-	s.answerExisting(m, id, st, false, dg)
-}
-
-// sameMsg reports whether a and b are deliveries of one stream message.
-func sameMsg(a, b acker) bool {
-	if a == nil || b == nil {
-		return false
-	}
-	ma, err1 := a.Metadata()
-	mb, err2 := b.Metadata()
-	return err1 == nil && err2 == nil && ma.Sequence.Stream == mb.Sequence.Stream
 }
 
 // abortCancelled ends the submit of a turn id that was cancelled before
@@ -860,6 +708,9 @@ func (t *turnRun) checkpoint(_ context.Context, cp *worker.Checkpoint) error {
 	}
 	if err := t.store(b, seq); err != nil {
 		return err
+	}
+	if cp.Phase == worker.PhasePaused {
+		t.pausing.Store(true)
 	}
 	if cp.Phase != worker.PhasePaused && t.s.isDraining() {
 		t.silenced.Store(true)
