@@ -24,6 +24,7 @@ import (
 type recAck struct {
 	mu      sync.Mutex
 	answers []string
+	req     *request // the request it answers for
 }
 
 func (r *recAck) add(s string) error {
@@ -53,6 +54,11 @@ func (r *recAck) answeredOnce(t *testing.T, want string) {
 	t.Helper()
 	if got := r.got(); len(got) != 1 || got[0] != want {
 		t.Fatalf("request answered %q, want once %q", got, want)
+	}
+	r.req.mu.Lock()
+	defer r.req.mu.Unlock()
+	if r.req.gives != 1 {
+		t.Fatalf("%d answers given to the request, want 1 (the others were dropped)", r.req.gives)
 	}
 }
 
@@ -111,8 +117,8 @@ func pausedState(t *testing.T, s *Service, id string) (*State, uint64) {
 // one for a delivered request.
 func newTestRun(s *Service, id string, rec *recAck) *turnRun {
 	ctx, cancel := context.WithCancelCause(s.root)
-	t := &turnRun{s: s, id: id, msg: rec, cancelF: cancel, ctx: ctx}
-	return t
+	rec.req = newRequest(rec, s.log)
+	return &turnRun{s: s, id: id, msg: rec.req, cancelF: cancel, ctx: ctx}
 }
 
 // rejectedOf subscribes to P.turn.rejected.<id>.

@@ -15,7 +15,7 @@ import (
 
 // process dispatches a decoded request: decide says what to do in the
 // situation a run of the turn here, or else the turn's state, makes.
-func (s *Service) process(m acker, env *events.Envelope, submit *events.TurnRequest, resume *events.ResumeRequest, dg string) {
+func (s *Service) process(m *request, env *events.Envelope, submit *events.TurnRequest, resume *events.ResumeRequest, dg string) {
 	sit := situation{kind: kindSubmit}
 	id := ""
 	if submit != nil {
@@ -23,7 +23,7 @@ func (s *Service) process(m acker, env *events.Envelope, submit *events.TurnRequ
 	} else {
 		sit.kind, id = kindResume, resume.TurnID
 	}
-	if md, err := m.Metadata(); err == nil {
+	if md, err := m.ack.Metadata(); err == nil {
 		sit.redelivered = md.NumDelivered > 1
 	}
 	// The request's trace context (telemetry.Extract) parents the turn's
@@ -50,7 +50,7 @@ func (s *Service) process(m acker, env *events.Envelope, submit *events.TurnRequ
 		}
 		st, _, err := s.leaderRead(id)
 		if err != nil {
-			_ = m.NakWithDelay(time.Second)
+			m.give(nakAfter(time.Second))
 			return
 		}
 		sit.sameData = dg != "" && dg == st.RequestDigest
@@ -66,7 +66,7 @@ func (s *Service) process(m acker, env *events.Envelope, submit *events.TurnRequ
 			st, sit.stand = nil, standNone
 		case err != nil:
 			s.log.Warn("turn: read checkpoint", "turn_id", id, "err", err)
-			_ = m.NakWithDelay(time.Second)
+			m.give(nakAfter(time.Second))
 			return
 		default:
 			sit.stand, sit.sameData = standingOf(st.Status), dg != "" && dg == st.RequestDigest
@@ -113,7 +113,7 @@ func (s *Service) register(t *turnRun) *turnRun {
 
 // standFor is where the turn stands for a request m that finds this run
 // of it here.
-func (t *turnRun) standFor(m acker) standing {
+func (t *turnRun) standFor(m *request) standing {
 	switch {
 	case sameMsg(t.currentMsg(), m):
 		return standHereSameMsg
@@ -124,12 +124,12 @@ func (t *turnRun) standFor(m acker) standing {
 }
 
 // sameMsg reports whether a and b are deliveries of one stream message.
-func sameMsg(a, b acker) bool {
+func sameMsg(a, b *request) bool {
 	if a == nil || b == nil {
 		return false
 	}
-	ma, err1 := a.Metadata()
-	mb, err2 := b.Metadata()
+	ma, err1 := a.ack.Metadata()
+	mb, err2 := b.ack.Metadata()
 	return err1 == nil && err2 == nil && ma.Sequence.Stream == mb.Sequence.Stream
 }
 
@@ -145,7 +145,7 @@ func (s *Service) leaderRead(id string) (*State, uint64, error) {
 // submit with the same data as the turn's (a retried publish, a
 // redelivery) an acknowledgement without an answer: the turn's events
 // answer it. st is the turn's state (nil when it has none).
-func (s *Service) answerExisting(m acker, id string, st *State, act action) {
+func (s *Service) answerExisting(m *request, id string, st *State, act action) {
 	switch act {
 	case actUnknownTurn:
 		why := "it never started, or its state expired"
@@ -159,7 +159,7 @@ func (s *Service) answerExisting(m acker, id string, st *State, act action) {
 		s.rejectRequest(m, events.TurnRejected{TurnID: id, Request: events.TypeTurnResume, Code: events.RejectNotPaused, Status: string(st.Status),
 			Reason: fmt.Sprintf("turn %q is %s, not paused: a resume applies to a paused turn once (a resume sent twice finds it running or ended)", id, st.Status)})
 	case actDuplicate:
-		_ = m.Ack()
+		m.give(ackAnswer)
 	default:
 		reason := fmt.Sprintf("turn %q exists (%s) and was submitted with other data: a turn id names one turn, so choose a new id", id, st.Status)
 		if st.Status.Finished() && s.cfg.FinishedTTL > 0 {

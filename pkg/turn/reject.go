@@ -27,9 +27,9 @@ func (s *Service) rejected(rj events.TurnRejected) {
 
 // rejectRequest answers m with llmw.turn.rejected and terminates it: it is
 // never redelivered.
-func (s *Service) rejectRequest(m acker, rj events.TurnRejected) {
+func (s *Service) rejectRequest(m *request, rj events.TurnRejected) {
 	s.rejected(rj)
-	_ = m.TermWithReason(rj.Code)
+	m.give(termWith(rj.Code))
 }
 
 // digest is the RequestDigest of a submit's data.

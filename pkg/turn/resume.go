@@ -32,7 +32,7 @@ func (s *Service) resume(t *turnRun, st *State, rev uint64, req *events.ResumeRe
 		if isConflict(err) {
 			s.resumeLost(t.msg, t.id)
 		} else {
-			_ = t.msg.NakWithDelay(time.Second)
+			t.msg.give(nakAfter(time.Second))
 		}
 		return
 	}
@@ -54,7 +54,7 @@ func (s *Service) resume(t *turnRun, st *State, rev uint64, req *events.ResumeRe
 		back.Owner, back.Updated = s.cfg.Instance, time.Now().UTC()
 		if werr := t.write(&back); werr != nil {
 			if !isConflict(werr) {
-				_ = t.msg.NakWithDelay(time.Second)
+				t.msg.give(nakAfter(time.Second))
 			}
 			return
 		}
@@ -69,15 +69,15 @@ func (s *Service) resume(t *turnRun, st *State, rev uint64, req *events.ResumeRe
 // resume handled by another replica claimed it first. The client is told
 // the turn is not paused, unless it is paused again (that resume was
 // refused), when the request is looked at again in a moment.
-func (s *Service) resumeLost(m acker, id string) {
+func (s *Service) resumeLost(m *request, id string) {
 	kctx, cancel := context.WithTimeout(s.root, kvTimeout)
 	st, _, err := s.leaderState(kctx, id)
 	cancel()
 	switch {
 	case err != nil:
-		_ = m.NakWithDelay(time.Second)
+		m.give(nakAfter(time.Second))
 	case st.Status == StatusPaused:
-		_ = m.NakWithDelay(100 * time.Millisecond)
+		m.give(nakAfter(100 * time.Millisecond))
 	default:
 		s.answerExisting(m, id, st, actNotPaused)
 	}

@@ -30,7 +30,7 @@ type turnRun struct {
 	s       *Service
 	id      string
 	session string
-	msg     acker
+	msg     *request
 	ctx     context.Context
 	cancelF context.CancelCauseFunc
 
@@ -76,7 +76,7 @@ type turnRun struct {
 	override *events.TurnEnded // the completed event could not be published
 }
 
-func (t *turnRun) currentMsg() acker { return t.msg }
+func (t *turnRun) currentMsg() *request { return t.msg }
 
 func (t *turnRun) cancel(cause error) { t.cancelF(cause) }
 
@@ -169,39 +169,37 @@ func (t *turnRun) owns() bool {
 func (s *Service) handle(m jetstream.Msg) {
 	defer s.turns.Done()
 	defer func() { <-s.sem }()
-	// ack replaces m once the request is read, so that a run does not
-	// keep the request's message (requestAck).
-	var ack acker = m
+	r := newRequest(m, s.log)
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("turn: panic while handling a request", "panic", p, "stack", string(debug.Stack()))
-			_ = ack.Nak()
+			r.give(nakAfter(0))
 		}
 	}()
 	env, err := events.DecodeEnvelope(m.Headers(), m.Data())
 	if err != nil {
-		s.reject(m, nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err))
+		s.reject(r, m, nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err))
 		return
 	}
 	switch env.Type {
 	case events.TypeTurnSubmit:
 		req, err := events.DecodeData[events.TurnRequest](env)
 		if err != nil {
-			s.reject(m, env, fmt.Errorf("%w: %w", ErrInvalidRequest, err))
+			s.reject(r, m, env, fmt.Errorf("%w: %w", ErrInvalidRequest, err))
 			return
 		}
-		ack = newRequestAck(s.nc, m)
-		s.process(ack, env, &req, nil, digest(env.Data))
+		r.ack = newRequestAck(s.nc, m) // the run keeps the answer, not the message
+		s.process(r, env, &req, nil, digest(env.Data))
 	case events.TypeTurnResume:
 		req, err := events.DecodeData[events.ResumeRequest](env)
 		if err != nil {
-			s.reject(m, env, fmt.Errorf("%w: %w", ErrInvalidRequest, err))
+			s.reject(r, m, env, fmt.Errorf("%w: %w", ErrInvalidRequest, err))
 			return
 		}
-		ack = newRequestAck(s.nc, m)
-		s.process(ack, env, nil, &req, "")
+		r.ack = newRequestAck(s.nc, m)
+		s.process(r, env, nil, &req, "")
 	default:
-		s.reject(m, env, fmt.Errorf("%w: CloudEvent type %q is neither %s nor %s", ErrInvalidRequest, env.Type,
+		s.reject(r, m, env, fmt.Errorf("%w: CloudEvent type %q is neither %s nor %s", ErrInvalidRequest, env.Type,
 			events.TypeTurnSubmit, events.TypeTurnResume))
 	}
 }
@@ -213,7 +211,7 @@ func (s *Service) handle(m jetstream.Msg) {
 // also gets llmw.turn.failed on the turn's events, so a UI that waits there
 // ends too (an existing turn's events are not disturbed). The message is
 // terminated, never redelivered.
-func (s *Service) reject(m jetstream.Msg, env *events.Envelope, err error) {
+func (s *Service) reject(r *request, m jetstream.Msg, env *events.Envelope, err error) {
 	var ids struct {
 		TurnID    string `json:"turn_id"`
 		SessionID string `json:"session_id"`
@@ -257,7 +255,7 @@ func (s *Service) reject(m jetstream.Msg, env *events.Envelope, err error) {
 			}
 		}
 	}
-	s.rejectRequest(m, rj)
+	s.rejectRequest(r, rj)
 }
 
 // maxOrphanCancels bounds Service.orphanCancels: a flood of cancels for
@@ -337,11 +335,11 @@ func (s *Service) abortCancelled(t *turnRun, req *events.TurnRequest, rev uint64
 	if t.ep.Seq() == 0 {
 		t.publish(events.TurnAborted{Reason: reason, Code: CodeCancelled})
 		if t.flush() != nil {
-			_ = t.msg.NakWithDelay(time.Second)
+			t.msg.give(nakAfter(time.Second))
 			return
 		}
 	}
-	t.answerEnd(t.writeFinal(StatusAborted, reason, CodeCancelled), func() { _ = t.msg.Ack() })
+	t.answerEnd(t.writeFinal(StatusAborted, reason, CodeCancelled), ackAnswer)
 }
 
 // fresh starts a new turn; true means the state appeared meanwhile (the
@@ -370,7 +368,7 @@ func (s *Service) fresh(t *turnRun, req *events.TurnRequest, dg string) bool {
 			return s.failEarly(t, CodeInternal, err)
 		case !errors.Is(err, jetstream.ErrKeyNotFound):
 			s.log.Warn("turn: read session", "session_id", t.session, "err", err)
-			_ = t.msg.NakWithDelay(time.Second)
+			t.msg.give(nakAfter(time.Second))
 			return false
 		}
 	}
@@ -392,7 +390,7 @@ func (s *Service) fresh(t *turnRun, req *events.TurnRequest, dg string) bool {
 	}
 	if err != nil {
 		s.log.Warn("turn: create checkpoint", "turn_id", t.id, "err", err)
-		_ = t.msg.NakWithDelay(time.Second)
+		t.msg.give(nakAfter(time.Second))
 		return false
 	}
 	t.rev.Store(rev)
@@ -416,7 +414,7 @@ func (s *Service) failEarly(t *turnRun, code string, err error) bool {
 		// delivery publishes it, unless another replica's events for the
 		// id fenced it out (lost decides).
 		if t.nak.Load() {
-			_ = t.msg.NakWithDelay(time.Second)
+			t.msg.give(nakAfter(time.Second))
 		}
 		return false
 	}
@@ -427,7 +425,7 @@ func (s *Service) failEarly(t *turnRun, code string, err error) bool {
 		_, _ = s.storeState(kctx, t.id, b, 0, s.cfg.FinishedTTL)
 		cancel()
 	}
-	_ = t.msg.TermWithReason(code)
+	t.msg.give(termWith(code))
 	return false
 }
 
@@ -438,7 +436,7 @@ func (s *Service) failRun(t *turnRun, code string, err error) {
 		t.end()
 		return
 	}
-	t.answerEnd(t.recordEnd(StatusFailed, err.Error(), code), func() { _ = t.msg.TermWithReason(code) })
+	t.answerEnd(t.recordEnd(StatusFailed, err.Error(), code), termWith(code))
 }
 
 // recover continues a running turn from its checkpoint: aborts for the
@@ -459,7 +457,7 @@ func (s *Service) recover(t *turnRun, st *State, rev uint64) {
 		// Without the stream's position the first publish cannot be
 		// fenced right: leave the turn to a later delivery.
 		s.log.Warn("turn: scan events of an interrupted turn", "turn_id", t.id, "err", err)
-		_ = t.msg.NakWithDelay(time.Second)
+		t.msg.give(nakAfter(time.Second))
 		return
 	}
 	// Claim the checkpoint (one of the replicas a request may reach
@@ -468,7 +466,7 @@ func (s *Service) recover(t *turnRun, st *State, rev uint64) {
 	claim.Owner, claim.Seq, claim.Updated = s.cfg.Instance, sc.pos.Seq, time.Now().UTC()
 	if err := t.write(&claim); err != nil {
 		if !isConflict(err) {
-			_ = t.msg.NakWithDelay(time.Second)
+			t.msg.give(nakAfter(time.Second))
 		}
 		return // a conflict: the replica that claimed the turn runs it
 	}
@@ -516,7 +514,7 @@ func (s *Service) claimEvents(t *turnRun, st *State, sc scanned) bool {
 				}
 			}
 			t.ep = s.pub.Turn(t.id, t.session, sc.pos)
-			t.answerEnd(t.writeFinal(status, reason, code), func() { _ = t.msg.Ack() })
+			t.answerEnd(t.writeFinal(status, reason, code), ackAnswer)
 			return false
 		}
 		t.ep = s.pub.Turn(t.id, t.session, sc.pos)
@@ -541,7 +539,7 @@ func (s *Service) claimEvents(t *turnRun, st *State, sc scanned) bool {
 		if sc, err = s.scanEvents(s.root, t.session, t.id, st.Seq); err != nil {
 			s.log.Warn("turn: scan events of an interrupted turn", "turn_id", t.id, "err", err)
 			t.silenced.Store(true)
-			_ = t.msg.NakWithDelay(time.Second)
+			t.msg.give(nakAfter(time.Second))
 			return false
 		}
 	}
@@ -869,7 +867,7 @@ func (t *turnRun) finish(res *worker.Result, err error) {
 		t.mu.Unlock()
 		werr = t.recordEnd(StatusFailed, reason, code)
 	}
-	t.answerEnd(werr, func() { _ = t.msg.Ack() })
+	t.answerEnd(werr, ackAnswer)
 }
 
 // answerEnd answers the request once the turn's end, stored in its
@@ -879,13 +877,13 @@ func (t *turnRun) finish(res *worker.Result, err error) {
 // write for RetryTimeout), a delayed nak, so that the request's next
 // delivery records the end (recover finds it in its scan; abortCancelled,
 // its one event stored) instead of the state saying running for good.
-func (t *turnRun) answerEnd(err error, done func()) {
+func (t *turnRun) answerEnd(err error, done answer) {
 	switch {
 	case err == nil:
-		done()
+		t.msg.give(done)
 	case isConflict(err):
 	default:
-		_ = t.msg.NakWithDelay(time.Second)
+		t.msg.give(nakAfter(time.Second))
 	}
 }
 
@@ -978,7 +976,7 @@ func terminal(ev events.WorkerEvent) bool {
 // acknowledged when the turn is to continue elsewhere at once.
 func (t *turnRun) end() {
 	if t.nak.Load() {
-		_ = t.msg.Nak()
+		t.msg.give(nakAfter(0))
 	}
 }
 

@@ -425,7 +425,7 @@ func (s *Service) keepAlive() {
 			return
 		case <-t.C:
 			s.mu.Lock()
-			msgs := make([]acker, 0, len(s.running))
+			msgs := make([]*request, 0, len(s.running))
 			for _, r := range s.running {
 				if m := r.currentMsg(); m != nil {
 					msgs = append(msgs, m)
@@ -433,7 +433,7 @@ func (s *Service) keepAlive() {
 			}
 			s.mu.Unlock()
 			for _, m := range msgs {
-				_ = m.InProgress()
+				_ = m.ack.InProgress() // not an answer: the request stays the run's
 			}
 		}
 	}
