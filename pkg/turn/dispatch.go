@@ -168,3 +168,23 @@ func (s *Service) answerExisting(m *request, id string, st *State, act action) {
 		s.rejectRequest(m, events.TurnRejected{TurnID: id, Request: events.TypeTurnSubmit, Code: events.RejectTurnExists, Status: string(st.Status), Reason: reason})
 	}
 }
+
+// turnEvents returns the EventPublisher of a turn positioned where its
+// events in LLMW_EVENTS end (a new turn's when they cannot be read: its
+// first publish is then refused if the turn has events).
+func (s *Service) turnEvents(turnID, sessionID string) *EventPublisher {
+	ctx, cancel := context.WithTimeout(s.root, kvTimeout)
+	defer cancel()
+	pos, err := LastEvent(ctx, s.nc, s.cfg.Prefix, sessionID, turnID)
+	if err != nil {
+		s.log.Warn("turn: read the last event of a turn", "turn_id", turnID, "err", err)
+	}
+	return s.pub.Turn(turnID, sessionID, pos)
+}
+
+// flush waits for a publisher's events to be stored.
+func (s *Service) flush(ep *EventPublisher) error {
+	ctx, cancel := context.WithTimeout(s.root, s.pub.retry+kvTimeout)
+	defer cancel()
+	return ep.Flush(ctx)
+}

@@ -1,7 +1,6 @@
 package turn
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/llmworker/llmworker/internal/jsread"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/tool"
 	"github.com/llmworker/llmworker/pkg/worker"
@@ -245,36 +243,14 @@ func (s *Service) reject(r *request, m jetstream.Msg, env *events.Envelope, err 
 		_, _, gerr := s.leaderState(ctx, ids.TurnID)
 		cancel()
 		if errors.Is(gerr, jetstream.ErrKeyNotFound) {
-			ep := s.turnEvents(ids.TurnID, ids.SessionID)
-			_, perr := ep.Publish(events.TurnFailed{Reason: err.Error(), Code: CodeInvalidRequest})
-			if perr == nil {
-				perr = s.flush(ep)
-			}
-			if perr != nil {
+			t := s.owner(ids.TurnID, ids.SessionID)
+			t.publishEnd(events.TurnFailed{Reason: err.Error(), Code: CodeInvalidRequest})
+			if perr := s.flush(t.ep); perr != nil {
 				s.log.Warn("turn: publish failed event", "turn_id", ids.TurnID, "err", perr)
 			}
 		}
 	}
 	s.rejectRequest(r, rj)
-}
-
-// maxOrphanCancels bounds Service.orphanCancels: a flood of cancels for
-// running turns cannot grow a replica's memory without end.
-const maxOrphanCancels = 4096
-
-// rememberOrphanCancel keeps a cancel of a turn whose state says running
-// but that no replica runs here, for the replica that picks it up.
-func (s *Service) rememberOrphanCancel(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.orphanCancels) >= maxOrphanCancels {
-		for k, at := range s.orphanCancels {
-			if time.Since(at) >= s.cfg.CancelTTL || len(s.orphanCancels) >= maxOrphanCancels {
-				delete(s.orphanCancels, k)
-			}
-		}
-	}
-	s.orphanCancels[id] = time.Now()
 }
 
 func (s *Service) unregister(t *turnRun) {
@@ -314,235 +290,6 @@ func (s *Service) dispatchState(id string, direct bool) (*State, uint64, error) 
 		}
 	}
 	return s.leaderState(ctx, id)
-}
-
-// abortCancelled ends the submit of a turn id that was cancelled before
-// the submit arrived: llmw.turn.aborted (cancelled) is the turn's only
-// event, and the state records the end. A final write that fails (for
-// longer than Config.RetryTimeout) leaves the end to the request's next
-// delivery, which finds the event stored and only writes the state.
-func (s *Service) abortCancelled(t *turnRun, req *events.TurnRequest, rev uint64, dg string) {
-	t.session = req.SessionID
-	t.ep = s.turnEvents(t.id, t.session)
-	t.rev.Store(rev)
-	stripped := *req
-	stripped.Messages = []events.Message{}
-	t.base = State{Version: StateVersion, Request: &stripped, RequestDigest: dg}
-	reason := fmt.Sprintf("the turn was cancelled (%s) before it started", s.subjects.TurnCancel(t.id))
-	// A turn cancelled before it started has no event but this one: one
-	// stored already was published by an earlier delivery. (Where reading
-	// the turn's last event failed, the fence refuses a second one.)
-	if t.ep.Seq() == 0 {
-		t.publish(events.TurnAborted{Reason: reason, Code: CodeCancelled})
-		if t.flush() != nil {
-			t.msg.give(nakAfter(time.Second))
-			return
-		}
-	}
-	t.answerEnd(t.writeFinal(StatusAborted, reason, CodeCancelled), ackAnswer)
-}
-
-// fresh starts a new turn; true means the state appeared meanwhile (the
-// caller dispatches again).
-func (s *Service) fresh(t *turnRun, req *events.TurnRequest, dg string) bool {
-	t.session = req.SessionID
-	t.ep = s.turnEvents(t.id, t.session)
-	stripped := *req
-	stripped.Messages = []events.Message{} // in the checkpoint; [] keeps the value valid against the turn request schema
-	t.base = State{Version: StateVersion, Request: &stripped, RequestDigest: dg}
-
-	tools, err := s.selectTools(s.root, req.Tools)
-	if err != nil {
-		return s.failEarly(t, CodeUnknownTool, err)
-	}
-	var prefix []events.Message
-	if t.session != "" {
-		kctx, cancel := context.WithTimeout(s.root, kvTimeout)
-		sess, _, err := readSession(kctx, s.nc, s.pub.apiPrefix, t.session)
-		cancel()
-		switch {
-		case err == nil:
-			prefix = sess.Messages
-		case errors.Is(err, ErrCorruptSession):
-			// Redelivering the request would find the same value.
-			return s.failEarly(t, CodeInternal, err)
-		case !errors.Is(err, jetstream.ErrKeyNotFound):
-			s.log.Warn("turn: read session", "session_id", t.session, "err", err)
-			t.msg.give(nakAfter(time.Second))
-			return false
-		}
-	}
-	t.base.SessionPrefix = len(prefix)
-	msgs := make([]events.Message, 0, len(prefix)+len(req.Messages))
-	msgs = append(append(msgs, prefix...), req.Messages...)
-	cp := &worker.Checkpoint{Version: worker.CheckpointVersion, TurnID: t.id, SessionID: t.session, Phase: worker.PhaseModel, Messages: msgs}
-	st := t.base
-	st.Status, st.Owner, st.Checkpoint, st.Updated = StatusRunning, s.cfg.Instance, cp, time.Now().UTC()
-	b, err := s.encodeState(&st)
-	if err != nil {
-		return s.failEarly(t, CodeTooLarge, err)
-	}
-	kctx, cancel := context.WithTimeout(s.root, kvTimeout)
-	rev, err := s.stateKV.Create(kctx, kvKey(t.id), b)
-	cancel()
-	if isConflict(err) {
-		return true
-	}
-	if err != nil {
-		s.log.Warn("turn: create checkpoint", "turn_id", t.id, "err", err)
-		t.msg.give(nakAfter(time.Second))
-		return false
-	}
-	t.rev.Store(rev)
-	w, err := s.newWorker(t, req, tools)
-	if err != nil {
-		s.failRun(t, CodeInternal, err)
-		return false
-	}
-	res, err := w.Run(t.ctx, msgs)
-	t.finish(res, err)
-	return false
-}
-
-// failEarly ends a turn that cannot start (unknown tool, too large): it
-// publishes llmw.turn.failed, stores the failed state (so a redelivery does
-// nothing) and terminates the request.
-func (s *Service) failEarly(t *turnRun, code string, err error) bool {
-	t.publish(events.TurnFailed{Reason: err.Error(), Code: code})
-	if t.flush() != nil {
-		// Not stored (and so not written to the state): the next
-		// delivery publishes it, unless another replica's events for the
-		// id fenced it out (lost decides).
-		if t.nak.Load() {
-			t.msg.give(nakAfter(time.Second))
-		}
-		return false
-	}
-	st := t.base
-	st.Status, st.Owner, st.Seq, st.Reason, st.Code, st.Updated = StatusFailed, s.cfg.Instance, t.ep.Seq(), err.Error(), code, time.Now().UTC()
-	if b, merr := json.Marshal(&st); merr == nil {
-		kctx, cancel := context.WithTimeout(s.root, kvTimeout)
-		_, _ = s.storeState(kctx, t.id, b, 0, s.cfg.FinishedTTL)
-		cancel()
-	}
-	t.msg.give(termWith(code))
-	return false
-}
-
-// failRun ends a turn that has a state but cannot go on.
-func (s *Service) failRun(t *turnRun, code string, err error) {
-	t.publish(events.TurnFailed{Reason: err.Error(), Code: code})
-	if t.flush() != nil {
-		t.end()
-		return
-	}
-	t.answerEnd(t.recordEnd(StatusFailed, err.Error(), code), termWith(code))
-}
-
-// recover continues a running turn from its checkpoint: aborts for the
-// blocks the previous replica left open, then worker.RunFrom (tool calls
-// with stored results are not run again; the interrupted model call is made
-// again).
-func (s *Service) recover(t *turnRun, st *State, rev uint64) {
-	t.rev.Store(rev)
-	t.base = State{Version: StateVersion, Request: st.Request, RequestDigest: st.RequestDigest, SessionPrefix: st.SessionPrefix}
-	if st.Request == nil || st.Checkpoint == nil {
-		t.ep = s.turnEvents(t.id, "")
-		s.failRun(t, CodeInternal, fmt.Errorf("the checkpoint of turn %q cannot be continued (no request or worker state)", t.id))
-		return
-	}
-	t.session = st.Request.SessionID
-	sc, err := s.scanEvents(s.root, t.session, t.id, st.Seq)
-	if err != nil {
-		// Without the stream's position the first publish cannot be
-		// fenced right: leave the turn to a later delivery.
-		s.log.Warn("turn: scan events of an interrupted turn", "turn_id", t.id, "err", err)
-		t.msg.give(nakAfter(time.Second))
-		return
-	}
-	// Claim the checkpoint (one of the replicas a request may reach
-	// wins), then the event stream (fences the replica that lost it).
-	claim := *st
-	claim.Owner, claim.Seq, claim.Updated = s.cfg.Instance, sc.pos.Seq, time.Now().UTC()
-	if err := t.write(&claim); err != nil {
-		if !isConflict(err) {
-			t.msg.give(nakAfter(time.Second))
-		}
-		return // a conflict: the replica that claimed the turn runs it
-	}
-	if !s.claimEvents(t, st, sc) {
-		return
-	}
-	tools, err := s.selectTools(s.root, st.Request.Tools)
-	if err != nil {
-		s.failRun(t, CodeUnknownTool, err)
-		return
-	}
-	w, err := s.newWorker(t, st.Request, tools)
-	if err != nil {
-		s.failRun(t, CodeInternal, err)
-		return
-	}
-	res, err := w.RunFrom(t.ctx, st.Checkpoint)
-	t.finish(res, err)
-}
-
-// claimAttempts bounds how often a replica continuing a turn publishes its
-// claim again after a stale owner's event got in first.
-const claimAttempts = 10
-
-// claimEvents publishes the aborts of the blocks left open and
-// llmw.turn.started (resumed), fenced on where the scan found the events
-// to end: once stored, every later event of the replica that lost the
-// turn is refused. A stale owner that published after the scan gets its
-// event in first; the scan is then repeated (new open blocks, results, or
-// the end of the turn, if the stale owner finished it) and the claim
-// published again. false: the run is over (handled here).
-func (s *Service) claimEvents(t *turnRun, st *State, sc scanned) bool {
-	for attempt := 1; ; attempt++ {
-		if sc.end != nil {
-			// The previous owner ended the turn before the claim: record
-			// the end and let the request go.
-			status, reason, code := StatusCompleted, "", ""
-			if sc.end.Type != events.TypeTurnCompleted {
-				status = StatusFailed
-				if sc.end.Type == events.TypeTurnAborted {
-					status = StatusAborted
-				}
-				if te, err := events.DecodeData[events.TurnEnded](sc.end); err == nil {
-					reason, code = te.Reason, te.Code
-				}
-			}
-			t.ep = s.pub.Turn(t.id, t.session, sc.pos)
-			t.answerEnd(t.writeFinal(status, reason, code), ackAnswer)
-			return false
-		}
-		t.ep = s.pub.Turn(t.id, t.session, sc.pos)
-		t.results, t.started = sc.results, sc.started
-		for _, a := range sc.open {
-			_, _ = t.emit(a)
-		}
-		_, _ = t.emit(events.TurnStarted{TurnID: t.id, SessionID: t.session, Model: st.Request.Model, Resumed: true})
-		ctx, cancel := context.WithTimeout(s.root, s.pub.retry+kvTimeout)
-		err := t.ep.Flush(ctx)
-		cancel()
-		if err == nil {
-			t.claimed = true
-			return true
-		}
-		if !errors.Is(err, ErrFenced) || attempt == claimAttempts || !t.owns() {
-			t.lost(err)
-			t.end()
-			return false
-		}
-		s.log.Info("turn: a replica that lost the turn published meanwhile; claiming again", "turn_id", t.id, "attempt", attempt)
-		if sc, err = s.scanEvents(s.root, t.session, t.id, st.Seq); err != nil {
-			s.log.Warn("turn: scan events of an interrupted turn", "turn_id", t.id, "err", err)
-			t.silenced.Store(true)
-			t.msg.give(nakAfter(time.Second))
-			return false
-		}
-	}
 }
 
 // newWorker builds the worker of one turn.
@@ -592,172 +339,6 @@ func (s *Service) encodeState(st *State) ([]byte, error) {
 			ErrTooLarge, st.Request.TurnID, len(b), len(st.Checkpoint.Messages), limit)
 	}
 	return b, nil
-}
-
-// update writes a state of the turn with the expected revision t.rev and
-// returns the new revision. Failures that may pass (a timeout while the
-// bucket elects a leader, no responders) are retried for the publisher's
-// RetryTimeout; a revision conflict after such a failure is checked
-// against the stored value, since the earlier attempt may have been
-// stored with its acknowledgement lost.
-func (t *turnRun) update(b []byte, ttl time.Duration) (uint64, error) {
-	deadline := time.Now().Add(t.s.pub.retry)
-	backoff, retried := 50*time.Millisecond, false
-	for {
-		kctx, cancel := context.WithTimeout(t.s.root, kvTimeout)
-		rev, err := t.s.storeState(kctx, t.id, b, t.rev.Load(), ttl)
-		cancel()
-		if err == nil {
-			return rev, nil
-		}
-		if isConflict(err) {
-			if retried {
-				gctx, cancel := context.WithTimeout(t.s.root, kvTimeout)
-				cur, rev, gerr := jsread.KVLast(gctx, t.s.nc, t.s.pub.apiPrefix, events.BucketTurnState, kvKey(t.id))
-				cancel()
-				if gerr == nil && bytes.Equal(cur, b) {
-					return rev, nil
-				}
-			}
-			return 0, err
-		}
-		if t.s.root.Err() != nil || time.Now().Add(backoff).After(deadline) {
-			return 0, err
-		}
-		retried = true
-		t.s.log.Warn("turn: write checkpoint; retrying", "turn_id", t.id, "err", err)
-		time.Sleep(backoff)
-		backoff = min(2*backoff, time.Second)
-	}
-}
-
-// write stores st with the expected revision. An error silences the run:
-// a conflict (isConflict) means another replica owns the turn; any other
-// error, that the bucket took no write for RetryTimeout. The caller
-// answers the request.
-func (t *turnRun) write(st *State) error {
-	_ = t.settle() // a checkpoint being written has the revision this one expects
-	b, err := marshalState(st)
-	if err == nil {
-		var rev uint64
-		rev, err = t.update(b, 0)
-		if err == nil {
-			t.rev.Store(rev)
-			return nil
-		}
-	}
-	t.silenced.Store(true)
-	if isConflict(err) {
-		t.s.log.Info("turn: another replica owns the turn", "turn_id", t.id)
-	} else {
-		t.s.log.Warn("turn: write checkpoint", "turn_id", t.id, "err", err)
-	}
-	return err
-}
-
-// checkpoint is the worker's Checkpoint callback: the state is written
-// with the expected revision at every step boundary, after a flush of the
-// events it counts (its seq).
-//
-// The checkpoint before a model call is written while the call is made
-// (pendingWrite): the call and the events it streams are all that go
-// ahead of it. Neither needs it stored: a model call has no effect
-// outside the turn, the events are fenced on their own, and a replica
-// that continues from the checkpoint before makes the same call again.
-// Everything else waits for it (settle): the next checkpoint — the one
-// that lists a step's tool calls, which run only once it is stored — and
-// every side effect outside the events stream (the run's fence, the
-// session's transcript), and the run's end. A write that fails fails the
-// run there as a checkpoint that failed at once would; meanwhile it
-// silences the run and stops the model call. So the model call waits
-// for neither the flush nor the write.
-func (t *turnRun) checkpoint(_ context.Context, cp *worker.Checkpoint) error {
-	if err := t.settle(); err != nil {
-		return err
-	}
-	if t.silenced.Load() {
-		return ErrOwnershipLost
-	}
-	// The events the checkpoint counts, which store flushes before it.
-	seq := t.ep.Seq()
-	st := t.base
-	st.Status, st.Owner, st.Checkpoint, st.Seq, st.Updated = StatusRunning, t.s.cfg.Instance, cp, seq, time.Now().UTC()
-	if cp.Phase == worker.PhasePaused {
-		// The worker publishes llmw.turn.paused right after this.
-		st.Status, st.Seq = StatusPaused, seq+1
-	}
-	b, err := t.s.encodeState(&st)
-	if err != nil {
-		t.mu.Lock()
-		t.tooLarge = err
-		t.mu.Unlock()
-		return err
-	}
-	if cp.Phase == worker.PhaseModel && !t.s.isDraining() {
-		p := &pendingWrite{done: make(chan struct{})}
-		t.pending.Store(p)
-		go func() {
-			defer close(p.done)
-			if p.err = t.store(b, seq); p.err != nil {
-				t.cancelF(p.err)
-			}
-		}()
-		return nil
-	}
-	if err := t.store(b, seq); err != nil {
-		return err
-	}
-	if cp.Phase == worker.PhasePaused {
-		t.pausing.Store(true)
-	}
-	if cp.Phase != worker.PhasePaused && t.s.isDraining() {
-		t.silenced.Store(true)
-		t.nak.Store(true)
-		return ErrDraining
-	}
-	return nil
-}
-
-// pendingWrite is a checkpoint being written: err is its outcome once
-// done is closed.
-type pendingWrite struct {
-	done chan struct{}
-	err  error
-}
-
-// settle waits for the checkpoint being written, if any, and returns its
-// error (again at every call after a failure, when the run is silenced).
-func (t *turnRun) settle() error {
-	p := t.pending.Load()
-	if p == nil {
-		return nil
-	}
-	<-p.done
-	return p.err
-}
-
-// store writes the checkpoint b once the events up to seq, which it
-// counts, are stored.
-func (t *turnRun) store(b []byte, seq uint64) error {
-	if err := t.flushTo(seq); err != nil {
-		return err
-	}
-	rev, err := t.update(b, 0)
-	if isConflict(err) {
-		t.silenced.Store(true)
-		t.s.log.Info("turn: another replica owns the turn; this run stops", "turn_id", t.id)
-		return ErrOwnershipLost
-	}
-	if err != nil {
-		// Not the turn's fault: hand it off, as a drain does, and let a
-		// replica that reaches the bucket continue it.
-		t.s.log.Warn("turn: checkpoint not stored; the turn is handed off", "turn_id", t.id, "err", err)
-		t.silenced.Store(true)
-		t.nak.Store(true)
-		return fmt.Errorf("%w: %w", ErrStateUnavailable, err)
-	}
-	t.rev.Store(rev)
-	return nil
 }
 
 // writeFinal stores the end of a turn (no worker state: the transcript is
@@ -924,7 +505,7 @@ func (t *turnRun) Observe(ev worker.Event) {
 				t.mu.Lock()
 				t.override = ov
 				t.mu.Unlock()
-				t.publish(events.TurnFailed(*ov))
+				t.publishEnd(events.TurnFailed(*ov))
 				return
 			}
 		}
@@ -935,21 +516,41 @@ func (t *turnRun) Observe(ev worker.Event) {
 		}
 		t.mu.Unlock()
 	}
-	_, err := t.emit(data)
-	if err == nil {
+	if terminal(data) {
+		t.publishEnd(data)
 		return
 	}
-	if _, ok := data.(events.TurnCompleted); ok && errors.Is(err, nats.ErrMaxPayload) {
+	t.publish(data)
+}
+
+// publishEnd publishes the turn's terminal event (llmw.turn.completed,
+// failed or aborted), the one place one is published: by the run that
+// owns the turn, the replica running it or the one that ends it without
+// running it (owner). A completed event too large to publish is replaced
+// by llmw.turn.failed (too_large), which the turn's state then records.
+func (t *turnRun) publishEnd(ev events.WorkerEvent) {
+	_, err := t.emit(ev)
+	if _, ok := ev.(events.TurnCompleted); ok && errors.Is(err, nats.ErrMaxPayload) {
 		ov := &events.TurnEnded{Code: CodeTooLarge, Reason: fmt.Sprintf(
 			"%v: the finished transcript is larger than the NATS max payload (%d bytes), so llmw.turn.completed could not be published",
 			ErrTooLarge, t.s.nc.MaxPayload())}
 		t.mu.Lock()
 		t.override = ov
 		t.mu.Unlock()
-		t.publish(events.TurnFailed(*ov))
-		return
+		ev = events.TurnFailed(*ov)
+		_, err = t.emit(ev)
 	}
-	t.failed(data, err)
+	if err != nil {
+		t.failed(ev, err)
+	}
+}
+
+// owner is a run of turn id for a replica that ends the turn without
+// running it: it answers a submit that could not be read, or wins the
+// cancel of a paused turn by revision.
+func (s *Service) owner(id, session string) *turnRun {
+	ctx, cancel := context.WithCancelCause(s.root)
+	return &turnRun{s: s, id: id, session: session, ctx: ctx, cancelF: cancel, ep: s.turnEvents(id, session), done: make(chan struct{})}
 }
 
 // failed handles an event Publish refused.

@@ -5,140 +5,72 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook"
 )
 
-// scanned is what scanEvents found in a turn's events.
-type scanned struct {
-	pos Position
-	// open are block.abort events for the blocks left open by a replica
-	// that stopped mid-step.
-	open []events.WorkerBlockAbort
-	// results are the calls whose llmw.tool.result (or tool.started) was
-	// published after the checkpoint: the replica continuing the turn
-	// does not publish them again.
-	results, started map[string]bool
-	// end is the turn's terminal event, if the turn ended (a replica that
-	// had lost the turn finished it before the claim reached the stream).
-	end *events.Envelope
+// onCancel handles P.turn.cancel.<id>: every replica gets it; the one
+// running the turn cancels it, the others settle a paused or not yet
+// started turn through the checkpoint (one of them wins by revision).
+func (s *Service) onCancel(m *nats.Msg) {
+	id := events.LastToken(m.Subject)
+	if !events.ValidToken(id) {
+		return
+	}
+	s.mu.Lock()
+	t := s.running[id]
+	if t != nil {
+		t.cancelRequested = true
+	}
+	s.mu.Unlock()
+	if t != nil {
+		t.cancel(s.cancelCause(id))
+		return
+	}
+	s.settleCancel(id)
 }
 
-// scanEvents reads the worker events of a turn in LLMW_EVENTS published
-// after seq `after` (the seq of its last checkpoint, a step boundary where
-// no block is open): where they end, the blocks left open, the tool
-// results already published and a terminal event.
-func (s *Service) scanEvents(ctx context.Context, session, turnID string, after uint64) (scanned, error) {
-	ctx, cancel := context.WithTimeout(ctx, kvTimeout)
-	defer cancel()
-	sc := scanned{results: map[string]bool{}, started: map[string]bool{}}
-	pos, err := LastEvent(ctx, s.nc, s.cfg.Prefix, session, turnID)
-	sc.pos = pos
-	if err != nil || pos.StreamSeq == 0 {
-		return sc, err
+// onBadCancel answers a cancel whose last token is no turn id (a
+// wildcard: the subject names no single turn) with llmw.turn.rejected
+// (invalid_request) on P.turn.rejected._; its queue group makes one
+// replica answer.
+func (s *Service) onBadCancel(m *nats.Msg) {
+	if events.ValidToken(events.LastToken(m.Subject)) {
+		return
 	}
-	subj := s.subjects.Events(session, turnID, "*")
-	oc, err := s.js.OrderedConsumer(ctx, events.StreamEvents, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}})
-	if err != nil {
-		return sc, err
-	}
-	it, err := oc.Messages()
-	if err != nil {
-		return sc, err
-	}
-	defer it.Stop()
-	type key struct{ step, index int }
-	open := map[key]events.BlockType{}
-	for {
-		m, err := it.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			return sc, fmt.Errorf("turn: read events of %s: %w", turnID, err)
-		}
-		md, err := m.Metadata()
-		if err != nil {
-			return sc, err
-		}
-		seq, _ := strconv.ParseUint(m.Headers().Get(events.HeaderSeq), 10, 64)
-		if seq > after {
-			var b struct {
-				Index     int              `json:"index"`
-				BlockType events.BlockType `json:"block_type"`
-				Step      int              `json:"step"`
-				CallID    string           `json:"call_id"`
-			}
-			switch typ := m.Headers().Get(events.HeaderType); typ {
-			case events.TypeToolResult, events.TypeToolStarted:
-				if json.Unmarshal(m.Data(), &b) == nil && b.CallID != "" {
-					if typ == events.TypeToolResult {
-						sc.results[b.CallID] = true
-					} else {
-						sc.started[b.CallID] = true
-					}
-				}
-			case events.TypeTurnCompleted, events.TypeTurnFailed, events.TypeTurnAborted:
-				if env, err := events.DecodeEnvelope(m.Headers(), m.Data()); err == nil {
-					sc.end = env
-				}
-			case events.TypeBlockStart:
-				if json.Unmarshal(m.Data(), &b) == nil {
-					open[key{b.Step, b.Index}] = b.BlockType
-				}
-			case events.TypeBlockStop, events.TypeBlockAbort:
-				if json.Unmarshal(m.Data(), &b) == nil {
-					delete(open, key{b.Step, b.Index})
-				}
-			}
-		}
-		if md.Sequence.Stream >= pos.StreamSeq {
-			break
-		}
-	}
-	keys := make([]key, 0, len(open))
-	for k := range open {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b key) int {
-		if a.step != b.step {
-			return a.step - b.step
-		}
-		return a.index - b.index
-	})
-	aborts := make([]events.WorkerBlockAbort, len(keys))
-	for i, k := range keys {
-		aborts[i] = events.WorkerBlockAbort{
-			BlockAbort: events.BlockAbort{Index: k.index, BlockType: open[k],
-				Reason: "the replica running the turn stopped mid-block; the model call is made again"},
-			Step: k.step,
-		}
-	}
-	sc.open = aborts
-	return sc, nil
+	s.rejected(events.TurnRejected{Request: events.TypeTurnCancel, Code: events.RejectInvalidRequest,
+		Reason: fmt.Sprintf("the cancel subject %q names no single turn: publish a cancel to %s, one turn id and no wildcard", m.Subject, s.subjects.TurnCancel("<turn_id>"))})
 }
 
-// turnEvents returns the EventPublisher of a turn positioned where its
-// events in LLMW_EVENTS end (a new turn's when they cannot be read: its
-// first publish is then refused if the turn has events).
-func (s *Service) turnEvents(turnID, sessionID string) *EventPublisher {
-	ctx, cancel := context.WithTimeout(s.root, kvTimeout)
-	defer cancel()
-	pos, err := LastEvent(ctx, s.nc, s.cfg.Prefix, sessionID, turnID)
-	if err != nil {
-		s.log.Warn("turn: read the last event of a turn", "turn_id", turnID, "err", err)
+// settleCancel settles the cancel of a turn this replica does not run
+// (cancelIdle) in a goroutine that Stop waits for.
+func (s *Service) settleCancel(id string) {
+	s.mu.Lock()
+	if s.cancelClosed {
+		s.mu.Unlock()
+		return
 	}
-	return s.pub.Turn(turnID, sessionID, pos)
+	s.aux.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.aux.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s.cancelIdle(ctx, id)
+	}()
 }
 
-// flush waits for a publisher's events to be stored.
-func (s *Service) flush(ep *EventPublisher) error {
-	ctx, cancel := context.WithTimeout(s.root, s.pub.retry+kvTimeout)
-	defer cancel()
-	return ep.Flush(ctx)
+// errCancelRequested is the cause of a turn cancelled by a request;
+// cancelCause names the subject it came on.
+var errCancelRequested = errors.New("cancelled by a request")
+
+func (s *Service) cancelCause(id string) error {
+	return fmt.Errorf("%w on %s", errCancelRequested, s.subjects.TurnCancel(id))
 }
 
 // cancelIdle handles a cancel of a turn this replica does not run: a
@@ -212,7 +144,8 @@ func (s *Service) abortPaused(ctx context.Context, id string, st *State, rev uin
 	if st.Request != nil {
 		session = st.Request.SessionID
 	}
-	ep := s.turnEvents(id, session)
+	t := s.owner(id, session)
+	ep := t.ep
 	end := *st
 	end.Status, end.Owner, end.Reason, end.Code, end.Updated = StatusAborted, s.cfg.Instance, reason, CodeCancelled, now
 	b, err := marshalState(&end)
@@ -224,8 +157,8 @@ func (s *Service) abortPaused(ctx context.Context, id string, st *State, rev uin
 	}
 	cp := st.Checkpoint
 	obs := hook.ObserverFuncs{
-		Decision: func(d events.HookDecision) { _, _ = ep.Publish(d) },
-		Message:  func(m events.HookMessage) { _, _ = ep.Publish(m) },
+		Decision: func(d events.HookDecision) { t.publish(d) },
+		Message:  func(m events.HookMessage) { t.publish(m) },
 	}
 	if s.cfg.Hooks != nil {
 		s.cfg.Hooks.RunAbort(ctx, &hook.AbortInput{
@@ -234,7 +167,7 @@ func (s *Service) abortPaused(ctx context.Context, id string, st *State, rev uin
 			Messages: cp.Messages,
 		})
 	}
-	_, _ = ep.Publish(events.TurnAborted{Reason: reason, Code: CodeCancelled})
+	t.publishEnd(events.TurnAborted{Reason: reason, Code: CodeCancelled})
 	if err := s.flush(ep); err != nil {
 		s.log.Warn("turn: cancel: llmw.turn.aborted not stored; the turn stays paused", "turn_id", id, "err", err)
 		if b, err := marshalState(st); err == nil {
@@ -246,4 +179,23 @@ func (s *Service) abortPaused(ctx context.Context, id string, st *State, rev uin
 	if b, err := json.Marshal(&end); err == nil {
 		_, _ = s.storeState(ctx, id, b, rev, s.cfg.FinishedTTL)
 	}
+}
+
+// maxOrphanCancels bounds Service.orphanCancels: a flood of cancels for
+// running turns cannot grow a replica's memory without end.
+const maxOrphanCancels = 4096
+
+// rememberOrphanCancel keeps a cancel of a turn whose state says running
+// but that no replica runs here, for the replica that picks it up.
+func (s *Service) rememberOrphanCancel(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.orphanCancels) >= maxOrphanCancels {
+		for k, at := range s.orphanCancels {
+			if time.Since(at) >= s.cfg.CancelTTL || len(s.orphanCancels) >= maxOrphanCancels {
+				delete(s.orphanCancels, k)
+			}
+		}
+	}
+	s.orphanCancels[id] = time.Now()
 }
