@@ -30,9 +30,8 @@ import (
 // malformed submits and short turns, every one under a random id and
 // session: each is answered (a rejection or the turn's end), and once the
 // TTLs have passed (docs/protocol.md §2, Limits) the state and session
-// buckets and the request stream hold nothing of them. Before the limits,
-// LLMW_SESSIONS kept a transcript per session for ever and LLMW_TURNS
-// kept requests no replica took for ever.
+// buckets and the request stream hold nothing of them: neither a
+// transcript per session nor a request no replica took stays for ever.
 func TestFloodOfRandomIDs(t *testing.T) {
 	e := newEnv(t)
 	p := llmtest.NewScripted()

@@ -49,7 +49,6 @@ type turnRun struct {
 	// request is to be negatively acknowledged at the end.
 	silenced atomic.Bool
 	nak      atomic.Bool
-	paused   atomic.Bool // the run ended with the turn paused
 	// pausing: the paused state is stored; the run is ending. done is
 	// closed when it stops running the turn here (unregister).
 	pausing atomic.Bool
@@ -427,7 +426,6 @@ func (t *turnRun) finish(res *worker.Result, err error) {
 	case worker.StatusPaused:
 		// The paused state was written by the checkpoint; a resume request
 		// continues it.
-		t.paused.Store(true)
 	case worker.StatusCompleted:
 		t.mu.Lock()
 		ov := t.override

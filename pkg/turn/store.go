@@ -26,7 +26,7 @@ import (
 //
 // jetstream.KeyValue.Update takes no TTL: an update with one is the
 // publish Update makes ($KV.<bucket>.<key>, expecting the key's last
-// revision) with the TTL header added (TestStoreStateUpdateWithTTL pins
+// revision) with the TTL header added (store_internal_test.go pins
 // what the server does with it).
 func (s *Service) storeState(ctx context.Context, id string, b []byte, rev uint64, ttl time.Duration) (uint64, error) {
 	if ttl <= 0 {
