@@ -8,10 +8,11 @@ import (
 
 // request is a delivered turn request and its answer to JetStream, given
 // once: acknowledged, negatively acknowledged (with a delay, for a
-// redelivery then), or terminated. Giving none leaves the request to its
-// next delivery after the consumer's AckWait. give is the only place an
-// answer goes out; a second answer is a fault of the caller, logged and
-// dropped.
+// redelivery then), terminated, or left to its next delivery after the
+// consumer's AckWait. Service.handle gives the one answer that reading
+// and running the request returned (every function of a run returns the
+// answer it ends with, none gives it); give drops a second answer, a
+// fault of the caller, and logs it.
 type request struct {
 	ack acker
 	log *slog.Logger
@@ -31,12 +32,18 @@ type answer struct {
 type answerKind uint8
 
 const (
-	answerAck answerKind = iota
+	answerLeave answerKind = iota
+	answerAck
 	answerNak
 	answerTerm
 )
 
-var ackAnswer = answer{kind: answerAck}
+var (
+	// leave is no answer: the request goes to its next delivery after the
+	// consumer's AckWait (or is another run's to answer).
+	leave     = answer{kind: answerLeave}
+	ackAnswer = answer{kind: answerAck}
+)
 
 // nakAfter is the negative acknowledgement that has the request
 // delivered again after d (at once for 0).
@@ -58,6 +65,7 @@ func (r *request) give(a answer) {
 	}
 	r.given = &a
 	switch a.kind {
+	case answerLeave:
 	case answerAck:
 		_ = r.ack.Ack()
 	case answerNak:

@@ -180,7 +180,7 @@ func TestResumeThatLosesTheClaimIsRejected(t *testing.T) {
 
 	rec := &recAck{}
 	tr := newTestRun(s, id, rec)
-	s.resume(tr, st, rev, &events.ResumeRequest{TurnID: id, Decisions: map[string]events.Decision{"call_1": {Kind: events.DecisionApprove}}})
+	tr.msg.give(s.resume(tr, st, rev, &events.ResumeRequest{TurnID: id, Decisions: map[string]events.Decision{"call_1": {Kind: events.DecisionApprove}}}))
 	rj := next()
 	if rj.Code != events.RejectNotPaused || rj.Status != string(StatusRunning) || rj.Request != events.TypeTurnResume {
 		t.Fatalf("rejection %+v, want not_paused with status running", rj)
@@ -198,7 +198,8 @@ func TestResumeWhoseClaimFailsIsAnsweredOnce(t *testing.T) {
 	deleteStream(t, ns.JS, "KV_"+events.BucketTurnState)
 
 	rec := &recAck{}
-	s.resume(newTestRun(s, id, rec), st, rev, &events.ResumeRequest{TurnID: id, Decisions: map[string]events.Decision{"call_1": {Kind: events.DecisionApprove}}})
+	tr := newTestRun(s, id, rec)
+	tr.msg.give(s.resume(tr, st, rev, &events.ResumeRequest{TurnID: id, Decisions: map[string]events.Decision{"call_1": {Kind: events.DecisionApprove}}}))
 	rec.answeredOnce(t, "nak-delay")
 }
 
@@ -210,7 +211,9 @@ func TestFailEarlyWhoseEventIsNotStoredIsRedelivered(t *testing.T) {
 	id := "fail-early"
 	rec := &recAck{}
 	req := &events.TurnRequest{TurnID: id, Model: "test:m", Messages: []events.Message{events.UserText("hi")}, Tools: []string{"no_such_tool"}}
-	s.fresh(newTestRun(s, id, rec), req, "digest")
+	tr := newTestRun(s, id, rec)
+	a, _ := s.fresh(tr, req, "digest")
+	tr.msg.give(a)
 	rec.answeredOnce(t, "nak-delay")
 	if _, _, err := s.leaderState(natstest.Context(t), id); err == nil {
 		t.Fatal("the failed turn's state was written although its failed event was not stored")

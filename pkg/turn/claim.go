@@ -18,13 +18,12 @@ import (
 // blocks the previous replica left open, then worker.RunFrom (tool calls
 // with stored results are not run again; the interrupted model call is made
 // again).
-func (s *Service) recover(t *turnRun, st *State, rev uint64) {
+func (s *Service) recover(t *turnRun, st *State, rev uint64) answer {
 	t.rev.Store(rev)
 	t.base = State{Version: StateVersion, Request: st.Request, RequestDigest: st.RequestDigest, SessionPrefix: st.SessionPrefix}
 	if st.Request == nil || st.Checkpoint == nil {
 		t.ep = s.turnEvents(t.id, "")
-		s.failRun(t, CodeInternal, fmt.Errorf("the checkpoint of turn %q cannot be continued (no request or worker state)", t.id))
-		return
+		return s.failRun(t, CodeInternal, fmt.Errorf("the checkpoint of turn %q cannot be continued (no request or worker state)", t.id))
 	}
 	t.session = st.Request.SessionID
 	sc, err := s.scanEvents(s.root, t.session, t.id, st.Seq)
@@ -32,8 +31,7 @@ func (s *Service) recover(t *turnRun, st *State, rev uint64) {
 		// Without the stream's position the first publish cannot be
 		// fenced right: leave the turn to a later delivery.
 		s.log.Warn("turn: scan events of an interrupted turn", "turn_id", t.id, "err", err)
-		t.msg.give(nakAfter(time.Second))
-		return
+		return nakAfter(time.Second)
 	}
 	// Claim the checkpoint (one of the replicas a request may reach
 	// wins), then the event stream (fences the replica that lost it).
@@ -41,25 +39,23 @@ func (s *Service) recover(t *turnRun, st *State, rev uint64) {
 	claim.Owner, claim.Seq, claim.Updated = s.cfg.Instance, sc.pos.Seq, time.Now().UTC()
 	if err := t.write(&claim); err != nil {
 		if !isConflict(err) {
-			t.msg.give(nakAfter(time.Second))
+			return nakAfter(time.Second)
 		}
-		return // a conflict: the replica that claimed the turn runs it
+		return leave // a conflict: the replica that claimed the turn runs it
 	}
-	if !s.claimEvents(t, st, sc) {
-		return
+	if a, ok := s.claimEvents(t, st, sc); !ok {
+		return a
 	}
 	tools, err := s.selectTools(s.root, st.Request.Tools)
 	if err != nil {
-		s.failRun(t, CodeUnknownTool, err)
-		return
+		return s.failRun(t, CodeUnknownTool, err)
 	}
 	w, err := s.newWorker(t, st.Request, tools)
 	if err != nil {
-		s.failRun(t, CodeInternal, err)
-		return
+		return s.failRun(t, CodeInternal, err)
 	}
 	res, err := w.RunFrom(t.ctx, st.Checkpoint)
-	t.finish(res, err)
+	return t.finish(res, err)
 }
 
 // claimAttempts bounds how often a replica continuing a turn publishes its
@@ -72,8 +68,8 @@ const claimAttempts = 10
 // turn is refused. A stale owner that published after the scan gets its
 // event in first; the scan is then repeated (new open blocks, results, or
 // the end of the turn, if the stale owner finished it) and the claim
-// published again. false: the run is over (handled here).
-func (s *Service) claimEvents(t *turnRun, st *State, sc scanned) bool {
+// published again. Not ok: the run is over, with answer a.
+func (s *Service) claimEvents(t *turnRun, st *State, sc scanned) (a answer, ok bool) {
 	for attempt := 1; ; attempt++ {
 		if sc.end != nil {
 			// The previous owner ended the turn before the claim: record
@@ -89,8 +85,7 @@ func (s *Service) claimEvents(t *turnRun, st *State, sc scanned) bool {
 				}
 			}
 			t.ep = s.pub.Turn(t.id, t.session, sc.pos)
-			t.answerEnd(t.writeFinal(status, reason, code), ackAnswer)
-			return false
+			return t.answerEnd(t.writeFinal(status, reason, code), ackAnswer), false
 		}
 		t.ep = s.pub.Turn(t.id, t.session, sc.pos)
 		t.results, t.started = sc.results, sc.started
@@ -103,19 +98,17 @@ func (s *Service) claimEvents(t *turnRun, st *State, sc scanned) bool {
 		cancel()
 		if err == nil {
 			t.claimed = true
-			return true
+			return leave, true
 		}
 		if !errors.Is(err, ErrFenced) || attempt == claimAttempts || !t.owns() {
 			t.lost(err)
-			t.end()
-			return false
+			return t.end(), false
 		}
 		s.log.Info("turn: a replica that lost the turn published meanwhile; claiming again", "turn_id", t.id, "attempt", attempt)
 		if sc, err = s.scanEvents(s.root, t.session, t.id, st.Seq); err != nil {
 			s.log.Warn("turn: scan events of an interrupted turn", "turn_id", t.id, "err", err)
 			t.silenced.Store(true)
-			t.msg.give(nakAfter(time.Second))
-			return false
+			return nakAfter(time.Second), false
 		}
 	}
 }

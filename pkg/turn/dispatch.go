@@ -13,9 +13,11 @@ import (
 	"github.com/llmworker/llmworker/pkg/telemetry"
 )
 
-// process dispatches a decoded request: decide says what to do in the
-// situation a run of the turn here, or else the turn's state, makes.
-func (s *Service) process(m *request, env *events.Envelope, submit *events.TurnRequest, resume *events.ResumeRequest, dg string) {
+// process dispatches a decoded request and returns its answer: decide
+// says what to do in the situation a run of the turn here, or else the
+// turn's state, makes. The run it starts (turnRun) holds the request
+// until it ends, and its functions return the answer the request gets.
+func (s *Service) process(m *request, env *events.Envelope, submit *events.TurnRequest, resume *events.ResumeRequest, dg string) answer {
 	sit := situation{kind: kindSubmit}
 	id := ""
 	if submit != nil {
@@ -46,16 +48,14 @@ func (s *Service) process(m *request, env *events.Envelope, submit *events.TurnR
 		}
 		cancel(nil)
 		if act == actLeave {
-			return
+			return leave
 		}
 		st, _, err := s.leaderRead(id)
 		if err != nil {
-			m.give(nakAfter(time.Second))
-			return
+			return nakAfter(time.Second)
 		}
 		sit.sameData = dg != "" && dg == st.RequestDigest
-		s.answerExisting(m, id, st, decide(sit))
-		return
+		return s.answerExisting(id, st, decide(sit))
 	}
 	defer s.unregister(t)
 
@@ -66,27 +66,27 @@ func (s *Service) process(m *request, env *events.Envelope, submit *events.TurnR
 			st, sit.stand = nil, standNone
 		case err != nil:
 			s.log.Warn("turn: read checkpoint", "turn_id", id, "err", err)
-			m.give(nakAfter(time.Second))
-			return
+			return nakAfter(time.Second)
 		default:
 			sit.stand, sit.sameData = standingOf(st.Status), dg != "" && dg == st.RequestDigest
 		}
 		switch act := decide(sit); act {
 		case actStart:
-			if s.fresh(t, submit, dg) && attempt < 3 {
+			a, again := s.fresh(t, submit, dg)
+			if again && attempt < 3 {
 				continue // another replica created the turn meanwhile
 			}
+			return a
 		case actResume:
-			s.resume(t, st, rev, resume)
+			return s.resume(t, st, rev, resume)
 		case actRecover:
 			telemetry.RecordRedelivery(t.ctx, "turn", "")
-			s.recover(t, st, rev)
+			return s.recover(t, st, rev)
 		case actAbortCancelled:
-			s.abortCancelled(t, submit, rev, dg)
+			return s.abortCancelled(t, submit, rev, dg)
 		default:
-			s.answerExisting(m, id, st, act)
+			return s.answerExisting(id, st, act)
 		}
-		return
 	}
 }
 
@@ -140,12 +140,12 @@ func (s *Service) leaderRead(id string) (*State, uint64, error) {
 	return s.leaderState(ctx, id)
 }
 
-// answerExisting answers a request the service does not run with act's
-// answer: a rejection (unknown_turn, not_paused, turn_exists), or for a
+// answerExisting is the answer to a request the service does not run,
+// act's: a rejection (unknown_turn, not_paused, turn_exists), or for a
 // submit with the same data as the turn's (a retried publish, a
 // redelivery) an acknowledgement without an answer: the turn's events
 // answer it. st is the turn's state (nil when it has none).
-func (s *Service) answerExisting(m *request, id string, st *State, act action) {
+func (s *Service) answerExisting(id string, st *State, act action) answer {
 	switch act {
 	case actUnknownTurn:
 		why := "it never started, or its state expired"
@@ -153,19 +153,19 @@ func (s *Service) answerExisting(m *request, id string, st *State, act action) {
 		if st != nil {
 			why = "it was cancelled before it started"
 		}
-		s.rejectRequest(m, events.TurnRejected{TurnID: id, Request: req, Code: events.RejectUnknownTurn,
+		return s.reject(events.TurnRejected{TurnID: id, Request: req, Code: events.RejectUnknownTurn,
 			Reason: fmt.Sprintf("there is no turn %q to resume (%s)", id, why)})
 	case actNotPaused:
-		s.rejectRequest(m, events.TurnRejected{TurnID: id, Request: events.TypeTurnResume, Code: events.RejectNotPaused, Status: string(st.Status),
+		return s.reject(events.TurnRejected{TurnID: id, Request: events.TypeTurnResume, Code: events.RejectNotPaused, Status: string(st.Status),
 			Reason: fmt.Sprintf("turn %q is %s, not paused: a resume applies to a paused turn once (a resume sent twice finds it running or ended)", id, st.Status)})
 	case actDuplicate:
-		m.give(ackAnswer)
+		return ackAnswer
 	default:
 		reason := fmt.Sprintf("turn %q exists (%s) and was submitted with other data: a turn id names one turn, so choose a new id", id, st.Status)
 		if st.Status.Finished() && s.cfg.FinishedTTL > 0 {
 			reason += fmt.Sprintf(" (the id is free again %s after the turn ended)", s.cfg.FinishedTTL)
 		}
-		s.rejectRequest(m, events.TurnRejected{TurnID: id, Request: events.TypeTurnSubmit, Code: events.RejectTurnExists, Status: string(st.Status), Reason: reason})
+		return s.reject(events.TurnRejected{TurnID: id, Request: events.TypeTurnSubmit, Code: events.RejectTurnExists, Status: string(st.Status), Reason: reason})
 	}
 }
 

@@ -11,40 +11,34 @@ import (
 )
 
 // resume continues a paused turn with the decisions of a resume request.
-func (s *Service) resume(t *turnRun, st *State, rev uint64, req *events.ResumeRequest) {
+func (s *Service) resume(t *turnRun, st *State, rev uint64, req *events.ResumeRequest) answer {
 	t.rev.Store(rev)
 	t.base = State{Version: StateVersion, Request: st.Request, RequestDigest: st.RequestDigest, SessionPrefix: st.SessionPrefix}
 	if st.Request == nil || st.Checkpoint == nil {
 		t.ep = s.turnEvents(t.id, "")
-		s.failRun(t, CodeInternal, fmt.Errorf("the checkpoint of turn %q cannot be resumed (no request or worker state)", t.id))
-		return
+		return s.failRun(t, CodeInternal, fmt.Errorf("the checkpoint of turn %q cannot be resumed (no request or worker state)", t.id))
 	}
 	t.session = st.Request.SessionID
 	if err := checkResume(st, req); err != nil {
-		s.rejectRequest(t.msg, events.TurnRejected{TurnID: t.id, Request: events.TypeTurnResume, Code: events.RejectInvalidRequest,
+		return s.reject(events.TurnRejected{TurnID: t.id, Request: events.TypeTurnResume, Code: events.RejectInvalidRequest,
 			Status: string(StatusPaused), Reason: fmt.Sprintf("%v; the turn is still paused", err)})
-		return
 	}
 	t.ep = s.turnEvents(t.id, t.session)
 	claim := *st
 	claim.Status, claim.Owner, claim.Updated = StatusRunning, s.cfg.Instance, time.Now().UTC()
 	if err := t.write(&claim); err != nil {
 		if isConflict(err) {
-			s.resumeLost(t.msg, t.id)
-		} else {
-			t.msg.give(nakAfter(time.Second))
+			return s.resumeLost(t.id)
 		}
-		return
+		return nakAfter(time.Second)
 	}
 	tools, err := s.selectTools(s.root, st.Request.Tools)
 	if err != nil {
-		s.failRun(t, CodeUnknownTool, err)
-		return
+		return s.failRun(t, CodeUnknownTool, err)
 	}
 	w, err := s.newWorker(t, st.Request, tools)
 	if err != nil {
-		s.failRun(t, CodeInternal, err)
-		return
+		return s.failRun(t, CodeInternal, err)
 	}
 	res, err := w.Resume(t.ctx, st.Checkpoint, req.Decisions, req.Messages...)
 	if err != nil {
@@ -54,33 +48,31 @@ func (s *Service) resume(t *turnRun, st *State, rev uint64, req *events.ResumeRe
 		back.Owner, back.Updated = s.cfg.Instance, time.Now().UTC()
 		if werr := t.write(&back); werr != nil {
 			if !isConflict(werr) {
-				t.msg.give(nakAfter(time.Second))
+				return nakAfter(time.Second)
 			}
-			return
+			return leave
 		}
-		s.rejectRequest(t.msg, events.TurnRejected{TurnID: t.id, Request: events.TypeTurnResume, Code: events.RejectInvalidRequest,
+		return s.reject(events.TurnRejected{TurnID: t.id, Request: events.TypeTurnResume, Code: events.RejectInvalidRequest,
 			Status: string(StatusPaused), Reason: fmt.Sprintf("%v; the turn is still paused", err)})
-		return
 	}
-	t.finish(res, nil)
+	return t.finish(res, nil)
 }
 
 // resumeLost answers a resume whose claim of a paused turn conflicted: a
 // resume handled by another replica claimed it first. The client is told
 // the turn is not paused, unless it is paused again (that resume was
 // refused), when the request is looked at again in a moment.
-func (s *Service) resumeLost(m *request, id string) {
+func (s *Service) resumeLost(id string) answer {
 	kctx, cancel := context.WithTimeout(s.root, kvTimeout)
 	st, _, err := s.leaderState(kctx, id)
 	cancel()
 	switch {
 	case err != nil:
-		m.give(nakAfter(time.Second))
+		return nakAfter(time.Second)
 	case st.Status == StatusPaused:
-		m.give(nakAfter(100 * time.Millisecond))
-	default:
-		s.answerExisting(m, id, st, actNotPaused)
+		return nakAfter(100 * time.Millisecond)
 	}
+	return s.answerExisting(id, st, actNotPaused)
 }
 
 // checkResume says why req cannot continue the paused turn st, before the

@@ -173,42 +173,44 @@ func (s *Service) handle(m jetstream.Msg) {
 			r.give(nakAfter(0))
 		}
 	}()
+	r.give(s.read(r, m))
+}
+
+// read decodes a delivered request and processes it, or rejects one that
+// cannot be read; it returns the request's answer.
+func (s *Service) read(r *request, m jetstream.Msg) answer {
 	env, err := events.DecodeEnvelope(m.Headers(), m.Data())
 	if err != nil {
-		s.reject(r, m, nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err))
-		return
+		return s.invalid(m, nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err))
 	}
 	switch env.Type {
 	case events.TypeTurnSubmit:
 		req, err := events.DecodeData[events.TurnRequest](env)
 		if err != nil {
-			s.reject(r, m, env, fmt.Errorf("%w: %w", ErrInvalidRequest, err))
-			return
+			return s.invalid(m, env, fmt.Errorf("%w: %w", ErrInvalidRequest, err))
 		}
 		r.ack = newRequestAck(s.nc, m) // the run keeps the answer, not the message
-		s.process(r, env, &req, nil, digest(env.Data))
+		return s.process(r, env, &req, nil, digest(env.Data))
 	case events.TypeTurnResume:
 		req, err := events.DecodeData[events.ResumeRequest](env)
 		if err != nil {
-			s.reject(r, m, env, fmt.Errorf("%w: %w", ErrInvalidRequest, err))
-			return
+			return s.invalid(m, env, fmt.Errorf("%w: %w", ErrInvalidRequest, err))
 		}
 		r.ack = newRequestAck(s.nc, m)
-		s.process(r, env, nil, &req, "")
-	default:
-		s.reject(r, m, env, fmt.Errorf("%w: CloudEvent type %q is neither %s nor %s", ErrInvalidRequest, env.Type,
-			events.TypeTurnSubmit, events.TypeTurnResume))
+		return s.process(r, env, nil, &req, "")
 	}
+	return s.invalid(m, env, fmt.Errorf("%w: CloudEvent type %q is neither %s nor %s", ErrInvalidRequest, env.Type,
+		events.TypeTurnSubmit, events.TypeTurnResume))
 }
 
-// reject ends a request that cannot be read: llmw.turn.rejected
+// invalid answers a request that cannot be read: llmw.turn.rejected
 // (invalid_request) on P.turn.rejected.<turn_id>, with the turn id taken
 // from the body, the CloudEvent or else the Nats-Msg-Id header ("_" when
 // there is none a subject can carry). A submit of an id that has no turn
 // also gets llmw.turn.failed on the turn's events, so a UI that waits there
 // ends too (an existing turn's events are not disturbed). The message is
 // terminated, never redelivered.
-func (s *Service) reject(r *request, m jetstream.Msg, env *events.Envelope, err error) {
+func (s *Service) invalid(m jetstream.Msg, env *events.Envelope, err error) answer {
 	var ids struct {
 		TurnID    string `json:"turn_id"`
 		SessionID string `json:"session_id"`
@@ -249,7 +251,7 @@ func (s *Service) reject(r *request, m jetstream.Msg, env *events.Envelope, err 
 			}
 		}
 	}
-	s.rejectRequest(r, rj)
+	return s.reject(rj)
 }
 
 func (s *Service) unregister(t *turnRun) {
@@ -410,16 +412,15 @@ func (t *turnRun) recordEnd(status Status, reason, code string) error {
 	return err
 }
 
-// finish acts on the worker's result: session, final state, ack.
-func (t *turnRun) finish(res *worker.Result, err error) {
+// finish acts on the worker's result: final state, then the request's
+// answer.
+func (t *turnRun) finish(res *worker.Result, err error) answer {
 	_ = t.settle() // its failure silenced the run
 	if t.silenced.Load() || t.flush() != nil {
-		t.end()
-		return
+		return t.end()
 	}
 	if err != nil {
-		t.s.failRun(t, CodeInternal, fmt.Errorf("the turn could not be continued: %w", err))
-		return
+		return t.s.failRun(t, CodeInternal, fmt.Errorf("the turn could not be continued: %w", err))
 	}
 	var werr error
 	switch res.Status {
@@ -446,24 +447,24 @@ func (t *turnRun) finish(res *worker.Result, err error) {
 		t.mu.Unlock()
 		werr = t.recordEnd(StatusFailed, reason, code)
 	}
-	t.answerEnd(werr, ackAnswer)
+	return t.answerEnd(werr, ackAnswer)
 }
 
-// answerEnd answers the request once the turn's end, stored in its
+// answerEnd is the request's answer once the turn's end, stored in its
 // events, was written to its state (err): done (an ack, or a term for a
-// failure) when it was; nothing after a conflict, since the replica that
+// failure) when it was; leave after a conflict, since the replica that
 // wrote the state answers; and when the write failed (the bucket took no
 // write for RetryTimeout), a delayed nak, so that the request's next
 // delivery records the end (recover finds it in its scan; abortCancelled,
 // its one event stored) instead of the state saying running for good.
-func (t *turnRun) answerEnd(err error, done answer) {
+func (t *turnRun) answerEnd(err error, done answer) answer {
 	switch {
 	case err == nil:
-		t.msg.give(done)
+		return done
 	case isConflict(err):
-	default:
-		t.msg.give(nakAfter(time.Second))
+		return leave
 	}
+	return nakAfter(time.Second)
 }
 
 // Observe publishes a worker event on P.events.<session>.<turn>.<channel>.
@@ -571,12 +572,14 @@ func terminal(ev events.WorkerEvent) bool {
 	return false
 }
 
-// end is the end of a silenced run: the request is negatively
-// acknowledged when the turn is to continue elsewhere at once.
-func (t *turnRun) end() {
+// end is the answer at the end of a silenced run: a negative
+// acknowledgement when the turn is to continue elsewhere at once, else
+// leave.
+func (t *turnRun) end() answer {
 	if t.nak.Load() {
-		t.msg.give(nakAfter(0))
+		return nakAfter(0)
 	}
+	return leave
 }
 
 // storeSession appends the turn's messages to its session; a transcript

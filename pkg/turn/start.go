@@ -18,7 +18,7 @@ import (
 // event, and the state records the end. A final write that fails (for
 // longer than Config.RetryTimeout) leaves the end to the request's next
 // delivery, which finds the event stored and only writes the state.
-func (s *Service) abortCancelled(t *turnRun, req *events.TurnRequest, rev uint64, dg string) {
+func (s *Service) abortCancelled(t *turnRun, req *events.TurnRequest, rev uint64, dg string) answer {
 	t.session = req.SessionID
 	t.ep = s.turnEvents(t.id, t.session)
 	t.rev.Store(rev)
@@ -32,16 +32,15 @@ func (s *Service) abortCancelled(t *turnRun, req *events.TurnRequest, rev uint64
 	if t.ep.Seq() == 0 {
 		t.publishEnd(events.TurnAborted{Reason: reason, Code: CodeCancelled})
 		if t.flush() != nil {
-			t.msg.give(nakAfter(time.Second))
-			return
+			return nakAfter(time.Second)
 		}
 	}
-	t.answerEnd(t.writeFinal(StatusAborted, reason, CodeCancelled), ackAnswer)
+	return t.answerEnd(t.writeFinal(StatusAborted, reason, CodeCancelled), ackAnswer)
 }
 
-// fresh starts a new turn; true means the state appeared meanwhile (the
-// caller dispatches again).
-func (s *Service) fresh(t *turnRun, req *events.TurnRequest, dg string) bool {
+// fresh starts a new turn and returns the request's answer; again means
+// the state appeared meanwhile (the caller dispatches again).
+func (s *Service) fresh(t *turnRun, req *events.TurnRequest, dg string) (a answer, again bool) {
 	t.session = req.SessionID
 	t.ep = s.turnEvents(t.id, t.session)
 	stripped := *req
@@ -50,7 +49,7 @@ func (s *Service) fresh(t *turnRun, req *events.TurnRequest, dg string) bool {
 
 	tools, err := s.selectTools(s.root, req.Tools)
 	if err != nil {
-		return s.failEarly(t, CodeUnknownTool, err)
+		return s.failEarly(t, CodeUnknownTool, err), false
 	}
 	var prefix []events.Message
 	if t.session != "" {
@@ -62,11 +61,10 @@ func (s *Service) fresh(t *turnRun, req *events.TurnRequest, dg string) bool {
 			prefix = sess.Messages
 		case errors.Is(err, ErrCorruptSession):
 			// Redelivering the request would find the same value.
-			return s.failEarly(t, CodeInternal, err)
+			return s.failEarly(t, CodeInternal, err), false
 		case !errors.Is(err, jetstream.ErrKeyNotFound):
 			s.log.Warn("turn: read session", "session_id", t.session, "err", err)
-			t.msg.give(nakAfter(time.Second))
-			return false
+			return nakAfter(time.Second), false
 		}
 	}
 	t.base.SessionPrefix = len(prefix)
@@ -77,43 +75,40 @@ func (s *Service) fresh(t *turnRun, req *events.TurnRequest, dg string) bool {
 	st.Status, st.Owner, st.Checkpoint, st.Updated = StatusRunning, s.cfg.Instance, cp, time.Now().UTC()
 	b, err := s.encodeState(&st)
 	if err != nil {
-		return s.failEarly(t, CodeTooLarge, err)
+		return s.failEarly(t, CodeTooLarge, err), false
 	}
 	kctx, cancel := context.WithTimeout(s.root, kvTimeout)
 	rev, err := s.storeState(kctx, t.id, b, 0, 0)
 	cancel()
 	if isConflict(err) {
-		return true
+		return leave, true
 	}
 	if err != nil {
 		s.log.Warn("turn: create checkpoint", "turn_id", t.id, "err", err)
-		t.msg.give(nakAfter(time.Second))
-		return false
+		return nakAfter(time.Second), false
 	}
 	t.rev.Store(rev)
 	w, err := s.newWorker(t, req, tools)
 	if err != nil {
-		s.failRun(t, CodeInternal, err)
-		return false
+		return s.failRun(t, CodeInternal, err), false
 	}
 	res, err := w.Run(t.ctx, msgs)
-	t.finish(res, err)
-	return false
+	return t.finish(res, err), false
 }
 
 // failEarly ends a turn that cannot start (unknown tool, too large): it
 // publishes llmw.turn.failed, stores the failed state (so a redelivery does
 // nothing) and terminates the request.
-func (s *Service) failEarly(t *turnRun, code string, err error) bool {
+func (s *Service) failEarly(t *turnRun, code string, err error) answer {
 	t.publishEnd(events.TurnFailed{Reason: err.Error(), Code: code})
 	if t.flush() != nil {
 		// Not stored (and so not written to the state): the next
 		// delivery publishes it, unless another replica's events for the
 		// id fenced it out (lost decides).
 		if t.nak.Load() {
-			t.msg.give(nakAfter(time.Second))
+			return nakAfter(time.Second)
 		}
-		return false
+		return leave
 	}
 	st := t.base
 	st.Status, st.Owner, st.Seq, st.Reason, st.Code, st.Updated = StatusFailed, s.cfg.Instance, t.ep.Seq(), err.Error(), code, time.Now().UTC()
@@ -122,16 +117,14 @@ func (s *Service) failEarly(t *turnRun, code string, err error) bool {
 		_, _ = s.storeState(kctx, t.id, b, 0, s.cfg.FinishedTTL)
 		cancel()
 	}
-	t.msg.give(termWith(code))
-	return false
+	return termWith(code)
 }
 
 // failRun ends a turn that has a state but cannot go on.
-func (s *Service) failRun(t *turnRun, code string, err error) {
+func (s *Service) failRun(t *turnRun, code string, err error) answer {
 	t.publishEnd(events.TurnFailed{Reason: err.Error(), Code: code})
 	if t.flush() != nil {
-		t.end()
-		return
+		return t.end()
 	}
-	t.answerEnd(t.recordEnd(StatusFailed, err.Error(), code), termWith(code))
+	return t.answerEnd(t.recordEnd(StatusFailed, err.Error(), code), termWith(code))
 }
