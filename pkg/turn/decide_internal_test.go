@@ -1,6 +1,12 @@
 package turn
 
-import "testing"
+import (
+	"strings"
+	"testing"
+
+	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/worker"
+)
 
 // Each row is one situation a turn request can meet and what the service
 // does then (docs/protocol.md §5, "Answers").
@@ -37,6 +43,44 @@ func TestDecide(t *testing.T) {
 		t.Run(row.name, func(t *testing.T) {
 			if got := decide(row.sit); got != row.want {
 				t.Fatalf("decide(%+v) = %d, want %d", row.sit, got, row.want)
+			}
+		})
+	}
+}
+
+// A resume is checked against the pause before the turn is claimed.
+func TestCheckResume(t *testing.T) {
+	toolPause := &State{Checkpoint: &worker.Checkpoint{
+		Pending: []worker.PendingCall{
+			{Call: events.ToolCall{ID: "call_1", Name: "a"}, State: worker.CallPaused},
+			{Call: events.ToolCall{ID: "call_2", Name: "b"}, State: worker.CallPaused},
+		},
+		Pause: &worker.Pause{Event: events.HookBeforeToolCall},
+	}}
+	endPause := &State{Checkpoint: &worker.Checkpoint{Pause: &worker.Pause{Event: events.HookOnTurnEnd}}}
+	approve := events.Decision{Kind: events.DecisionApprove}
+	for _, row := range []struct {
+		name      string
+		st        *State
+		decisions map[string]events.Decision
+		// want is what the error names ("" for none).
+		want string
+	}{
+		{"a decision for each waiting call", toolPause, map[string]events.Decision{"call_1": approve, "call_2": {Kind: events.DecisionDeny}}, ""},
+		{"a decision for some of the waiting calls", toolPause, map[string]events.Decision{"call_2": approve}, ""},
+		{"no decision while calls wait", toolPause, nil, "call_1, call_2"},
+		{"a decision for a call that does not wait", toolPause, map[string]events.Decision{"call_1": approve, "call_9": approve}, `"call_9"`},
+		{"a decision of no known kind", toolPause, map[string]events.Decision{"call_1": {Kind: "maybe"}}, `"maybe"`},
+		{"no decision for a turn paused at on_turn_end", endPause, nil, ""},
+		{"decisions for a turn paused at on_turn_end", endPause, map[string]events.Decision{"call_1": approve}, "on_turn_end"},
+	} {
+		t.Run(row.name, func(t *testing.T) {
+			err := checkResume(row.st, &events.ResumeRequest{TurnID: "t", Decisions: row.decisions})
+			switch {
+			case row.want == "" && err != nil:
+				t.Fatalf("checkResume = %v, want nil", err)
+			case row.want != "" && (err == nil || !strings.Contains(err.Error(), row.want)):
+				t.Fatalf("checkResume = %v, want an error naming %s", err, row.want)
 			}
 		})
 	}
