@@ -25,6 +25,9 @@ type recAck struct {
 	mu      sync.Mutex
 	answers []string
 	req     *request // the request it answers for
+	seq     uint64   // the stream sequence of its message, less one
+	// looked, when set, gets a value at every Metadata call.
+	looked chan struct{}
 }
 
 func (r *recAck) add(s string) error {
@@ -40,7 +43,10 @@ func (r *recAck) NakWithDelay(time.Duration) error   { return r.add("nak-delay")
 func (r *recAck) InProgress() error                  { return nil }
 func (r *recAck) TermWithReason(reason string) error { return r.add("term " + reason) }
 func (r *recAck) Metadata() (*jetstream.MsgMetadata, error) {
-	return &jetstream.MsgMetadata{NumDelivered: 1, Sequence: jetstream.SequencePair{Stream: 1, Consumer: 1}}, nil
+	if r.looked != nil {
+		r.looked <- struct{}{}
+	}
+	return &jetstream.MsgMetadata{NumDelivered: 1, Sequence: jetstream.SequencePair{Stream: r.seq + 1, Consumer: 1}}, nil
 }
 
 func (r *recAck) got() []string {
@@ -279,5 +285,41 @@ func TestCancelOfEndedTurnKeepsItsExpiry(t *testing.T) {
 	expires, want := m.Time.Add(ttl), ended.Add(time.Hour)
 	if expires.After(want.Add(2 * time.Second)) {
 		t.Fatalf("after the cancels the state expires at %s, want by %s (an hour after the turn ended)", expires.Format(time.TimeOnly), want.Format(time.TimeOnly))
+	}
+}
+
+// A resume that arrives while this replica's run of the turn is ending
+// with the pause it answers (the paused state is stored, the run not over)
+// waits for that run to end, then resumes the turn — here a resume the
+// turn cannot apply, so its answer is the rejection, given once.
+func TestResumeWhileTheRunHereEndsItsPauseWaitsForIt(t *testing.T) {
+	s, ns := internalService(t, Config{})
+	id := "pausing"
+	pausedState(t, s, id)
+	next := rejectedOf(t, ns.NC, s, id)
+	hereAck := &recAck{seq: 1, looked: make(chan struct{})}
+	here := &turnRun{s: s, id: id, msg: newRequest(hereAck, s.log), done: make(chan struct{})}
+	here.pausing.Store(true)
+	s.mu.Lock()
+	s.running[id] = here
+	s.mu.Unlock()
+
+	rec := &recAck{}
+	rec.req = newRequest(rec, s.log)
+	answered := make(chan answer, 1)
+	go func() {
+		answered <- s.process(rec.req, &events.Envelope{}, nil,
+			&events.ResumeRequest{TurnID: id, Decisions: map[string]events.Decision{"call_9": {Kind: events.DecisionApprove}}}, "")
+	}()
+	<-hereAck.looked // the resume found the run here
+	s.mu.Lock()
+	delete(s.running, id)
+	s.mu.Unlock()
+	close(here.done)
+	if a := <-answered; a != termWith(events.RejectInvalidRequest) {
+		t.Fatalf("answer %+v, want the resume rejected (invalid_request) once the run here ended", a)
+	}
+	if rj := next(); rj.Code != events.RejectInvalidRequest || !strings.Contains(rj.Reason, "call_9") {
+		t.Fatalf("rejection %+v", rj)
 	}
 }
