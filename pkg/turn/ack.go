@@ -33,7 +33,11 @@ var (
 // acknowledgement subject and the delivery metadata, and sends what
 // jetstream.Msg sends there (JetStream's acknowledgement protocol: +ACK,
 // -NAK with an optional delay, +WPI, +TERM with a reason); like
-// jetstream.Msg it sends nothing after a final acknowledgement.
+// jetstream.Msg it sends nothing after a final acknowledgement. nats.go's
+// JetStream API has no way to acknowledge a delivery by its subject
+// without its message, so this file keeps the protocol's four bodies;
+// ack_internal_test.go checks, on a real server, that they are byte for
+// byte what jetstream.Msg sends, so a nats.go that changed them fails it.
 type requestAck struct {
 	nc    *nats.Conn
 	reply string

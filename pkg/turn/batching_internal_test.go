@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/natstest"
@@ -30,7 +31,11 @@ func TestBatchMinReadsTheStreamOnce(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
 	p := NewPublisher(e.NC, PublisherOptions{})
-	p.apiPrefix = "stand-in."
+	js, err := jetstream.NewWithAPIPrefix(e.NC, "stand-in.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.js = js
 
 	for range 3 {
 		if m := p.batchMin(); m != 0 {

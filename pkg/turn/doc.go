@@ -63,18 +63,21 @@
 // and the run's end wait for it, and its failure stops the call and the
 // run.
 //
-// When a request is delivered, its turn's state decides: none → a fresh
-// run; running (a replica died, or stopped at a step boundary) → the turn
-// continues from the checkpoint on this replica: block.abort events for the
-// blocks the previous replica left open (read back from LLMW_EVENTS), seq
+// When a request is delivered, a run of its turn on this replica, or else
+// the turn's state, decides (docs/architecture.md, "A turn request's
+// life"): none → a fresh run; running (a replica died, or stopped at a
+// step boundary) and the request delivered again → the turn continues
+// from the checkpoint on this replica: block.abort events for the blocks
+// the previous replica left open (read back from LLMW_EVENTS), seq
 // continuing where it stopped, then worker.RunFrom — tool calls whose
 // results are in LLMW_TOOLRESULTS are not run again, an interrupted model
-// call is made again; finished → nothing is published again and the request
-// is acknowledged. A paused turn acknowledges its request; a resume request
-// (decisions approve / deny / edit, extra messages) continues it with
-// llmw.turn.resumed. A resume that the worker refuses (e.g. a decision for
-// a call that does not wait for one) publishes llmw.turn.paused again with
-// the reason; the turn stays paused.
+// call is made again; finished → nothing is published again and the
+// request is answered (docs/protocol.md §5). A paused turn acknowledges
+// its request; a resume request (decisions approve / deny / edit, extra
+// messages) continues it with llmw.turn.resumed. A resume the turn cannot
+// apply (no decision while calls wait, a decision for a call that does
+// not wait for one) is answered with llmw.turn.rejected (invalid_request);
+// the turn stays paused, its events untouched.
 //
 // A checkpoint, session transcript or completed event larger than the NATS
 // max payload fails the turn with code "too_large" and a reason saying so.

@@ -12,8 +12,8 @@ import (
 
 // The kind of a failed model call reaches the client as the code of
 // llmw.turn.failed (docs/protocol.md §10), so that a program can tell a
-// missing key from an unknown model or a refusal. Before, every one of
-// them was provider_error.
+// missing key from an unknown model or a refusal, each with a code of
+// its own.
 func TestFailedCallKeepsItsKind(t *testing.T) {
 	e := newEnv(t)
 	refusal := llmtest.Script{Events: []events.Event{

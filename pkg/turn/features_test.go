@@ -293,3 +293,20 @@ func TestOversizeTranscript(t *testing.T) {
 		t.Fatalf("publishing %d bytes: %v, want nats.ErrMaxPayload", len(huge), err)
 	}
 }
+
+// A cancel on a subject that names no single turn (a wildcard for the
+// turn id) is answered with llmw.turn.rejected (invalid_request) on
+// P.turn.rejected._, and cancels no turn.
+func TestCancelOfNoSingleTurnIsRejected(t *testing.T) {
+	e := newEnv(t)
+	e.startTurn(turn.Config{})
+	e.startTurn(turn.Config{})
+	rejected := e.rejections("_")
+	if err := e.nc.Publish(e.subj.TurnCancel("*"), nil); err != nil {
+		t.Fatal(err)
+	}
+	rj := rejected()
+	if rj.Code != events.RejectInvalidRequest || rj.Request != events.TypeTurnCancel || !strings.Contains(rj.Reason, e.subj.TurnCancel("*")) {
+		t.Fatalf("answer %+v", rj)
+	}
+}

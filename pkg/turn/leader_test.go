@@ -92,8 +92,8 @@ func TestLaggingReplicaIsNotBelieved(t *testing.T) {
 // path, reads neither its state nor its results there: its state lookup
 // finds none with a direct get, its calls are first published (no
 // lookup), and the results it receives are confirmed with direct gets.
-// (Where its events end is read from the leader, as before: its first
-// publish is fenced on it.)
+// (Where its events end is read from the leader: its first publish is
+// fenced on it.)
 func TestANewTurnReadsNoStateOrResultFromTheLeader(t *testing.T) {
 	e := newEnv(t)
 	p := llmtest.NewScripted(

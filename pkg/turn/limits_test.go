@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -29,9 +30,8 @@ import (
 // malformed submits and short turns, every one under a random id and
 // session: each is answered (a rejection or the turn's end), and once the
 // TTLs have passed (docs/protocol.md §2, Limits) the state and session
-// buckets and the request stream hold nothing of them. Before the limits,
-// LLMW_SESSIONS kept a transcript per session for ever and LLMW_TURNS
-// kept requests no replica took for ever.
+// buckets and the request stream hold nothing of them: neither a
+// transcript per session nor a request no replica took stays for ever.
 func TestFloodOfRandomIDs(t *testing.T) {
 	e := newEnv(t)
 	p := llmtest.NewScripted()
@@ -258,5 +258,52 @@ func TestSilentHookAndStuckToolFreeTheSlot(t *testing.T) {
 	}
 	if asked.Load() != 2 {
 		t.Errorf("the silent hook was asked %d times, want 2", asked.Load())
+	}
+}
+
+// The longest turn and session ids docs/protocol.md allows (256 bytes, one
+// subject token) run a turn with a tool call to its end and into the
+// session, whatever the ids derived from them (model request ids, KV keys,
+// tool call ids) need.
+func TestLongestIDsRun(t *testing.T) {
+	e := newEnv(t)
+	e.scripted(llmtest.NewScripted( // the turns run one after the other
+		llmtest.ToolStep(llmtest.ToolCallSpec{ID: "call_1", Name: "get_capital", Input: `{"country":"France"}`}),
+		llmtest.TextStep("Paris it is"),
+		llmtest.ToolStep(llmtest.ToolCallSpec{ID: "call_1", Name: "get_capital", Input: `{"country":"France"}`}),
+		llmtest.TextStep("Paris it is"),
+	))
+	var runs atomic.Int64
+	e.startToolexec(toolexec.Config{}, capitalTool(&runs))
+	e.startTurn(turn.Config{})
+	pad := func(prefix string, c byte) string {
+		b := []byte(prefix)
+		for len(b) < 256 {
+			b = append(b, c)
+		}
+		return string(b)
+	}
+	for _, tc := range []struct{ name, turnID, sessionID string }{
+		{"key characters", pad(newID("long"), 'x'), pad("s-"+nuid.Next(), 'y')},
+		{"other characters", pad(newID("long:é"), 'z'), ""},
+	} {
+		func() {
+			if len(tc.turnID) != 256 || !events.ValidToken(tc.turnID) {
+				t.Fatalf("turn id of %d bytes, valid %v", len(tc.turnID), events.ValidToken(tc.turnID))
+			}
+			w := e.watch(tc.turnID)
+			e.submit(events.TurnRequest{TurnID: tc.turnID, SessionID: tc.sessionID, Model: "test:m",
+				Messages: []events.Message{events.UserText("capital?")}, Tools: []string{"get_capital"}})
+			done := w.completed()
+			if _, results := toolUses(done.Messages); !strings.Contains(results["call_1"].Content, "Paris") {
+				t.Fatalf("transcript %s", mustJSON(t, done.Messages))
+			}
+			if tc.sessionID != "" {
+				s, ok, err := turn.LoadSession(natstest.Context(t), e.js, tc.sessionID)
+				if err != nil || !ok || len(s.Messages) != len(done.Messages) {
+					t.Fatalf("%s: session %v %v %v", tc.name, s, ok, err)
+				}
+			}
+		}()
 	}
 }

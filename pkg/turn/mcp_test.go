@@ -5,11 +5,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook"
@@ -100,11 +102,16 @@ func TestRemoteToolProgressEvents(t *testing.T) {
 	type args struct {
 		Pages int `json:"pages"`
 	}
+	// The result waits until the first report is an event of the turn.
+	reported := make(chan struct{})
 	scan := tool.Must("scan", "Scans pages.", func(ctx context.Context, a args) (string, error) {
 		for i := 1; i <= a.Pages; i++ {
 			tool.ReportProgress(ctx, tool.Progress{Progress: float64(i), Total: float64(a.Pages), Message: "page"})
 		}
-		time.Sleep(50 * time.Millisecond) // the reports travel before the result
+		select {
+		case <-reported:
+		case <-ctx.Done():
+		}
 		return "scanned", nil
 	})
 	e := newEnv(t)
@@ -112,6 +119,16 @@ func TestRemoteToolProgressEvents(t *testing.T) {
 	e.startToolexec(toolexec.Config{}, scan)
 	e.startTurn(turn.Config{})
 	id := newID("progress")
+	var once sync.Once
+	sub, err := e.nc.Subscribe(e.subj.EventsOfTurn(id), func(m *nats.Msg) {
+		if m.Header.Get(events.HeaderType) == events.TypeToolProgress {
+			once.Do(func() { close(reported) })
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
 	w := e.watch(id)
 	e.submit(events.TurnRequest{TurnID: id, Model: "test:m", Messages: []events.Message{events.UserText("scan")}, Tools: []string{"scan"}})
 	evs := w.waitType(events.TypeTurnCompleted)

@@ -95,7 +95,10 @@ func TestPauseAndResume(t *testing.T) {
 	}
 }
 
-// A resume the worker refuses leaves the turn paused and says why.
+// A resume the turn cannot apply — decisions for calls that do not wait,
+// or no decision at all while calls wait — is answered with
+// llmw.turn.rejected (invalid_request): the turn's events and state stay
+// as the pause left them, and a valid resume still continues it.
 func TestResumeRejected(t *testing.T) {
 	e := newEnv(t)
 	e.scripted(llmtest.NewScripted(llmtest.ToolStep(llmtest.ToolCallSpec{ID: "call_1", Name: "get_capital", Input: `{"country":"France"}`}), llmtest.TextStep("ok")))
@@ -104,18 +107,38 @@ func TestResumeRejected(t *testing.T) {
 	e.startTurn(turn.Config{Hooks: pauseChain(t)})
 	id := newID("reject")
 	w := e.watch(id)
+	rejected := e.rejections(id)
 	e.submit(events.TurnRequest{TurnID: id, Model: "test:m", Messages: []events.Message{events.UserText("capital?")}, Tools: []string{"get_capital"}})
-	w.waitType(events.TypeTurnPaused)
-	e.resume(events.ResumeRequest{TurnID: id, Decisions: map[string]events.Decision{"no_such_call": {Kind: events.DecisionApprove}}})
-	evs := w.waitFor("a second paused event", func(evs []ev) bool { return count(evs, events.TypeTurnPaused) == 2 })
-	checkSeq(t, evs)
-	last := decode[events.TurnPaused](t, evs[len(evs)-1])
-	if !strings.Contains(last.Reason, "resume rejected") || !strings.Contains(last.Reason, "no_such_call") || len(last.Pending) != 1 {
-		t.Fatalf("%+v", last)
+	paused := w.waitType(events.TypeTurnPaused)
+	before, _, _ := turn.LoadState(context.Background(), e.js, id)
+	for _, tc := range []struct {
+		name      string
+		decisions map[string]events.Decision
+		// want is what the reason names.
+		want []string
+	}{
+		{"unknown call", map[string]events.Decision{"no_such_call": {Kind: events.DecisionApprove}}, []string{"no_such_call", "call_1"}},
+		{"no decisions", nil, []string{"decisions", "call_1"}},
+		{"unknown kind", map[string]events.Decision{"call_1": {Kind: "maybe"}}, []string{"maybe"}},
+	} {
+		e.resume(events.ResumeRequest{TurnID: id, Decisions: tc.decisions})
+		rj := rejected()
+		if rj.Code != events.RejectInvalidRequest || rj.Request != events.TypeTurnResume || rj.TurnID != id {
+			t.Fatalf("%s: answer %+v, want invalid_request", tc.name, rj)
+		}
+		for _, s := range tc.want {
+			if !strings.Contains(rj.Reason, s) {
+				t.Fatalf("%s: reason %q does not name %q", tc.name, rj.Reason, s)
+			}
+		}
 	}
+	e.consumerIdle(t)
 	st, _, _ := turn.LoadState(context.Background(), e.js, id)
-	if st == nil || st.Status != turn.StatusPaused {
-		t.Fatalf("state %+v", st)
+	if st == nil || st.Status != turn.StatusPaused || st.Seq != before.Seq || len(st.Pending()) != 1 {
+		t.Fatalf("state after the rejected resumes %+v, want paused at seq %d", st, before.Seq)
+	}
+	if evs := e.stored(id); len(evs) != len(paused) {
+		t.Fatalf("the rejected resumes added events:%s", describe(evs[len(paused):]))
 	}
 	// A valid resume still works afterwards.
 	e.resume(events.ResumeRequest{TurnID: id, Decisions: map[string]events.Decision{"call_1": {Kind: events.DecisionDeny}}})
@@ -123,7 +146,7 @@ func TestResumeRejected(t *testing.T) {
 		return find(evs, events.TypeTurnFailed) >= 0 || find(evs, events.TypeTurnCompleted) >= 0
 	})
 	checkSeq(t, end)
-	if find(end, events.TypeTurnCompleted) < 0 || runs.Load() != 0 {
+	if find(end, events.TypeTurnCompleted) < 0 || runs.Load() != 0 || count(end, events.TypeTurnPaused) != 1 {
 		t.Fatalf("after the deny: tool ran %d times:%s", runs.Load(), describe(end))
 	}
 }

@@ -2,13 +2,49 @@ package turn
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/llmworker/llmworker/pkg/ingest"
+	"github.com/llmworker/llmworker/pkg/llm"
 	"github.com/llmworker/llmworker/pkg/worker"
 )
+
+// maxRequestID bounds the request id of a model call. The worker derives
+// it from the turn id (<turn_id>-<step>, an attempt and a restart added),
+// and ingest adds a suffix of its own, while the id must stay one subject
+// token (at most 256 bytes): a turn id of the longest length
+// docs/protocol.md allows would make it longer.
+const maxRequestID = 200
+
+// shortRequestIDs is the service's provider: a request id longer than
+// maxRequestID is replaced by its head and a digest of the whole id, as
+// unique as the id it replaces.
+type shortRequestIDs struct{ p llm.Provider }
+
+func (s shortRequestIDs) Stream(ctx context.Context, req *llm.Request) (llm.Stream, error) {
+	if len(req.RequestID) <= maxRequestID {
+		return s.p.Stream(ctx, req)
+	}
+	r := *req
+	r.RequestID = shortRequestID(req.RequestID)
+	return s.p.Stream(ctx, &r)
+}
+
+// shortRequestID is id's first bytes (whole characters) and the hex of
+// its SHA-256's first 16 bytes.
+func shortRequestID(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	head := id[:maxRequestID-1-2*16]
+	for len(head) > 0 && !utf8.ValidString(head) {
+		head = head[:len(head)-1]
+	}
+	return head + "-" + hex.EncodeToString(sum[:16])
+}
 
 // retryStep is the worker's worker.Config.RetryStep: a model call that
 // failed for a transport reason (Config.Retryable) is made again within its

@@ -2,7 +2,6 @@ package turn
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -58,6 +57,7 @@ const DefaultRetryTimeout = 30 * time.Second
 // for concurrent use.
 type Publisher struct {
 	nc         *nats.Conn
+	js         jetstream.JetStream
 	subjects   events.Subjects
 	source     string
 	retry      time.Duration
@@ -84,7 +84,8 @@ func NewPublisher(nc *nats.Conn, o PublisherOptions) *Publisher {
 	if o.RetryTimeout <= 0 {
 		o.RetryTimeout = DefaultRetryTimeout
 	}
-	p := &Publisher{nc: nc, subjects: events.NewSubjects(o.Prefix), source: events.Source(o.Service, o.Instance),
+	js, _ := jetstream.New(nc) // errors only for options, and there are none
+	p := &Publisher{nc: nc, js: js, subjects: events.NewSubjects(o.Prefix), source: events.Source(o.Service, o.Instance),
 		retry: o.RetryTimeout, ackTimeout: min(o.RetryTimeout, 5*time.Second), apiPrefix: jetstream.DefaultAPIPrefix,
 		keepDeltas: o.KeepDeltas}
 	if o.NoAtomicBatches {
@@ -540,195 +541,47 @@ func (ep *EventPublisher) storeOnce(qs []queued, fence uint64) (uint64, error) {
 			return 0, err
 		}
 	}
-	reply, err := ep.p.nc.RequestMsg(m, ep.p.ackTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), ep.p.ackTimeout)
+	defer cancel()
+	ack, err := ep.p.js.PublishMsg(ctx, m, noPublishRetry...)
 	if err != nil {
+		err = publishError(err)
+		if errors.Is(err, errBatchesOff) {
+			ep.p.batching.Store(batchNever)
+		}
 		return 0, err
 	}
-	seq, err := parsePubAck(reply)
-	if errors.Is(err, errBatchesOff) {
-		ep.p.batching.Store(batchNever)
-	}
-	return seq, err
+	return ack.Sequence, nil
 }
 
-// The headers of an atomic batch (nats-server ≥ 2.12).
-const (
-	headerBatchID     = "Nats-Batch-Id"
-	headerBatchSeq    = "Nats-Batch-Sequence"
-	headerBatchCommit = "Nats-Batch-Commit"
-)
-
-var commitHdr = []string{"1"}
-
-// deleteBatchHeaders leaves the writer's reused header map as a single
-// event's.
-func deleteBatchHeaders(h nats.Header) {
-	delete(h, headerBatchID)
-	delete(h, headerBatchSeq)
-	delete(h, headerBatchCommit)
-}
-
-// maxAtomicBatch and maxAtomicBatchBytes bound one atomic batch: well
-// below the server's default limit of events (1,000), and what the server
-// holds staged until the commit (a few large tool results go one by one).
-const (
-	maxAtomicBatch      = 100
-	maxAtomicBatchBytes = 1 << 20
-)
-
-// batchLen is how many of qs go in the next atomic batch: as many as
-// maxAtomicBatch and maxAtomicBatchBytes allow, at least one.
-func batchLen(qs []queued) int {
-	size := 0
-	for i, q := range qs[:min(len(qs), maxAtomicBatch)] {
-		if size += q.end - q.off; size > maxAtomicBatchBytes && i > 0 {
-			return i
-		}
-	}
-	return min(len(qs), maxAtomicBatch)
-}
-
-// How the sender stores a queue of several events (Publisher.batching).
-const (
-	batchUnknown int32 = iota // LLMW_EVENTS not read yet
-	batchAtomic               // atomic batches from 2 events
-	batchLarge                // atomic batches from fileBatchMin events
-	batchNever                // one fenced publish per event
-)
-
-// fileBatchMin is the fewest queued events stored as one atomic batch on
-// a file-storage stream with one replica, where the server stages every
-// batch in a file store of its own (a directory, a synced file, removed
-// after the commit): 4–5 ms a batch here, against about 0.6 ms for one
-// event's fenced publish with its fsync, even at about ten events
-// (docs/benchmarks.md, fifth round). Memory and replicated streams stage
-// in memory, and a batch wins there from two events.
-const fileBatchMin = 16
-
-// batchMin returns the fewest queued events the sender stores as one
-// atomic batch, 0 for none. The first call reads LLMW_EVENTS' config:
-// atomic publish allowed (nats-server ≥ 2.12 and `allow_atomic`, which
-// provision sets), and how it stages a batch. A stream that cannot be
-// read (not provisioned yet, no leader, an identity that may not read it)
-// means no batches, and is asked again after batchReadRetry, not at
-// every batch: the read is on the sender's path. A server that refuses a
-// batch as unsupported turns batches off (storeOnce).
-func (p *Publisher) batchMin() int {
-	mode := p.batching.Load()
-	if mode == batchUnknown {
-		if time.Now().UnixNano() < p.readAfter.Load() {
-			return 0
-		}
-		if mode = p.readBatching(); mode == batchUnknown {
-			p.readAfter.Store(time.Now().Add(batchReadRetry).UnixNano())
-			return 0
-		}
-		p.batching.Store(mode)
-	}
-	switch mode {
-	case batchAtomic:
-		return 2
-	case batchLarge:
-		return fileBatchMin
-	}
-	return 0
-}
-
-// batchReadRetry is how long batchMin waits before it reads LLMW_EVENTS'
-// config again after a failed read.
-const batchReadRetry = time.Minute
-
-// readBatching reads LLMW_EVENTS' config for batchMin; batchUnknown when
-// it cannot.
-func (p *Publisher) readBatching() int32 {
-	m, err := p.nc.Request(p.apiPrefix+"STREAM.INFO."+events.StreamEvents, nil, p.ackTimeout)
-	if err != nil {
-		return batchUnknown
-	}
-	var info struct {
-		Config *struct {
-			Storage     string `json:"storage"`
-			Replicas    int    `json:"num_replicas"`
-			AllowAtomic bool   `json:"allow_atomic"`
-		} `json:"config"`
-	}
-	if json.Unmarshal(m.Data, &info) != nil || info.Config == nil {
-		return batchUnknown
-	}
-	switch c := info.Config; {
-	case !c.AllowAtomic:
-		return batchNever
-	case c.Storage == "file" && c.Replicas <= 1:
-		return batchLarge
-	}
-	return batchAtomic
-}
-
-// pubAck is the JetStream answer to a publish or a batch commit.
-type pubAck struct {
-	Stream string    `json:"stream"`
-	Seq    uint64    `json:"seq"`
-	Error  *apiError `json:"error"`
-}
-
-type apiError struct {
-	Code        int    `json:"code"`
-	ErrCode     int    `json:"err_code"`
-	Description string `json:"description"`
-}
-
-func (e *apiError) Error() string {
-	return fmt.Sprintf("JetStream error %d (%d): %s", e.Code, e.ErrCode, e.Description)
-}
+// noPublishRetry leaves the retries of a publish nobody answered to
+// storeRetrying, which bounds them by RetryTimeout.
+var noPublishRetry = []jetstream.PublishOpt{jetstream.WithRetryAttempts(0)}
 
 // wrongLastError is the server's refusal of an expected last sequence.
-type wrongLastError struct{ *apiError }
+type wrongLastError struct{ *jetstream.APIError }
 
-// JetStream error codes the publisher acts on.
-const (
-	errCodeWrongLast         = 10071
-	errCodeWrongLastConstant = 10164
+func (e *wrongLastError) Unwrap() error { return e.APIError }
 
-	// An atomic batch refused before anything of it was stored.
-	errCodeBatchDisabled          = 10174 // the stream does not allow atomic publish (any more)
-	errCodeBatchMissingSeq        = 10175
-	errCodeBatchIncomplete        = 10176 // a message of it was refused (with no one to tell) or lost
-	errCodeBatchUnsupportedHeader = 10177
-	errCodeBatchInvalidID         = 10179
-	errCodeBatchTooLarge          = 10199 // the server's max batch size is below maxAtomicBatch
-	errCodeBatchInvalidCommit     = 10200
-	errCodeBatchTooManyInflight   = 10210 // the stream's or server's limit of batches in flight
-)
-
-func parsePubAck(m *nats.Msg) (uint64, error) {
-	if len(m.Data) == 0 {
-		if st := m.Header.Get("Status"); st != "" {
-			return 0, fmt.Errorf("status %s %s: %w", st, m.Header.Get("Description"), errStatus)
-		}
-		return 0, errors.New("empty acknowledgement")
+// publishError sorts an error of a fenced publish or a batch commit for
+// storeRetrying: a refused fence (wrongLastError), a batch stored nowhere
+// (errNotBatched, batchRefusal), a retryable answer (errStatus) or
+// another error.
+func publishError(err error) error {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return err
 	}
-	var a pubAck
-	if err := json.Unmarshal(m.Data, &a); err != nil {
-		return 0, fmt.Errorf("acknowledgement %q: %w", m.Data, err)
+	switch {
+	case apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence:
+		return &wrongLastError{apiErr}
+	case apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant, apiErr.Code == 503:
+		return fmt.Errorf("%w: %w", err, errStatus)
 	}
-	if a.Error != nil {
-		switch a.Error.ErrCode {
-		case errCodeWrongLast:
-			return 0, &wrongLastError{a.Error}
-		case errCodeWrongLastConstant:
-			return 0, fmt.Errorf("%w: %w", a.Error, errStatus)
-		case errCodeBatchIncomplete, errCodeBatchTooManyInflight:
-			return 0, fmt.Errorf("%w: %w", a.Error, errNotBatched)
-		case errCodeBatchDisabled, errCodeBatchMissingSeq, errCodeBatchUnsupportedHeader, errCodeBatchInvalidID,
-			errCodeBatchTooLarge, errCodeBatchInvalidCommit:
-			return 0, fmt.Errorf("%w: %w", a.Error, errBatchesOff)
-		}
-		if a.Error.Code == 503 {
-			return 0, fmt.Errorf("%w: %w", a.Error, errStatus)
-		}
-		return 0, a.Error
+	if kind := batchRefusal(apiErr.ErrorCode); kind != nil {
+		return fmt.Errorf("%w: %w", err, kind)
 	}
-	return a.Seq, nil
+	return err
 }
 
 // errStatus marks a server answer that is worth retrying.
@@ -744,6 +597,7 @@ var (
 
 func transient(err error) bool {
 	return errors.Is(err, errStatus) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) ||
 		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, context.DeadlineExceeded)
 }
 

@@ -281,10 +281,11 @@ func TestEventPublisherBatchesKeepOrder(t *testing.T) {
 func TestEventPublisherRetriesUntilStored(t *testing.T) {
 	e := natstest.Start(t, natstest.Options{FileStorage: true})
 	ep := turn.NewPublisher(e.NC, turn.PublisherOptions{RetryTimeout: 20 * time.Second}).Turn("t1", "", turn.Position{})
+	sent := e.NC.Stats().OutMsgs
 	if _, err := ep.Publish(events.TurnStarted{TurnID: "t1"}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // a few refused attempts
+	natstest.Eventually(t, "a few refused attempts", func() bool { return e.NC.Stats().OutMsgs >= sent+3 })
 	if err := provision.Provision(natstest.Context(t), e.JS, provision.Options{}); err != nil {
 		t.Fatal(err)
 	}

@@ -25,11 +25,11 @@ func (s *Service) rejected(rj events.TurnRejected) {
 	}
 }
 
-// rejectRequest answers m with llmw.turn.rejected and terminates it: it is
-// never redelivered.
-func (s *Service) rejectRequest(m acker, rj events.TurnRejected) {
+// reject publishes llmw.turn.rejected and returns the request's answer:
+// terminated, it is never redelivered.
+func (s *Service) reject(rj events.TurnRejected) answer {
 	s.rejected(rj)
-	_ = m.TermWithReason(rj.Code)
+	return termWith(rj.Code)
 }
 
 // digest is the RequestDigest of a submit's data.

@@ -134,8 +134,8 @@ func TestIngestReplyLost(t *testing.T) {
 // A model call that fails after it streamed complete blocks is made again
 // from scratch: the failed attempt's finished tool call is neither kept in
 // the assistant message nor run, and only the retry's answer is in the
-// transcript. (Before, the spliced retry kept the finished blocks of the
-// failed attempt beside the new ones, so the model's call ran twice.)
+// transcript: kept beside the retry's blocks, the model's call would run
+// twice.
 func TestRetryDropsFinishedBlocksOfFailedAttempt(t *testing.T) {
 	e := newEnv(t)
 	failed := llmtest.Script{

@@ -1,7 +1,6 @@
 package turn
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,11 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/llmworker/llmworker/internal/jsread"
 	"github.com/llmworker/llmworker/pkg/events"
-	"github.com/llmworker/llmworker/pkg/fence"
-	"github.com/llmworker/llmworker/pkg/media"
-	"github.com/llmworker/llmworker/pkg/telemetry"
 	"github.com/llmworker/llmworker/pkg/tool"
 	"github.com/llmworker/llmworker/pkg/worker"
 )
@@ -33,7 +28,7 @@ type turnRun struct {
 	s       *Service
 	id      string
 	session string
-	msg     acker
+	msg     *request
 	ctx     context.Context
 	cancelF context.CancelCauseFunc
 
@@ -54,7 +49,10 @@ type turnRun struct {
 	// request is to be negatively acknowledged at the end.
 	silenced atomic.Bool
 	nak      atomic.Bool
-	paused   atomic.Bool // the run ended with the turn paused
+	// pausing: the paused state is stored; the run is ending. done is
+	// closed when it stops running the turn here (unregister).
+	pausing atomic.Bool
+	done    chan struct{}
 
 	// cancelRequested: P.turn.cancel arrived while the run was registered
 	// (guarded by Service.mu).
@@ -79,7 +77,7 @@ type turnRun struct {
 	override *events.TurnEnded // the completed event could not be published
 }
 
-func (t *turnRun) currentMsg() acker { return t.msg }
+func (t *turnRun) currentMsg() *request { return t.msg }
 
 func (t *turnRun) cancel(cause error) { t.cancelF(cause) }
 
@@ -172,51 +170,51 @@ func (t *turnRun) owns() bool {
 func (s *Service) handle(m jetstream.Msg) {
 	defer s.turns.Done()
 	defer func() { <-s.sem }()
-	// ack replaces m once the request is read, so that a run does not
-	// keep the request's message (requestAck).
-	var ack acker = m
+	r := newRequest(m, s.log)
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("turn: panic while handling a request", "panic", p, "stack", string(debug.Stack()))
-			_ = ack.Nak()
+			r.give(nakAfter(0))
 		}
 	}()
+	r.give(s.read(r, m))
+}
+
+// read decodes a delivered request and processes it, or rejects one that
+// cannot be read; it returns the request's answer.
+func (s *Service) read(r *request, m jetstream.Msg) answer {
 	env, err := events.DecodeEnvelope(m.Headers(), m.Data())
 	if err != nil {
-		s.reject(m, nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err))
-		return
+		return s.invalid(m, nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err))
 	}
 	switch env.Type {
 	case events.TypeTurnSubmit:
 		req, err := events.DecodeData[events.TurnRequest](env)
 		if err != nil {
-			s.reject(m, env, fmt.Errorf("%w: %w", ErrInvalidRequest, err))
-			return
+			return s.invalid(m, env, fmt.Errorf("%w: %w", ErrInvalidRequest, err))
 		}
-		ack = newRequestAck(s.nc, m)
-		s.process(ack, env, &req, nil, digest(env.Data))
+		r.ack = newRequestAck(s.nc, m) // the run keeps the answer, not the message
+		return s.process(r, env, &req, nil, digest(env.Data))
 	case events.TypeTurnResume:
 		req, err := events.DecodeData[events.ResumeRequest](env)
 		if err != nil {
-			s.reject(m, env, fmt.Errorf("%w: %w", ErrInvalidRequest, err))
-			return
+			return s.invalid(m, env, fmt.Errorf("%w: %w", ErrInvalidRequest, err))
 		}
-		ack = newRequestAck(s.nc, m)
-		s.process(ack, env, nil, &req, "")
-	default:
-		s.reject(m, env, fmt.Errorf("%w: CloudEvent type %q is neither %s nor %s", ErrInvalidRequest, env.Type,
-			events.TypeTurnSubmit, events.TypeTurnResume))
+		r.ack = newRequestAck(s.nc, m)
+		return s.process(r, env, nil, &req, "")
 	}
+	return s.invalid(m, env, fmt.Errorf("%w: CloudEvent type %q is neither %s nor %s", ErrInvalidRequest, env.Type,
+		events.TypeTurnSubmit, events.TypeTurnResume))
 }
 
-// reject ends a request that cannot be read: llmw.turn.rejected
+// invalid answers a request that cannot be read: llmw.turn.rejected
 // (invalid_request) on P.turn.rejected.<turn_id>, with the turn id taken
 // from the body, the CloudEvent or else the Nats-Msg-Id header ("_" when
 // there is none a subject can carry). A submit of an id that has no turn
 // also gets llmw.turn.failed on the turn's events, so a UI that waits there
 // ends too (an existing turn's events are not disturbed). The message is
 // terminated, never redelivered.
-func (s *Service) reject(m jetstream.Msg, env *events.Envelope, err error) {
+func (s *Service) invalid(m jetstream.Msg, env *events.Envelope, err error) answer {
 	var ids struct {
 		TurnID    string `json:"turn_id"`
 		SessionID string `json:"session_id"`
@@ -250,78 +248,14 @@ func (s *Service) reject(m jetstream.Msg, env *events.Envelope, err error) {
 		_, _, gerr := s.leaderState(ctx, ids.TurnID)
 		cancel()
 		if errors.Is(gerr, jetstream.ErrKeyNotFound) {
-			ep := s.turnEvents(ids.TurnID, ids.SessionID)
-			_, perr := ep.Publish(events.TurnFailed{Reason: err.Error(), Code: CodeInvalidRequest})
-			if perr == nil {
-				perr = s.flush(ep)
-			}
-			if perr != nil {
+			t := s.owner(ids.TurnID, ids.SessionID)
+			t.publishEnd(events.TurnFailed{Reason: err.Error(), Code: CodeInvalidRequest})
+			if perr := s.flush(t.ep); perr != nil {
 				s.log.Warn("turn: publish failed event", "turn_id", ids.TurnID, "err", perr)
 			}
 		}
 	}
-	s.rejectRequest(m, rj)
-}
-
-// answerExisting answers a request for a turn that exists and that the
-// request does not run: a resume of a turn that is not paused, or a submit
-// of an id that has a turn. A submit with the same data as the turn's (a
-// retried publish, a redelivery) is acknowledged without an answer: the
-// turn's events answer it.
-func (s *Service) answerExisting(m acker, id string, st *State, resume bool, dg string) {
-	switch {
-	case resume:
-		s.rejectRequest(m, events.TurnRejected{TurnID: id, Request: events.TypeTurnResume, Code: events.RejectNotPaused, Status: string(st.Status),
-			Reason: fmt.Sprintf("turn %q is %s, not paused: a resume applies to a paused turn once (a resume sent twice finds it running or ended)", id, st.Status)})
-	case dg != "" && dg == st.RequestDigest:
-		_ = m.Ack()
-	default:
-		reason := fmt.Sprintf("turn %q exists (%s) and was submitted with other data: a turn id names one turn, so choose a new id", id, st.Status)
-		if st.Status.Finished() && s.cfg.FinishedTTL > 0 {
-			reason += fmt.Sprintf(" (the id is free again %s after the turn ended)", s.cfg.FinishedTTL)
-		}
-		s.rejectRequest(m, events.TurnRejected{TurnID: id, Request: events.TypeTurnSubmit, Code: events.RejectTurnExists, Status: string(st.Status), Reason: reason})
-	}
-}
-
-// register makes t the running turn of its id; false when this replica
-// runs the turn already (a duplicate delivery).
-func (s *Service) register(t *turnRun) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, dup := s.running[t.id]; dup {
-		return false
-	}
-	s.running[t.id] = t
-	if at, ok := s.orphanCancels[t.id]; ok {
-		delete(s.orphanCancels, t.id)
-		if time.Since(at) < s.cfg.CancelTTL {
-			// The turn was cancelled while no replica ran it: it ends as
-			// soon as this run starts it.
-			t.cancelRequested = true
-			t.cancel(s.cancelCause(t.id))
-		}
-	}
-	return true
-}
-
-// maxOrphanCancels bounds Service.orphanCancels: a flood of cancels for
-// running turns cannot grow a replica's memory without end.
-const maxOrphanCancels = 4096
-
-// rememberOrphanCancel keeps a cancel of a turn whose state says running
-// but that no replica runs here, for the replica that picks it up.
-func (s *Service) rememberOrphanCancel(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.orphanCancels) >= maxOrphanCancels {
-		for k, at := range s.orphanCancels {
-			if time.Since(at) >= s.cfg.CancelTTL || len(s.orphanCancels) >= maxOrphanCancels {
-				delete(s.orphanCancels, k)
-			}
-		}
-	}
-	s.orphanCancels[id] = time.Now()
+	return s.reject(rj)
 }
 
 func (s *Service) unregister(t *turnRun) {
@@ -331,6 +265,7 @@ func (s *Service) unregister(t *turnRun) {
 	}
 	cancelled := t.cancelRequested
 	s.mu.Unlock()
+	close(t.done)
 	t.cancelF(nil)
 	if cancelled && !t.cancelApplied.Load() {
 		// The cancel reached this run but did not end the turn: the
@@ -341,112 +276,6 @@ func (s *Service) unregister(t *turnRun) {
 		// answer: the paused turn is aborted, an ended one answered
 		// turn_ended.
 		s.settleCancel(t.id)
-	}
-}
-
-// resumeRetryDelay is how long a resume waits when it arrives while this
-// replica still handles its turn.
-const resumeRetryDelay = 100 * time.Millisecond
-
-// resumeWhileBusy answers a resume that arrives while this replica still
-// handles its turn. If the state says paused, the run is only finishing the
-// pause the resume answers (the paused state is written, and
-// llmw.turn.paused published, before the run acknowledges and lets go):
-// look again in a moment. Otherwise the turn really runs and is not paused.
-func (s *Service) resumeWhileBusy(m acker, id string) {
-	kctx, cancel := context.WithTimeout(s.root, kvTimeout)
-	st, _, err := s.leaderState(kctx, id)
-	cancel()
-	switch {
-	case err == nil && st.Status == StatusPaused:
-		_ = m.NakWithDelay(resumeRetryDelay)
-	case err == nil:
-		s.answerExisting(m, id, st, true, "")
-	default:
-		_ = m.NakWithDelay(time.Second)
-	}
-}
-
-// process dispatches a decoded request on the turn's checkpoint: none →
-// a fresh run (a resume: unknown_turn); running → continue from the
-// checkpoint when the request is redelivered (its replica died or
-// stopped), else answerExisting; paused → resume (a submit:
-// answerExisting); ended → answerExisting; cancelled before it started →
-// the submit ends at once (abortCancelled).
-func (s *Service) process(m acker, env *events.Envelope, submit *events.TurnRequest, resume *events.ResumeRequest, dg string) {
-	id := ""
-	if submit != nil {
-		id = submit.TurnID
-	} else {
-		id = resume.TurnID
-	}
-	// The request's trace context (telemetry.Extract) parents the turn's
-	// spans; a continued turn's checkpoint keeps it (worker.Checkpoint).
-	ctx, cancel := context.WithCancelCause(telemetry.Extract(s.root, env))
-	t := &turnRun{s: s, id: id, msg: m, cancelF: cancel}
-	// Remote tool calls and hook requests go out only once the turn's
-	// events are stored, fenced: proof that the turn is still this run's.
-	t.ctx = fence.With(ctx, func(context.Context) error { return t.fence() })
-	if !s.register(t) {
-		cancel(nil)
-		if resume != nil {
-			s.resumeWhileBusy(m, id)
-			return
-		}
-		s.submitWhileBusy(m, id, dg)
-		return
-	}
-	defer s.unregister(t)
-
-	for attempt := 0; ; attempt++ {
-		st, rev, err := s.dispatchState(id, resume == nil && attempt == 0)
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-			if resume != nil {
-				s.rejectRequest(m, events.TurnRejected{TurnID: id, Request: events.TypeTurnResume, Code: events.RejectUnknownTurn,
-					Reason: fmt.Sprintf("there is no turn %q to resume (it never started, or its state expired)", id)})
-				return
-			}
-			if s.fresh(t, submit, dg) && attempt < 3 {
-				continue // another replica created the turn meanwhile
-			}
-			return
-		case err != nil:
-			s.log.Warn("turn: read checkpoint", "turn_id", id, "err", err)
-			_ = m.NakWithDelay(time.Second)
-			return
-		case st.Status == StatusCancelled:
-			if resume != nil {
-				s.rejectRequest(m, events.TurnRejected{TurnID: id, Request: events.TypeTurnResume, Code: events.RejectUnknownTurn,
-					Reason: fmt.Sprintf("there is no turn %q to resume (it was cancelled before it started)", id)})
-				return
-			}
-			s.abortCancelled(t, submit, rev, dg)
-			return
-		case st.Status.Finished():
-			s.answerExisting(m, id, st, resume != nil, dg)
-			return
-		case st.Status == StatusPaused:
-			if resume == nil {
-				s.answerExisting(m, id, st, false, dg)
-				return
-			}
-			s.resume(t, st, rev, resume)
-			return
-		default: // running
-			// A redelivered request means the replica that ran it died or
-			// stopped: continue from the checkpoint. A first delivery is
-			// another request for a turn that runs elsewhere (a retried
-			// submit, or a resume of a turn that is not paused): taking
-			// the turn over would only repeat its work.
-			if md, err := m.Metadata(); err == nil && md.NumDelivered <= 1 {
-				s.answerExisting(m, id, st, resume != nil, dg)
-				return
-			}
-			telemetry.RecordRedelivery(t.ctx, "turn", "")
-			s.recover(t, st, rev)
-			return
-		}
 	}
 }
 
@@ -466,324 +295,6 @@ func (s *Service) dispatchState(id string, direct bool) (*State, uint64, error) 
 		}
 	}
 	return s.leaderState(ctx, id)
-}
-
-// submitWhileBusy answers a submit of a turn this replica runs: its own
-// request delivered again is left to the run (which acknowledges it);
-// another submit of the id is answered as for any existing turn.
-func (s *Service) submitWhileBusy(m acker, id, dg string) {
-	s.mu.Lock()
-	t := s.running[id]
-	s.mu.Unlock()
-	if t != nil && sameMsg(t.currentMsg(), m) {
-		return
-	}
-	kctx, cancel := context.WithTimeout(s.root, kvTimeout)
-	st, _, err := s.leaderState(kctx, id)
-	cancel()
-	if err != nil {
-		_ = m.NakWithDelay(time.Second)
-		return
-	}
-	s.answerExisting(m, id, st, false, dg)
-}
-
-// sameMsg reports whether a and b are deliveries of one stream message.
-func sameMsg(a, b acker) bool {
-	if a == nil || b == nil {
-		return false
-	}
-	ma, err1 := a.Metadata()
-	mb, err2 := b.Metadata()
-	return err1 == nil && err2 == nil && ma.Sequence.Stream == mb.Sequence.Stream
-}
-
-// abortCancelled ends the submit of a turn id that was cancelled before
-// the submit arrived: llmw.turn.aborted (cancelled) is the turn's only
-// event, and the state records the end. A final write that fails (for
-// longer than Config.RetryTimeout) leaves the end to the request's next
-// delivery, which finds the event stored and only writes the state.
-func (s *Service) abortCancelled(t *turnRun, req *events.TurnRequest, rev uint64, dg string) {
-	t.session = req.SessionID
-	t.ep = s.turnEvents(t.id, t.session)
-	t.rev.Store(rev)
-	stripped := *req
-	stripped.Messages = []events.Message{}
-	t.base = State{Version: StateVersion, Request: &stripped, RequestDigest: dg}
-	reason := fmt.Sprintf("the turn was cancelled (%s) before it started", s.subjects.TurnCancel(t.id))
-	// A turn cancelled before it started has no event but this one: one
-	// stored already was published by an earlier delivery. (Where reading
-	// the turn's last event failed, the fence refuses a second one.)
-	if t.ep.Seq() == 0 {
-		t.publish(events.TurnAborted{Reason: reason, Code: CodeCancelled})
-		if t.flush() != nil {
-			_ = t.msg.NakWithDelay(time.Second)
-			return
-		}
-	}
-	t.answerEnd(t.writeFinal(StatusAborted, reason, CodeCancelled), func() { _ = t.msg.Ack() })
-}
-
-// fresh starts a new turn; true means the state appeared meanwhile (the
-// caller dispatches again).
-func (s *Service) fresh(t *turnRun, req *events.TurnRequest, dg string) bool {
-	t.session = req.SessionID
-	t.ep = s.turnEvents(t.id, t.session)
-	stripped := *req
-	stripped.Messages = []events.Message{} // in the checkpoint; [] keeps the value valid against the turn request schema
-	t.base = State{Version: StateVersion, Request: &stripped, RequestDigest: dg}
-
-	tools, err := s.selectTools(s.root, req.Tools)
-	if err != nil {
-		return s.failEarly(t, CodeUnknownTool, err)
-	}
-	var prefix []events.Message
-	if t.session != "" {
-		kctx, cancel := context.WithTimeout(s.root, kvTimeout)
-		sess, _, err := readSession(kctx, s.nc, s.pub.apiPrefix, t.session)
-		cancel()
-		switch {
-		case err == nil:
-			prefix = sess.Messages
-		case errors.Is(err, ErrCorruptSession):
-			// Redelivering the request would find the same value.
-			return s.failEarly(t, CodeInternal, err)
-		case !errors.Is(err, jetstream.ErrKeyNotFound):
-			s.log.Warn("turn: read session", "session_id", t.session, "err", err)
-			_ = t.msg.NakWithDelay(time.Second)
-			return false
-		}
-	}
-	t.base.SessionPrefix = len(prefix)
-	kctx, cancel := context.WithTimeout(s.root, mediaTimeout)
-	err = s.offloadMedia(kctx, req.Messages)
-	cancel()
-	switch {
-	case errors.Is(err, media.ErrTooLarge):
-		return s.failEarly(t, CodeTooLarge, err)
-	case err != nil:
-		s.log.Warn("turn: store media", "turn_id", t.id, "err", err)
-		_ = t.msg.NakWithDelay(time.Second)
-		return false
-	}
-	t.input = req.Messages
-	msgs := make([]events.Message, 0, len(prefix)+len(req.Messages))
-	msgs = append(append(msgs, prefix...), req.Messages...)
-	cp := &worker.Checkpoint{Version: worker.CheckpointVersion, TurnID: t.id, SessionID: t.session, Phase: worker.PhaseModel, Messages: msgs}
-	st := t.base
-	st.Status, st.Owner, st.Checkpoint, st.Updated = StatusRunning, s.cfg.Instance, cp, time.Now().UTC()
-	b, err := s.encodeState(&st)
-	if err != nil {
-		return s.failEarly(t, CodeTooLarge, err)
-	}
-	kctx, cancel = context.WithTimeout(s.root, kvTimeout)
-	rev, err := s.stateKV.Create(kctx, kvKey(t.id), b)
-	cancel()
-	if isConflict(err) {
-		return true
-	}
-	if err != nil {
-		s.log.Warn("turn: create checkpoint", "turn_id", t.id, "err", err)
-		_ = t.msg.NakWithDelay(time.Second)
-		return false
-	}
-	t.rev.Store(rev)
-	w, err := s.newWorker(t, req, tools)
-	if err != nil {
-		s.failRun(t, workerCode(err), err)
-		return false
-	}
-	res, err := w.Run(t.ctx, msgs)
-	t.finish(res, err)
-	return false
-}
-
-// failEarly ends a turn that cannot start (unknown tool, too large): it
-// publishes llmw.turn.failed, stores the failed state (so a redelivery does
-// nothing) and terminates the request.
-func (s *Service) failEarly(t *turnRun, code string, err error) bool {
-	t.publish(events.TurnFailed{Reason: err.Error(), Code: code})
-	if t.flush() != nil {
-		return false
-	}
-	st := t.base
-	st.Status, st.Owner, st.Seq, st.Reason, st.Code, st.Updated = StatusFailed, s.cfg.Instance, t.ep.Seq(), err.Error(), code, time.Now().UTC()
-	if b, merr := json.Marshal(&st); merr == nil {
-		kctx, cancel := context.WithTimeout(s.root, kvTimeout)
-		_, _ = s.storeState(kctx, t.id, b, 0, s.cfg.FinishedTTL)
-		cancel()
-	}
-	_ = t.msg.TermWithReason(code)
-	return false
-}
-
-// failRun ends a turn that has a state but cannot go on.
-func (s *Service) failRun(t *turnRun, code string, err error) {
-	t.publish(events.TurnFailed{Reason: err.Error(), Code: code})
-	if t.flush() != nil {
-		t.end()
-		return
-	}
-	t.answerEnd(t.recordEnd(StatusFailed, err.Error(), code), func() { _ = t.msg.TermWithReason(code) })
-}
-
-// recover continues a running turn from its checkpoint: aborts for the
-// blocks the previous replica left open, then worker.RunFrom (tool calls
-// with stored results are not run again; the interrupted model call is made
-// again).
-func (s *Service) recover(t *turnRun, st *State, rev uint64) {
-	t.rev.Store(rev)
-	t.base = State{Version: StateVersion, Request: st.Request, RequestDigest: st.RequestDigest, SessionPrefix: st.SessionPrefix}
-	if st.Request == nil || st.Checkpoint == nil {
-		t.ep = s.turnEvents(t.id, "")
-		s.failRun(t, CodeInternal, fmt.Errorf("the checkpoint of turn %q cannot be continued (no request or worker state)", t.id))
-		return
-	}
-	t.session = st.Request.SessionID
-	sc, err := s.scanEvents(s.root, t.session, t.id, st.Seq)
-	if err != nil {
-		// Without the stream's position the first publish cannot be
-		// fenced right: leave the turn to a later delivery.
-		s.log.Warn("turn: scan events of an interrupted turn", "turn_id", t.id, "err", err)
-		_ = t.msg.NakWithDelay(time.Second)
-		return
-	}
-	// Claim the checkpoint (one of the replicas a request may reach
-	// wins), then the event stream (fences the replica that lost it).
-	claim := *st
-	claim.Owner, claim.Seq, claim.Updated = s.cfg.Instance, sc.pos.Seq, time.Now().UTC()
-	if !t.write(&claim) {
-		return
-	}
-	if !s.claimEvents(t, st, sc) {
-		return
-	}
-	tools, err := s.selectTools(s.root, st.Request.Tools)
-	if err != nil {
-		s.failRun(t, CodeUnknownTool, err)
-		return
-	}
-	w, err := s.newWorker(t, st.Request, tools)
-	if err != nil {
-		s.failRun(t, workerCode(err), err)
-		return
-	}
-	res, err := w.RunFrom(t.ctx, st.Checkpoint)
-	t.finish(res, err)
-}
-
-// claimAttempts bounds how often a replica continuing a turn publishes its
-// claim again after a stale owner's event got in first.
-const claimAttempts = 10
-
-// claimEvents publishes the aborts of the blocks left open and
-// llmw.turn.started (resumed), fenced on where the scan found the events
-// to end: once stored, every later event of the replica that lost the
-// turn is refused. A stale owner that published after the scan gets its
-// event in first; the scan is then repeated (new open blocks, results, or
-// the end of the turn, if the stale owner finished it) and the claim
-// published again. false: the run is over (handled here).
-func (s *Service) claimEvents(t *turnRun, st *State, sc scanned) bool {
-	for attempt := 1; ; attempt++ {
-		if sc.end != nil {
-			// The previous owner ended the turn before the claim: record
-			// the end and let the request go.
-			status, reason, code := StatusCompleted, "", ""
-			if sc.end.Type != events.TypeTurnCompleted {
-				status = StatusFailed
-				if sc.end.Type == events.TypeTurnAborted {
-					status = StatusAborted
-				}
-				if te, err := events.DecodeData[events.TurnEnded](sc.end); err == nil {
-					reason, code = te.Reason, te.Code
-				}
-			}
-			t.ep = s.pub.Turn(t.id, t.session, sc.pos)
-			t.answerEnd(t.writeFinal(status, reason, code), func() { _ = t.msg.Ack() })
-			return false
-		}
-		t.ep = s.pub.Turn(t.id, t.session, sc.pos)
-		t.results, t.started = sc.results, sc.started
-		for _, a := range sc.open {
-			_, _ = t.emit(a)
-		}
-		_, _ = t.emit(events.TurnStarted{TurnID: t.id, SessionID: t.session, Model: st.Request.Model, Resumed: true})
-		ctx, cancel := context.WithTimeout(s.root, s.pub.retry+kvTimeout)
-		err := t.ep.Flush(ctx)
-		cancel()
-		if err == nil {
-			t.claimed = true
-			return true
-		}
-		if !errors.Is(err, ErrFenced) || attempt == claimAttempts || !t.owns() {
-			t.lost(err)
-			t.end()
-			return false
-		}
-		s.log.Info("turn: a replica that lost the turn published meanwhile; claiming again", "turn_id", t.id, "attempt", attempt)
-		if sc, err = s.scanEvents(s.root, t.session, t.id, st.Seq); err != nil {
-			s.log.Warn("turn: scan events of an interrupted turn", "turn_id", t.id, "err", err)
-			t.silenced.Store(true)
-			_ = t.msg.NakWithDelay(time.Second)
-			return false
-		}
-	}
-}
-
-// resume continues a paused turn with the decisions of a resume request.
-func (s *Service) resume(t *turnRun, st *State, rev uint64, req *events.ResumeRequest) {
-	t.rev.Store(rev)
-	t.base = State{Version: StateVersion, Request: st.Request, RequestDigest: st.RequestDigest, SessionPrefix: st.SessionPrefix}
-	if st.Request == nil || st.Checkpoint == nil {
-		t.ep = s.turnEvents(t.id, "")
-		s.failRun(t, CodeInternal, fmt.Errorf("the checkpoint of turn %q cannot be resumed (no request or worker state)", t.id))
-		return
-	}
-	t.session = st.Request.SessionID
-	t.ep = s.turnEvents(t.id, t.session)
-	claim := *st
-	claim.Status, claim.Owner, claim.Updated = StatusRunning, s.cfg.Instance, time.Now().UTC()
-	if !t.write(&claim) {
-		_ = t.msg.Ack() // another replica took this resume
-		return
-	}
-	tools, err := s.selectTools(s.root, st.Request.Tools)
-	if err != nil {
-		s.failRun(t, CodeUnknownTool, err)
-		return
-	}
-	w, err := s.newWorker(t, st.Request, tools)
-	if err != nil {
-		s.failRun(t, workerCode(err), err)
-		return
-	}
-	res, err := w.Resume(t.ctx, st.Checkpoint, req.Decisions, req.Messages...)
-	if err != nil {
-		// Nothing happened: the turn stays paused. Say so on its event
-		// stream, with the reason the resume was refused.
-		back := *st
-		back.Owner, back.Updated = s.cfg.Instance, time.Now().UTC()
-		back.Seq = t.ep.Seq() + 1
-		if t.write(&back) {
-			reason := fmt.Sprintf("resume rejected: %v; the turn is still paused", err)
-			if st.Checkpoint.Pause != nil && st.Checkpoint.Pause.Reason != "" {
-				reason += " (" + st.Checkpoint.Pause.Reason + ")"
-			}
-			hookName := ""
-			if st.Checkpoint.Pause != nil {
-				hookName = st.Checkpoint.Pause.Hook
-			}
-			pending := st.Checkpoint.Awaiting()
-			if pending == nil {
-				pending = []events.ToolCall{}
-			}
-			t.publish(events.TurnPaused{Reason: reason, Hook: hookName, Pending: pending})
-		}
-		s.log.Warn("turn: resume rejected", "turn_id", t.id, "err", err)
-		_ = t.msg.TermWithReason("resume rejected")
-		return
-	}
-	t.finish(res, nil)
 }
 
 // newWorker builds the worker of one turn.
@@ -840,169 +351,6 @@ func (s *Service) encodeState(st *State) ([]byte, error) {
 	return b, nil
 }
 
-// update writes a state of the turn with the expected revision t.rev and
-// returns the new revision. Failures that may pass (a timeout while the
-// bucket elects a leader, no responders) are retried for the publisher's
-// RetryTimeout; a revision conflict after such a failure is checked
-// against the stored value, since the earlier attempt may have been
-// stored with its acknowledgement lost.
-func (t *turnRun) update(b []byte, ttl time.Duration) (uint64, error) {
-	deadline := time.Now().Add(t.s.pub.retry)
-	backoff, retried := 50*time.Millisecond, false
-	for {
-		kctx, cancel := context.WithTimeout(t.s.root, kvTimeout)
-		rev, err := t.s.storeState(kctx, t.id, b, t.rev.Load(), ttl)
-		cancel()
-		if err == nil {
-			return rev, nil
-		}
-		if isConflict(err) {
-			if retried {
-				gctx, cancel := context.WithTimeout(t.s.root, kvTimeout)
-				cur, rev, gerr := jsread.KVLast(gctx, t.s.nc, t.s.pub.apiPrefix, events.BucketTurnState, kvKey(t.id))
-				cancel()
-				if gerr == nil && bytes.Equal(cur, b) {
-					return rev, nil
-				}
-			}
-			return 0, err
-		}
-		if t.s.root.Err() != nil || time.Now().Add(backoff).After(deadline) {
-			return 0, err
-		}
-		retried = true
-		t.s.log.Warn("turn: write checkpoint; retrying", "turn_id", t.id, "err", err)
-		time.Sleep(backoff)
-		backoff = min(2*backoff, time.Second)
-	}
-}
-
-// write stores st with the expected revision; false means another replica
-// owns the turn (the run is silenced) or the write failed (the request is
-// left for redelivery).
-func (t *turnRun) write(st *State) bool {
-	_ = t.settle() // a checkpoint being written has the revision this one expects
-	b, err := marshalState(st)
-	if err == nil {
-		var rev uint64
-		rev, err = t.update(b, 0)
-		if err == nil {
-			t.rev.Store(rev)
-			return true
-		}
-	}
-	t.silenced.Store(true)
-	if isConflict(err) {
-		t.s.log.Info("turn: another replica owns the turn", "turn_id", t.id)
-		return false
-	}
-	t.s.log.Warn("turn: write checkpoint", "turn_id", t.id, "err", err)
-	_ = t.msg.NakWithDelay(time.Second)
-	return false
-}
-
-// checkpoint is the worker's Checkpoint callback: the state is written
-// with the expected revision at every step boundary, after a flush of the
-// events it counts (its seq).
-//
-// The checkpoint before a model call is written while the call is made
-// (pendingWrite): the call and the events it streams are all that go
-// ahead of it. Neither needs it stored: a model call has no effect
-// outside the turn, the events are fenced on their own, and a replica
-// that continues from the checkpoint before makes the same call again.
-// Everything else waits for it (settle): the next checkpoint — the one
-// that lists a step's tool calls, which run only once it is stored — and
-// every side effect outside the events stream (the run's fence, the
-// session's transcript), and the run's end. A write that fails fails the
-// run there as a checkpoint that failed at once would; meanwhile it
-// silences the run and stops the model call. The model call no longer
-// waits for two round trips (the flush and the write).
-func (t *turnRun) checkpoint(_ context.Context, cp *worker.Checkpoint) error {
-	if err := t.settle(); err != nil {
-		return err
-	}
-	if t.silenced.Load() {
-		return ErrOwnershipLost
-	}
-	// The events the checkpoint counts, which store flushes before it.
-	seq := t.ep.Seq()
-	st := t.base
-	st.Status, st.Owner, st.Checkpoint, st.Seq, st.Updated = StatusRunning, t.s.cfg.Instance, cp, seq, time.Now().UTC()
-	if cp.Phase == worker.PhasePaused {
-		// The worker publishes llmw.turn.paused right after this.
-		st.Status, st.Seq = StatusPaused, seq+1
-	}
-	b, err := t.s.encodeState(&st)
-	if err != nil {
-		t.mu.Lock()
-		t.tooLarge = err
-		t.mu.Unlock()
-		return err
-	}
-	if cp.Phase == worker.PhaseModel && !t.s.isDraining() {
-		p := &pendingWrite{done: make(chan struct{})}
-		t.pending.Store(p)
-		go func() {
-			defer close(p.done)
-			if p.err = t.store(b, seq); p.err != nil {
-				t.cancelF(p.err)
-			}
-		}()
-		return nil
-	}
-	if err := t.store(b, seq); err != nil {
-		return err
-	}
-	if cp.Phase != worker.PhasePaused && t.s.isDraining() {
-		t.silenced.Store(true)
-		t.nak.Store(true)
-		return ErrDraining
-	}
-	return nil
-}
-
-// pendingWrite is a checkpoint being written: err is its outcome once
-// done is closed.
-type pendingWrite struct {
-	done chan struct{}
-	err  error
-}
-
-// settle waits for the checkpoint being written, if any, and returns its
-// error (again at every call after a failure, when the run is silenced).
-func (t *turnRun) settle() error {
-	p := t.pending.Load()
-	if p == nil {
-		return nil
-	}
-	<-p.done
-	return p.err
-}
-
-// store writes the checkpoint b once the events up to seq, which it
-// counts, are stored.
-func (t *turnRun) store(b []byte, seq uint64) error {
-	if err := t.flushTo(seq); err != nil {
-		return err
-	}
-	rev, err := t.update(b, 0)
-	if isConflict(err) {
-		t.silenced.Store(true)
-		t.s.log.Info("turn: another replica owns the turn; this run stops", "turn_id", t.id)
-		return ErrOwnershipLost
-	}
-	if err != nil {
-		// Not the turn's fault: hand it off, as a drain does, and let a
-		// replica that reaches the bucket continue it.
-		t.s.log.Warn("turn: checkpoint not stored; the turn is handed off", "turn_id", t.id, "err", err)
-		t.silenced.Store(true)
-		t.nak.Store(true)
-		return fmt.Errorf("%w: %w", ErrStateUnavailable, err)
-	}
-	t.rev.Store(rev)
-	return nil
-}
-
 // writeFinal stores the end of a turn (no worker state: the transcript is
 // in llmw.turn.completed and the session).
 //
@@ -1044,10 +392,9 @@ const endAttempts = 3
 // scanned them, before this end, so the server refuses them, and its
 // scan again finds the end. The turn is over whatever the claimant does,
 // so the end is written over the claim, at the revision the leader has,
-// and the request is this run's to answer. (Leaving the request to the
-// claimant, as before, let the state say running for an AckWait after
-// the end was published when the claimant had given up its claim.) A
-// state that is finished already was recorded by another replica. A
+// and the request is this run's to answer: left to the claimant, the
+// state would say running for an AckWait after the end was published
+// when the claimant gave up its claim. A state that is finished already was recorded by another replica. A
 // conflict is returned when claims keep coming or the state is neither
 // running nor finished: the request is then left to whoever wrote it.
 func (t *turnRun) recordEnd(status Status, reason, code string) error {
@@ -1074,23 +421,21 @@ func (t *turnRun) recordEnd(status Status, reason, code string) error {
 	return err
 }
 
-// finish acts on the worker's result: session, final state, ack.
-func (t *turnRun) finish(res *worker.Result, err error) {
+// finish acts on the worker's result: final state, then the request's
+// answer.
+func (t *turnRun) finish(res *worker.Result, err error) answer {
 	_ = t.settle() // its failure silenced the run
 	if t.silenced.Load() || t.flush() != nil {
-		t.end()
-		return
+		return t.end()
 	}
 	if err != nil {
-		t.s.failRun(t, CodeInternal, fmt.Errorf("the turn could not be continued: %w", err))
-		return
+		return t.s.failRun(t, CodeInternal, fmt.Errorf("the turn could not be continued: %w", err))
 	}
 	var werr error
 	switch res.Status {
 	case worker.StatusPaused:
 		// The paused state was written by the checkpoint; a resume request
 		// continues it.
-		t.paused.Store(true)
 	case worker.StatusCompleted:
 		t.mu.Lock()
 		ov := t.override
@@ -1111,24 +456,24 @@ func (t *turnRun) finish(res *worker.Result, err error) {
 		t.mu.Unlock()
 		werr = t.recordEnd(StatusFailed, reason, code)
 	}
-	t.answerEnd(werr, func() { _ = t.msg.Ack() })
+	return t.answerEnd(werr, ackAnswer)
 }
 
-// answerEnd answers the request once the turn's end, stored in its
+// answerEnd is the request's answer once the turn's end, stored in its
 // events, was written to its state (err): done (an ack, or a term for a
-// failure) when it was; nothing after a conflict, since the replica that
+// failure) when it was; leave after a conflict, since the replica that
 // wrote the state answers; and when the write failed (the bucket took no
 // write for RetryTimeout), a delayed nak, so that the request's next
 // delivery records the end (recover finds it in its scan; abortCancelled,
 // its one event stored) instead of the state saying running for good.
-func (t *turnRun) answerEnd(err error, done func()) {
+func (t *turnRun) answerEnd(err error, done answer) answer {
 	switch {
 	case err == nil:
-		done()
+		return done
 	case isConflict(err):
-	default:
-		_ = t.msg.NakWithDelay(time.Second)
+		return leave
 	}
+	return nakAfter(time.Second)
 }
 
 // Observe publishes a worker event on P.events.<session>.<turn>.<channel>.
@@ -1139,10 +484,9 @@ func (t *turnRun) Observe(ev worker.Event) {
 	data := ev.Data
 	if terminal(data) && t.settle() != nil {
 		// The end waits for the checkpoint being written, so that the
-		// state lags it by the final write alone, as it did when the
-		// checkpoint before the model call was written first: a client
-		// that sees the end and submits the id again is told the turn
-		// ended. A failed write silenced the run.
+		// state lags it by the final write alone: a client that sees the
+		// end and submits the id again is told the turn ended. A failed
+		// write silenced the run.
 		return
 	}
 	switch d := data.(type) {
@@ -1182,7 +526,7 @@ func (t *turnRun) Observe(ev worker.Event) {
 				t.mu.Lock()
 				t.override = ov
 				t.mu.Unlock()
-				t.publish(events.TurnFailed(*ov))
+				t.publishEnd(events.TurnFailed(*ov))
 				return
 			}
 		}
@@ -1193,21 +537,41 @@ func (t *turnRun) Observe(ev worker.Event) {
 		}
 		t.mu.Unlock()
 	}
-	_, err := t.emit(data)
-	if err == nil {
+	if terminal(data) {
+		t.publishEnd(data)
 		return
 	}
-	if _, ok := data.(events.TurnCompleted); ok && errors.Is(err, nats.ErrMaxPayload) {
+	t.publish(data)
+}
+
+// publishEnd publishes the turn's terminal event (llmw.turn.completed,
+// failed or aborted), the one place one is published: by the run that
+// owns the turn, the replica running it or the one that ends it without
+// running it (owner). A completed event too large to publish is replaced
+// by llmw.turn.failed (too_large), which the turn's state then records.
+func (t *turnRun) publishEnd(ev events.WorkerEvent) {
+	_, err := t.emit(ev)
+	if _, ok := ev.(events.TurnCompleted); ok && errors.Is(err, nats.ErrMaxPayload) {
 		ov := &events.TurnEnded{Code: CodeTooLarge, Reason: fmt.Sprintf(
 			"%v: the finished transcript is larger than the NATS max payload (%d bytes), so llmw.turn.completed could not be published",
 			ErrTooLarge, t.s.nc.MaxPayload())}
 		t.mu.Lock()
 		t.override = ov
 		t.mu.Unlock()
-		t.publish(events.TurnFailed(*ov))
-		return
+		ev = events.TurnFailed(*ov)
+		_, err = t.emit(ev)
 	}
-	t.failed(data, err)
+	if err != nil {
+		t.failed(ev, err)
+	}
+}
+
+// owner is a run of turn id for a replica that ends the turn without
+// running it: it answers a submit that could not be read, or wins the
+// cancel of a paused turn by revision.
+func (s *Service) owner(id, session string) *turnRun {
+	ctx, cancel := context.WithCancelCause(s.root)
+	return &turnRun{s: s, id: id, session: session, ctx: ctx, cancelF: cancel, ep: s.turnEvents(id, session), done: make(chan struct{})}
 }
 
 // failed handles an event Publish refused.
@@ -1230,12 +594,14 @@ func terminal(ev events.WorkerEvent) bool {
 	return false
 }
 
-// end is the end of a silenced run: the request is negatively
-// acknowledged when the turn is to continue elsewhere at once.
-func (t *turnRun) end() {
+// end is the answer at the end of a silenced run: a negative
+// acknowledgement when the turn is to continue elsewhere at once, else
+// leave.
+func (t *turnRun) end() answer {
 	if t.nak.Load() {
-		_ = t.msg.Nak()
+		return nakAfter(0)
 	}
+	return leave
 }
 
 // storeSession appends the turn's messages to its session; a transcript

@@ -38,6 +38,7 @@ type Service struct {
 
 	pub      *Publisher
 	provider llm.Provider
+	ingest   *ingest.Client // the provider, unless Config.Provider is set
 	tools    *toolexec.Client
 	local    map[string]tool.Tool
 
@@ -54,7 +55,10 @@ type Service struct {
 	catalog   *toolexec.CatalogWatcher
 	cons      jetstream.Consumer
 	cancelSub *nats.Subscription
-	sem       chan struct{}
+	// badCancelSub (queue group ServiceName: one replica answers) answers
+	// the cancels whose subject names no single turn.
+	badCancelSub *nats.Subscription
+	sem          chan struct{}
 
 	watchCancel context.CancelFunc
 	fetchCancel context.CancelFunc
@@ -103,13 +107,15 @@ func New(nc *nats.Conn, cfg Config) (*Service, error) {
 	}
 	s.pub = NewPublisher(nc, PublisherOptions{Prefix: cfg.Prefix, Service: "turn", Instance: cfg.Instance, RetryTimeout: cfg.RetryTimeout})
 	s.tools = toolexec.NewClient(nc, js, toolexec.ClientOptions{Prefix: cfg.Prefix, Source: s.source})
-	s.provider = cfg.Provider
-	if s.provider == nil {
-		s.provider = ingest.NewClient(nc, ingest.ClientOptions{
+	p := cfg.Provider
+	if p == nil {
+		s.ingest = ingest.NewClient(nc, ingest.ClientOptions{
 			Prefix: cfg.Prefix, Source: s.source, RequestTimeout: cfg.IngestTimeout,
 			IdleTimeout: cfg.IdleTimeout, Buffer: cfg.StreamBuffer,
 		})
+		p = s.ingest
 	}
+	s.provider = shortRequestIDs{p}
 	for _, t := range cfg.Tools {
 		s.local[t.Name()] = t
 	}
@@ -190,6 +196,12 @@ func (s *Service) Start(ctx context.Context) error {
 		return fmt.Errorf("turn: consumer %s on %s: %w", ConsumerName, events.StreamTurns, err)
 	}
 	s.cancelSub, err = s.nc.Subscribe(s.subjects.TurnCancelAll(), s.onCancel)
+	if err == nil {
+		s.badCancelSub, err = s.nc.QueueSubscribe(s.subjects.TurnCancelAll(), ServiceName, s.onBadCancel)
+		if err != nil {
+			_ = s.cancelSub.Unsubscribe()
+		}
+	}
 	if err != nil {
 		s.stopWatch()
 		return fmt.Errorf("turn: subscribe %s: %w", s.subjects.TurnCancelAll(), err)
@@ -197,7 +209,7 @@ func (s *Service) Start(ctx context.Context) error {
 	// The cancel subscription must be live at the server before a turn can
 	// start, or an early cancel could be missed.
 	if err := s.nc.FlushTimeout(kvTimeout); err != nil {
-		_ = s.cancelSub.Unsubscribe()
+		s.unsubscribeCancels()
 		s.stopWatch()
 		return fmt.Errorf("turn: flush: %w", err)
 	}
@@ -213,7 +225,7 @@ func (s *Service) Start(ctx context.Context) error {
 		},
 	})
 	if err != nil {
-		_ = s.cancelSub.Unsubscribe()
+		s.unsubscribeCancels()
 		s.stopWatch()
 		return fmt.Errorf("turn: micro service: %w", err)
 	}
@@ -283,7 +295,7 @@ func (s *Service) Stop(ctx context.Context) error {
 	if s.cfg.Ephemeral {
 		s.abortPausedTurns()
 	}
-	_ = s.cancelSub.Unsubscribe()
+	s.unsubscribeCancels()
 	_ = s.svc.Stop()
 	s.mu.Lock()
 	s.cancelClosed = true
@@ -292,11 +304,16 @@ func (s *Service) Stop(ctx context.Context) error {
 	close(s.keepStop)
 	<-s.keepDone
 	s.stopWatch()
-	if c, ok := s.provider.(*ingest.Client); ok && s.cfg.Provider == nil {
-		_ = c.Close() // the turns have ended: nothing reads its streams
+	if s.ingest != nil {
+		_ = s.ingest.Close() // the turns have ended: nothing reads its streams
 	}
 	s.log.Info("turn service stopped", "instance", s.cfg.Instance, "handed_off", err != nil && !s.cfg.Ephemeral)
 	return err
+}
+
+func (s *Service) unsubscribeCancels() {
+	_ = s.cancelSub.Unsubscribe()
+	_ = s.badCancelSub.Unsubscribe()
 }
 
 func (s *Service) stopWatch() {
@@ -412,7 +429,7 @@ func (s *Service) keepAlive() {
 			return
 		case <-t.C:
 			s.mu.Lock()
-			msgs := make([]acker, 0, len(s.running))
+			msgs := make([]*request, 0, len(s.running))
 			for _, r := range s.running {
 				if m := r.currentMsg(); m != nil {
 					msgs = append(msgs, m)
@@ -420,55 +437,8 @@ func (s *Service) keepAlive() {
 			}
 			s.mu.Unlock()
 			for _, m := range msgs {
-				_ = m.InProgress()
+				_ = m.ack.InProgress() // not an answer: the request stays the run's
 			}
 		}
 	}
-}
-
-// onCancel handles P.turn.cancel.<id>: every replica gets it; the one
-// running the turn cancels it, the others settle a paused or not yet
-// started turn through the checkpoint (one of them wins by revision).
-func (s *Service) onCancel(m *nats.Msg) {
-	id := events.LastToken(m.Subject)
-	if !events.ValidToken(id) {
-		return
-	}
-	s.mu.Lock()
-	t := s.running[id]
-	if t != nil {
-		t.cancelRequested = true
-	}
-	s.mu.Unlock()
-	if t != nil {
-		t.cancel(s.cancelCause(id))
-		return
-	}
-	s.settleCancel(id)
-}
-
-// settleCancel settles the cancel of a turn this replica does not run
-// (cancelIdle) in a goroutine that Stop waits for.
-func (s *Service) settleCancel(id string) {
-	s.mu.Lock()
-	if s.cancelClosed {
-		s.mu.Unlock()
-		return
-	}
-	s.aux.Add(1)
-	s.mu.Unlock()
-	go func() {
-		defer s.aux.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		s.cancelIdle(ctx, id)
-	}()
-}
-
-// errCancelRequested is the cause of a turn cancelled by a request;
-// cancelCause names the subject it came on.
-var errCancelRequested = errors.New("cancelled by a request")
-
-func (s *Service) cancelCause(id string) error {
-	return fmt.Errorf("%w on %s", errCancelRequested, s.subjects.TurnCancel(id))
 }

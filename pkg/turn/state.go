@@ -130,18 +130,6 @@ func LoadState(ctx context.Context, js jetstream.JetStream, turnID string) (st *
 	return st, err == nil, err
 }
 
-func getState(ctx context.Context, kv jetstream.KeyValue, turnID string) (*State, uint64, error) {
-	e, err := kv.Get(ctx, kvKey(turnID))
-	if err != nil {
-		return nil, 0, err
-	}
-	var st State
-	if err := json.Unmarshal(e.Value(), &st); err != nil {
-		return nil, e.Revision(), fmt.Errorf("turn: state of %s: %w", turnID, err)
-	}
-	return &st, e.Revision(), nil
-}
-
 // Session is the value of a session in KV LLMW_SESSIONS (key = the
 // session id): the transcript of its finished turns.
 type Session struct {
@@ -204,38 +192,4 @@ func storeSession(ctx context.Context, nc *nats.Conn, apiPrefix string, kv jetst
 			return fmt.Errorf("turn: store session %s: %w", id, err)
 		}
 	}
-}
-
-// isConflict reports a KV revision mismatch (wrong last sequence) or a
-// create of an existing key.
-// storeState writes the state of turn id: created when rev is 0, else
-// with the expected revision rev; with a per-key TTL when ttl > 0 (ended
-// turns, see Config.FinishedTTL), so the bucket forgets them.
-func (s *Service) storeState(ctx context.Context, id string, b []byte, rev uint64, ttl time.Duration) (uint64, error) {
-	if ttl <= 0 {
-		if rev == 0 {
-			return s.stateKV.Create(ctx, kvKey(id), b)
-		}
-		return s.stateKV.Update(ctx, kvKey(id), b, rev)
-	}
-	if rev == 0 {
-		return s.stateKV.Create(ctx, kvKey(id), b, jetstream.KeyTTL(ttl))
-	}
-	// KeyValue.Update takes no TTL: publish the revision as Update does,
-	// with the TTL header added.
-	m := &nats.Msg{Subject: "$KV." + events.BucketTurnState + "." + kvKey(id), Data: b}
-	ack, err := s.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(ttl))
-	if err != nil {
-		return 0, err
-	}
-	return ack.Sequence, nil
-}
-
-func isConflict(err error) bool {
-	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-		return true
-	}
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
