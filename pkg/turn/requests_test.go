@@ -90,10 +90,10 @@ func TestRequestsThatAreNotRunAreAnswered(t *testing.T) {
 	})
 	t.Run("a cancel racing a resume of the ended turn", func(t *testing.T) {
 		// A resume registers the id on the replica while it is answered;
-		// a cancel arriving then used to go to that short-lived run and
-		// was never answered. (Cancels of one ended turn at the same
+		// a cancel arriving then must still be answered, not handed to
+		// that short-lived run. (Cancels of one ended turn at the same
 		// moment share one answer, as the replicas hearing one cancel do:
-		// each round waits for its answers.)
+		// each iteration waits for its answers.)
 		for i := 0; i < 30; i++ {
 			e.resume(events.ResumeRequest{TurnID: id, Decisions: map[string]events.Decision{"x": {Kind: events.DecisionApprove}}})
 			if err := e.nc.Publish(e.subj.TurnCancel(id), nil); err != nil {

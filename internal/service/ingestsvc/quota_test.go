@@ -74,7 +74,7 @@ func TestQuotaConfigFile(t *testing.T) {
 	if n := requests(); n != 1 {
 		t.Fatalf("the limit replay counted %d requests after one call, want 1", n)
 	}
-	// Another provider's limit only: replay calls are no longer counted.
+	// Another provider's limit only: replay calls are not counted.
 	write("limits: [{key: openai, concurrent: 2}]\n")
 	natstest.Eventually(t, "the changed file", func() bool {
 		before := requests()
