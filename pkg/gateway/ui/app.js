@@ -14,6 +14,7 @@ const state = {
   controller: null, // AbortController of the open stream
   streaming: false,
   info: null,
+  attachments: [], // the composer's files: AI SDK file parts {type, mediaType, filename, url}
 };
 // For tests and the curious.
 window.llmw = state;
@@ -234,12 +235,19 @@ async function send(messages) {
   await consume(resp);
 }
 
-// wireMessage is a UI message as the protocol carries it.
-function wireMessage(m) {
+// wireMessage is a UI message as the protocol carries it. The gateway
+// reads only the last message (the session holds the rest), so earlier
+// messages' files go without their bytes.
+function wireMessage(m, i, all) {
   return {
     id: m.id,
     role: m.role,
     parts: m.parts.map((p) => {
+      if (p.type === "file") {
+        const f = { type: "file", mediaType: p.mediaType, filename: p.filename };
+        if (i === all.length - 1) f.url = p.url;
+        return f;
+      }
       if (!p.toolCallId) return p.type === "text" ? { type: "text", text: p.text } : { type: p.type };
       const o = { type: p.type, toolCallId: p.toolCallId, state: p.state, input: p.input };
       if (p.approval) o.approval = p.approval;
@@ -451,6 +459,21 @@ const partRenderers = {
     return det;
   },
   "step-start": () => el("div", "step"),
+  file: (m, p) => {
+    if (/^image\//.test(p.mediaType || "")) {
+      const img = el("img", "thumb");
+      img.alt = p.filename || p.mediaType;
+      img.title = p.filename || "";
+      loadURL(p.url).then((u) => (img.src = u), (e) => (img.alt = "image not loaded: " + e.message));
+      return img;
+    }
+    const chip = el("button", "chip file-chip");
+    chip.type = "button";
+    chip.title = "open " + (p.filename || p.mediaType);
+    chip.append(el("span", null, "📄 " + (p.filename || p.mediaType)));
+    chip.onclick = () => loadURL(p.url).then((u) => window.open(u, "_blank", "noopener"), (e) => showError("open " + (p.filename || "file") + ": " + e.message));
+    return chip;
+  },
   "data-llmw-usage": (m, p) => {
     const t = p.data.total || {};
     return el("div", "data usage", "usage: " + (t.input_tokens ?? "?") + " in, " + (t.output_tokens ?? "?") + " out");
@@ -467,12 +490,38 @@ const partRenderers = {
   "data-llmw-turn": (m, p) => el("div", "data turn", "model " + (p.data.model || "?")),
 };
 
+// partKeys say when a part must be drawn again, for parts whose JSON is
+// large: a file's bytes never change, and a turn's input is not drawn.
+const partKeys = {
+  file: (p) => p.mediaType + "|" + p.filename + "|" + (p.url || "").length,
+  "data-llmw-turn": (p) => p.data.model,
+};
+
 function renderPart(m, p) {
   const r = partRenderers[p.type] || (p.toolCallId ? renderTool : null);
   if (!r) return null;
+  if (partKeys[p.type]) return cached(p, m.role + partKeys[p.type](p), (old) => r(m, p, old));
   // A tool's progress is another part, drawn in the tool.
   const prog = p.toolCallId && m.parts.find((x) => x.type === "data-llmw-tool-progress" && x.data.call_id === p.toolCallId);
   return cached(p, m.role + JSON.stringify(p) + (prog ? JSON.stringify(prog.data) : ""), (old) => r(m, p, old));
+}
+
+// loadURL resolves a file part's url to one the page can show: a data URL
+// as it is; the gateway's media endpoint (an attachment stored in
+// LLMW_MEDIA) read with the page's credentials, as a blob URL.
+const blobs = new Map(); // url → Promise of a blob URL
+function loadURL(url) {
+  if (!/^\/api\//.test(url || "")) return Promise.resolve(url);
+  if (!blobs.has(url)) {
+    blobs.set(
+      url,
+      fetch(url, { headers: headers(false) }).then(async (resp) => {
+        if (!resp.ok) throw new Error(await errorText(resp));
+        return URL.createObjectURL(await resp.blob());
+      }),
+    );
+  }
+  return blobs.get(url);
 }
 
 function renderTool(m, p) {
@@ -539,16 +588,76 @@ function approvalButtons(m, p) {
   return box;
 }
 
+// ---- attachments ----
+
+// Attachable: what every provider reads (images) and PDFs.
+const attachable = ["image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf"];
+
+function readDataURL(file) {
+  return new Promise((resolve, reject) => {
+    const r = new FileReader();
+    r.onload = () => resolve(r.result);
+    r.onerror = () => reject(r.error);
+    r.readAsDataURL(file);
+  });
+}
+
+// addFiles reads the chosen files into the composer's attachments, as
+// useChat does: AI SDK file parts whose url is a data URL.
+async function addFiles(files) {
+  showError("");
+  for (const f of files) {
+    if (!attachable.includes(f.type)) {
+      showError(f.name + ": " + (f.type || "unknown type") + " cannot be attached (images: PNG, JPEG, GIF, WebP; PDF)");
+      continue;
+    }
+    try {
+      state.attachments.push({ type: "file", mediaType: f.type, filename: f.name, url: await readDataURL(f) });
+    } catch (e) {
+      showError(f.name + ": " + e.message);
+    }
+  }
+  renderAttachments();
+}
+
+function renderAttachments() {
+  $("attachments").replaceChildren(
+    ...state.attachments.map((a, i) => {
+      const c = el("span", "chip");
+      if (a.mediaType.startsWith("image/")) c.append(Object.assign(el("img"), { src: a.url, alt: "" }));
+      c.append(el("span", null, a.filename));
+      const x = el("button", "remove", "×");
+      x.type = "button";
+      x.title = "remove " + a.filename;
+      x.onclick = () => {
+        state.attachments.splice(i, 1);
+        renderAttachments();
+      };
+      c.append(x);
+      return c;
+    }),
+  );
+}
+
 // ---- wiring ----
 
 $("composer").addEventListener("submit", (ev) => {
   ev.preventDefault();
   const text = $("prompt").value.trim();
-  if (!text || state.streaming) return;
+  if ((!text && !state.attachments.length) || state.streaming) return;
   $("prompt").value = "";
-  state.messages.push({ id: "u" + Date.now(), role: "user", parts: [{ type: "text", text }] });
+  const parts = state.attachments.slice();
+  if (text) parts.push({ type: "text", text });
+  state.attachments = [];
+  renderAttachments();
+  state.messages.push({ id: "u" + Date.now(), role: "user", parts });
   render();
   send(state.messages);
+});
+$("attach").onclick = () => $("file").click();
+$("file").addEventListener("change", async () => {
+  await addFiles(Array.from($("file").files));
+  $("file").value = "";
 });
 $("prompt").addEventListener("keydown", (ev) => {
   if (ev.key === "Enter" && !ev.shiftKey) {
