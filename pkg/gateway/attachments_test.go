@@ -17,14 +17,14 @@ import (
 	"github.com/llmworker/llmworker/pkg/llm/llmtest"
 )
 
-// testPNG is a real 24×16 PNG (a browser draws it), with a pattern that
+// testPNG is a real 96×64 PNG (a browser draws it), with a pattern that
 // makes its bytes this test's own.
 func testPNG(t *testing.T) []byte {
 	t.Helper()
-	img := image.NewRGBA(image.Rect(0, 0, 24, 16))
-	for y := range 16 {
-		for x := range 24 {
-			img.Set(x, y, color.RGBA{uint8(x * 10), uint8(y * 15), 200, 255})
+	img := image.NewRGBA(image.Rect(0, 0, 96, 64))
+	for y := range 64 {
+		for x := range 96 {
+			img.Set(x, y, color.RGBA{uint8(x * 2), uint8(y * 4), 200, 255})
 		}
 	}
 	var b bytes.Buffer

@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/llmworker/llmworker/internal/replay"
+	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/gateway"
 	"github.com/llmworker/llmworker/pkg/llm/llmtest"
 )
@@ -294,4 +296,65 @@ func TestBrowserUI(t *testing.T) {
 	wait("the chat after the reload", `document.querySelectorAll('.msg.assistant .ended').length === 2`)
 	checkMarkup("after a reload")
 	shot("gateway-ui-markdown.png", "the markdown answer")
+
+	// An image and a PDF attached through the file input, in a new chat:
+	// the completion request reaching the model carries the image's bytes,
+	// and the user's message shows the image and the PDF's name, before
+	// and after a reload.
+	img, pdf := testPNG(t), bigPDF(2000)
+	imgPath, pdfPath := filepath.Join(t.TempDir(), "gradient.png"), filepath.Join(t.TempDir(), "notes.pdf")
+	if err := os.WriteFile(imgPath, img, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pdfPath, pdf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script.Add(llmtest.TextStep("A gradient from blue to pink."))
+	calls := len(script.Requests())
+	if err := chromedp.Do(bctx,
+		chromedp.Click(chromedp.CSS(`#new-chat`)),
+		chromedp.SetValue(chromedp.CSS(`#model`), "script:markup"),
+		chromedp.SetUploadFiles(chromedp.CSS(`#file`), []string{imgPath, pdfPath}),
+	); err != nil {
+		t.Fatal(err)
+	}
+	wait("the attachment in the composer", `Array.from(document.querySelectorAll('#attachments .chip')).map(e => e.textContent).join('|') === 'gradient.png×|notes.pdf×'`)
+	if err := chromedp.Do(bctx,
+		chromedp.SetValue(chromedp.CSS(`#prompt`), "What is on this picture?"),
+		chromedp.Click(chromedp.CSS(`#send`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	wait("the answer to the picture", `!!document.querySelector('.msg.assistant .ended') && !window.llmw.streaming`)
+	reqs := script.Requests()
+	if len(reqs) != calls+1 {
+		t.Fatalf("%d model calls, want %d", len(reqs), calls+1)
+	}
+	msgs := reqs[calls].Messages
+	var sent, sentPDF []byte
+	for _, p := range msgs[len(msgs)-1].Content {
+		switch {
+		case p.Type == events.PartImage && p.MediaType == "image/png":
+			sent, _ = p.Bytes()
+		case p.Type == events.PartFile && p.MediaType == "application/pdf" && p.Filename == "notes.pdf":
+			sentPDF, _ = p.Bytes()
+		}
+	}
+	if !bytes.Equal(sent, img) || !bytes.Equal(sentPDF, pdf) {
+		t.Fatalf("the model's last message: image bytes %d, want the file's %d; PDF bytes %d, want %d", len(sent), len(img), len(sentPDF), len(pdf))
+	}
+	if got := msgs[len(msgs)-1].Text(); got != "What is on this picture?" {
+		t.Fatalf("the model's last message's text %q", got)
+	}
+	thumb := `(() => { const i = document.querySelector('.msg.user img.thumb'); return i && i.complete ? i.naturalWidth + 'x' + i.naturalHeight : ''; })()`
+	chip := `Array.from(document.querySelectorAll('.msg.user .file-chip')).map(e => e.querySelector('.kind').textContent + ' ' + e.querySelector('.name').textContent).join('|') === 'PDF notes.pdf'`
+	wait("the image and the PDF in the user's message", thumb+` === '96x64' && `+chip)
+	if chips := eval(`document.getElementById('attachments').children.length + ''`); chips != "0" {
+		t.Fatalf("the composer keeps %s attachments after sending", chips)
+	}
+	shot("gateway-ui-attachment.png", "the user's message with its image")
+	if err := chromedp.Do(bctx, chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`))); err != nil {
+		t.Fatal(err)
+	}
+	wait("the image after a reload", thumb+` === '96x64' && `+chip+` && document.querySelector('.msg.user .part-text').textContent === 'What is on this picture?'`)
 }

@@ -470,7 +470,8 @@ const partRenderers = {
     const chip = el("button", "chip file-chip");
     chip.type = "button";
     chip.title = "open " + (p.filename || p.mediaType);
-    chip.append(el("span", null, "📄 " + (p.filename || p.mediaType)));
+    const kind = p.mediaType === "application/pdf" ? "PDF" : (p.mediaType || "file").split("/").pop().toUpperCase();
+    chip.append(el("b", "kind", kind), el("span", "name", p.filename || p.mediaType));
     chip.onclick = () => loadURL(p.url).then((u) => window.open(u, "_blank", "noopener"), (e) => showError("open " + (p.filename || "file") + ": " + e.message));
     return chip;
   },
