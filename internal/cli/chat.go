@@ -252,17 +252,17 @@ func (c *chatter) pickScenario(line string) (replay.Scenario, bool) {
 
 // chatter runs turns of one chat.
 type chatter struct {
-	env   *Env
-	o     *chatOptions
-	tc    *turn.Client
-	js    jetstream.JetStream
-	subj  events.Subjects
+	env  *Env
+	o    *chatOptions
+	tc   *turn.Client
+	js   jetstream.JetStream
+	subj events.Subjects
 	// attach are the files of the next turn's message (--attach: the
 	// first).
 	attach []string
-	out   *Renderer
-	model string
-	lines *lineReader
+	out    *Renderer
+	model  string
+	lines  *lineReader
 }
 
 func (c *chatter) request(turnID, prompt string) events.TurnRequest {
