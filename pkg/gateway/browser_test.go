@@ -318,7 +318,8 @@ func TestBrowserUI(t *testing.T) {
 	); err != nil {
 		t.Fatal(err)
 	}
-	wait("the attachment in the composer", `Array.from(document.querySelectorAll('#attachments .chip')).map(e => e.textContent).join('|') === 'gradient.png×|notes.pdf×'`)
+	wait("the attachment in the composer", `Array.from(document.querySelectorAll('#attachments .chip')).map(e => e.textContent).join('|') === 'gradient.png×|PDFnotes.pdf×'`)
+	shot("gateway-ui-attach-composer.png", "the composer with two attachments")
 	if err := chromedp.Do(bctx,
 		chromedp.SetValue(chromedp.CSS(`#prompt`), "What is on this picture?"),
 		chromedp.Click(chromedp.CSS(`#send`)),

@@ -423,6 +423,7 @@ function emptyHint() {
     if (info && /^replay:/.test(info.model || "")) {
       d.append(el("p", null, "The model " + info.model + " plays recorded provider streams (--replay): no API key and no network, and it plays its recording whatever you ask."));
     }
+    d.append(el("p", null, "Attach adds images (PNG, JPEG, GIF, WebP) and PDFs to your message: the model is sent them, and the chat shows them."));
     d.append(el("p", null, "A tool call that a hook holds for approval waits for your Approve, Deny or Edit; Stop cancels the running turn. Chats stay in the list on the left: reopen one, or reload the page, and it picks up where it is."));
     return d;
   });
@@ -626,6 +627,7 @@ function renderAttachments() {
     ...state.attachments.map((a, i) => {
       const c = el("span", "chip");
       if (a.mediaType.startsWith("image/")) c.append(Object.assign(el("img"), { src: a.url, alt: "" }));
+      else c.append(el("b", "kind", "PDF"));
       c.append(el("span", null, a.filename));
       const x = el("button", "remove", "×");
       x.type = "button";
