@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -358,4 +359,19 @@ func TestBrowserUI(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait("the image after a reload", thumb+` === '96x64' && `+chip+` && document.querySelector('.msg.user .part-text').textContent === 'What is on this picture?'`)
+	// The PDF's chip opens the PDF's bytes, as a PDF, in a new tab.
+	eval(`(() => {
+		const create = URL.createObjectURL;
+		URL.createObjectURL = (b) => { window.__blob = b; return create(b); };
+		window.open = (u) => { window.__blob.arrayBuffer().then((a) => { window.__opened = JSON.stringify({blob: u.startsWith('blob:'), type: window.__blob.type, size: a.byteLength, head: String.fromCharCode(...new Uint8Array(a).slice(0, 8))}); }); };
+		return '';
+	})()`)
+	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS(`.msg.user .file-chip`))); err != nil {
+		t.Fatal(err)
+	}
+	wait("the PDF opened", `!!window.__opened`)
+	want := fmt.Sprintf(`{"blob":true,"type":"application/pdf","size":%d,"head":%q}`, len(pdf), pdf[:8])
+	if got := eval(`window.__opened`); got != want {
+		t.Fatalf("the PDF's chip opened %s, want %s", got, want)
+	}
 }

@@ -473,7 +473,7 @@ const partRenderers = {
     chip.title = "open " + (p.filename || p.mediaType);
     const kind = p.mediaType === "application/pdf" ? "PDF" : (p.mediaType || "file").split("/").pop().toUpperCase();
     chip.append(el("b", "kind", kind), el("span", "name", p.filename || p.mediaType));
-    chip.onclick = () => loadURL(p.url).then((u) => window.open(u, "_blank", "noopener"), (e) => showError("open " + (p.filename || "file") + ": " + e.message));
+    chip.onclick = () => openFile(p).catch((e) => showError("open " + (p.filename || "file") + ": " + e.message));
     return chip;
   },
   "data-llmw-usage": (m, p) => {
@@ -506,6 +506,32 @@ function renderPart(m, p) {
   // A tool's progress is another part, drawn in the tool.
   const prog = p.toolCallId && m.parts.find((x) => x.type === "data-llmw-tool-progress" && x.data.call_id === p.toolCallId);
   return cached(p, m.role + JSON.stringify(p) + (prog ? JSON.stringify(prog.data) : ""), (old) => r(m, p, old));
+}
+
+// openFile opens a PDF in a new tab and downloads any other file. A blob
+// of this page's origin is never made a page of another type: an HTML
+// attachment would run as this UI.
+async function openFile(p) {
+  if (/^https:/i.test(p.url || "")) {
+    window.open(p.url, "_blank", "noopener");
+    return;
+  }
+  const pdf = p.mediaType === "application/pdf";
+  const u = URL.createObjectURL(new Blob([await fileBytes(p.url)], { type: pdf ? "application/pdf" : "application/octet-stream" }));
+  if (pdf) window.open(u, "_blank");
+  else Object.assign(document.createElement("a"), { href: u, download: p.filename || "file" }).click();
+}
+
+// fileBytes reads a file part's bytes: a data URL's, or the gateway's
+// media endpoint's with the page's credentials.
+async function fileBytes(url) {
+  if (/^data:/i.test(url || "")) return Uint8Array.from(atob(url.slice(url.indexOf(",") + 1)), (c) => c.charCodeAt(0));
+  if (/^\/api\//.test(url || "")) {
+    const resp = await fetch(url, { headers: headers(false) });
+    if (!resp.ok) throw new Error(await errorText(resp));
+    return resp.arrayBuffer();
+  }
+  throw new Error("no copy of it here");
 }
 
 // loadURL resolves a file part's url to one the page can show: a data URL
