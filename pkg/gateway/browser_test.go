@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -374,4 +375,22 @@ func TestBrowserUI(t *testing.T) {
 	if got := eval(`window.__opened`); got != want {
 		t.Fatalf("the PDF's chip opened %s, want %s", got, want)
 	}
+
+	// A pasted image is attached; a dropped text file is refused with a
+	// message; × removes an attachment.
+	eval(`(() => {
+		const file = (name, type, b64) => new File([Uint8Array.from(atob(b64), (c) => c.charCodeAt(0))], name, {type});
+		const paste = new DataTransfer();
+		paste.items.add(file('image.png', 'image/png', '` + base64.StdEncoding.EncodeToString(img) + `'));
+		document.getElementById('prompt').dispatchEvent(new ClipboardEvent('paste', {clipboardData: paste, bubbles: true, cancelable: true}));
+		const drop = new DataTransfer();
+		drop.items.add(file('notes.txt', 'text/plain', 'aGVsbG8='));
+		document.getElementById('composer').dispatchEvent(new DragEvent('drop', {dataTransfer: drop, bubbles: true, cancelable: true}));
+		return '';
+	})()`)
+	wait("the pasted image and the refused text file", `Array.from(document.querySelectorAll('#attachments .chip')).map(e => e.textContent).join('|') === 'image.png×' && document.getElementById('error').textContent.includes('notes.txt: text/plain cannot be attached')`)
+	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS(`#attachments .chip button.remove`))); err != nil {
+		t.Fatal(err)
+	}
+	wait("the attachment removed", `document.querySelectorAll('#attachments .chip').length === 0 && window.llmw.attachments.length === 0`)
 }

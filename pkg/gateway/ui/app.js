@@ -423,7 +423,7 @@ function emptyHint() {
     if (info && /^replay:/.test(info.model || "")) {
       d.append(el("p", null, "The model " + info.model + " plays recorded provider streams (--replay): no API key and no network, and it plays its recording whatever you ask."));
     }
-    d.append(el("p", null, "Attach adds images (PNG, JPEG, GIF, WebP) and PDFs to your message: the model is sent them, and the chat shows them."));
+    d.append(el("p", null, "Attach (or paste, or drop on the message box) adds images (PNG, JPEG, GIF, WebP) and PDFs to your message: the model is sent them, and the chat shows them."));
     d.append(el("p", null, "A tool call that a hook holds for approval waits for your Approve, Deny or Edit; Stop cancels the running turn. Chats stay in the list on the left: reopen one, or reload the page, and it picks up where it is."));
     return d;
   });
@@ -684,6 +684,24 @@ $("composer").addEventListener("submit", (ev) => {
   send(state.messages);
 });
 $("attach").onclick = () => $("file").click();
+// A pasted screenshot and dropped files are attached as chosen ones are.
+$("prompt").addEventListener("paste", (ev) => {
+  const files = Array.from((ev.clipboardData && ev.clipboardData.files) || []);
+  if (files.length) {
+    ev.preventDefault();
+    addFiles(files);
+  }
+});
+$("composer").addEventListener("dragover", (ev) => {
+  if (ev.dataTransfer && Array.from(ev.dataTransfer.types).includes("Files")) ev.preventDefault();
+});
+$("composer").addEventListener("drop", (ev) => {
+  const files = Array.from((ev.dataTransfer && ev.dataTransfer.files) || []);
+  if (files.length) {
+    ev.preventDefault();
+    addFiles(files);
+  }
+});
 $("file").addEventListener("change", async () => {
   await addFiles(Array.from($("file").files));
   $("file").value = "";
