@@ -16,6 +16,7 @@ import (
 	"github.com/llmworker/llmworker/internal/service"
 	"github.com/llmworker/llmworker/internal/service/gatewaysvc"
 	"github.com/llmworker/llmworker/internal/service/servicetest"
+	"github.com/llmworker/llmworker/pkg/natstest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -66,18 +67,18 @@ func TestRunAndDrain(t *testing.T) {
 		done <- run(ctx, []string{"--nats-url", e.URL(), "--http", "127.0.0.1:0", "--log-format", "text", "--drain-timeout", "5s"}, env(nil), &out)
 	}()
 	re := regexp.MustCompile(`url=(http://[0-9.:]+)`)
-	deadline := time.Now().Add(20 * time.Second)
+	defer func() {
+		if t.Failed() {
+			t.Logf("output:\n%s", out.String())
+		}
+	}()
 	var url string
-	for {
+	natstest.EventuallyWithin(t, 20*time.Second, "the gateway serving", func() bool {
 		if m := re.FindStringSubmatch(out.String()); m != nil {
 			url = m[1]
-			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not serving: %s", out.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return url != ""
+	})
 	resp, err := http.Get(url + "/")
 	if err != nil {
 		t.Fatal(err)

@@ -32,6 +32,7 @@ import (
 	"github.com/llmworker/llmworker/internal/service"
 	"github.com/llmworker/llmworker/internal/service/ingestsvc"
 	"github.com/llmworker/llmworker/internal/service/servicetest"
+	"github.com/llmworker/llmworker/pkg/natstest"
 )
 
 // The genai SDK's dependencies start an opencensus worker in an init
@@ -142,7 +143,12 @@ func buildBinary(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "ingest")
 	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	out, err := exec.Command(gobin, "build", "-o", bin, ".").CombinedOutput()
+	// Built as the images build it (deploy/build-images.sh): static, paths
+	// trimmed, so that it shares its compiled packages with them and with
+	// CI's go vet (.ci/run).
+	cmd := exec.Command(gobin, "build", "-trimpath", "-o", bin, ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
@@ -223,21 +229,15 @@ func TestBlackBoxOpenAIStream(t *testing.T) {
 	t.Cleanup(nc.Close)
 
 	// Ready when the micro service answers PING.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := nc.Request("$SRV.PING.llmw-ingest", nil, 200*time.Millisecond); err == nil {
-			break
-		}
+	natstest.EventuallyWithin(t, 30*time.Second, "ingest answering $SRV.PING", func() bool {
 		select {
 		case err := <-exited:
 			t.Fatalf("ingest exited: %v\n%s", err, logs.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ingest not ready\n%s", logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		_, err := nc.Request("$SRV.PING.llmw-ingest", nil, 200*time.Millisecond)
+		return err == nil
+	})
 
 	sub, err := nc.SubscribeSync("llmw.llm.stream.bb1")
 	if err != nil {
@@ -483,13 +483,14 @@ func TestRunEmbeddedUntilCancelled(t *testing.T) {
 	go func() {
 		done <- run(ctx, []string{"--instance", "emb", "--log-format", "text"}, func(string) string { return "" }, logs)
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(logs.String(), "ingest started") {
-		if time.Now().After(deadline) {
-			t.Fatalf("not started:\n%s", logs.String())
+	defer func() {
+		if t.Failed() {
+			t.Logf("logs:\n%s", logs.String())
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	}()
+	natstest.EventuallyWithin(t, 30*time.Second, "ingest started", func() bool {
+		return strings.Contains(logs.String(), "ingest started")
+	})
 	if !strings.Contains(logs.String(), "embedded NATS server") {
 		t.Errorf("no embedded server logged:\n%s", logs.String())
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/llmworker/llmworker/internal/natsutil"
 	"github.com/llmworker/llmworker/internal/service"
 	"github.com/llmworker/llmworker/internal/service/turnsvc"
+	"github.com/llmworker/llmworker/pkg/natstest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -69,13 +70,14 @@ func TestRunAndDrain(t *testing.T) {
 	go func() {
 		done <- run(ctx, []string{"--nats-url", e.URL(), "--log-format", "text", "--drain-timeout", "5s"}, env(nil), &out)
 	}()
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(out.String(), "turn service started") {
-		if time.Now().After(deadline) {
-			t.Fatalf("not started: %s", out.String())
+	defer func() {
+		if t.Failed() {
+			t.Logf("output:\n%s", out.String())
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	}()
+	natstest.EventuallyWithin(t, 20*time.Second, "the turn service started", func() bool {
+		return strings.Contains(out.String(), "turn service started")
+	})
 	cancel()
 	if code := <-done; code != 0 {
 		t.Fatalf("exit code %d: %s", code, out.String())

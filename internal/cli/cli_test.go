@@ -22,6 +22,7 @@ import (
 	"github.com/llmworker/llmworker/internal/replay/demotools"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook/hooknats"
+	"github.com/llmworker/llmworker/pkg/natstest"
 	"github.com/llmworker/llmworker/pkg/toolexec/builtin"
 	"github.com/llmworker/llmworker/pkg/turn"
 )
@@ -487,13 +488,9 @@ func TestChatInterrupt(t *testing.T) {
 		code.Store(int32(Main(ctx, []string{"chat", "--model", "replay:anthropic", "go"},
 			Env{Getenv: envOf("NATS_URL", st.URL), Stdout: out, Stderr: out, Interrupt: intr})))
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(out.String(), "thinking: ") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no thinking streamed:\n%s", out.String())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	natstest.EventuallyWithin(t, 30*time.Second, "thinking streamed", func() bool {
+		return strings.Contains(out.String(), "thinking: ")
+	})
 	intr <- os.Interrupt
 	<-done
 	if code.Load() != 1 || !strings.Contains(out.String(), "cancelling turn") || !strings.Contains(out.String(), "✗ turn aborted") {
@@ -577,6 +574,7 @@ func TestRenderer(t *testing.T) {
 		env(events.TypeToolResult, events.ToolCallResult{CallID: "c2", Name: "read_file", Content: long, DurationMS: 3}),
 		env(events.TypeToolResult, events.ToolCallResult{CallID: "c3", Name: "calc", Content: "bad", IsError: true}),
 		env(events.TypeHookMessage, events.HookMessage{Hook: "h", Messages: []events.Message{events.AssistantText("note")}}),
+		env(events.TypeTurnWarning, events.TurnWarning{Step: 1, Model: "openai:gpt", Warnings: []events.Warning{{Setting: "top_k", Message: "openai has no top_k"}}}),
 		env(events.TypeTurnFailed, events.TurnEnded{Reason: "max steps (20) reached", Code: "max_steps"}),
 	}
 	var last Rendered
@@ -594,6 +592,7 @@ func TestRenderer(t *testing.T) {
 		"← read_file (3 ms): " + strings.Repeat("x", 300) + "… (100 more chars)",
 		"✗ calc failed (0 ms): bad",
 		"⚑ h: note",
+		"⚠ top_k not sent: openai has no top_k",
 		"✗ turn failed: max steps (20) reached [max_steps]",
 	} {
 		if !strings.Contains(out, want) {

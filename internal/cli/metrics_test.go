@@ -6,13 +6,13 @@ import (
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"go.opentelemetry.io/otel"
 
+	"github.com/llmworker/llmworker/pkg/natstest"
 	"github.com/llmworker/llmworker/pkg/telemetry"
 )
 
@@ -53,13 +53,10 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 	// The resumed run's counters are added right after its last event.
-	deadline := time.Now().Add(10 * time.Second)
-	for scrape(); sumCounter(fams["llmw_turns_total"], map[string]string{"llmw_turn_status": "completed"}) < 1; scrape() {
-		if time.Now().After(deadline) {
-			t.Fatal("llmw_turns_total{llmw_turn_status=\"completed\"} never counted the turn")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	natstest.Eventually(t, `llmw_turns_total{llmw_turn_status="completed"} counting the turn`, func() bool {
+		scrape()
+		return sumCounter(fams["llmw_turns_total"], map[string]string{"llmw_turn_status": "completed"}) >= 1
+	})
 
 	tokens := fams["gen_ai_client_token_usage"]
 	for typ, want := range map[string]int64{"input": *done.Usage.InputTokens, "output": *done.Usage.OutputTokens} {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/llmworker/llmworker/internal/replay"
+	"github.com/llmworker/llmworker/pkg/natstest"
 )
 
 // readmeBlock returns the sh code block of README.md that follows the
@@ -71,14 +72,14 @@ func TestReadmeNATSCLI(t *testing.T) {
 		_ = subCmd.Process.Kill()
 		_ = subCmd.Wait()
 	}()
+	defer func() {
+		if t.Failed() {
+			t.Logf("subscriber output:\n%s", out.String())
+		}
+	}()
 	poll := func(what string, ok func(string) bool) {
 		t.Helper()
-		for !ok(out.String()) {
-			if ctx.Err() != nil {
-				t.Fatalf("no %s; subscriber output:\n%s", what, out.String())
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		natstest.EventuallyWithin(t, time.Minute, what, func() bool { return ok(out.String()) })
 	}
 	poll("subscription", func(s string) bool { return strings.Contains(s, "Subscribing on") })
 	pubCmd := exec.CommandContext(ctx, "sh", "-c", pub)

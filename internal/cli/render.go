@@ -264,6 +264,10 @@ func (r *Renderer) RenderEvent(e *events.Envelope, ev events.WorkerEvent) Render
 			r.line("   " + c.ID + "  " + c.Name + " " + Truncate(compactJSON(c.Input), r.limit()))
 		}
 		out.State, out.Paused = StatePaused, &d
+	case events.TurnWarning:
+		for _, w := range d.Warnings {
+			r.line(r.style(ansiDim, "  ⚠ "+w.Setting+" not sent: ") + w.Message)
+		}
 	case events.TurnResumed:
 		var parts []string
 		for id, dec := range d.Decisions {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,9 +23,12 @@ func TestConnectWaitsForTheServer(t *testing.T) {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
+	// The server starts once the first attempt has failed.
+	failed := make(chan struct{})
+	var once sync.Once
 	started := make(chan *Embedded, 1)
 	go func() {
-		time.Sleep(300 * time.Millisecond)
+		<-failed
 		e, err := StartEmbedded(EmbeddedOptions{Port: port})
 		if err != nil {
 			t.Error(err)
@@ -33,7 +37,11 @@ func TestConnectWaitsForTheServer(t *testing.T) {
 	}()
 	retries := 0
 	c, err := Connect(context.Background(), Config{URL: "nats://127.0.0.1:" + strconv.Itoa(port), ConnectWait: 20 * time.Second,
-		OnRetry: func(error, time.Duration) { retries++ }})
+		OnRetry: func(error, time.Duration) {
+			retries++
+			once.Do(func() { close(failed) })
+		}})
+	once.Do(func() { close(failed) }) // a Connect that never retried: the server still starts, and the test ends
 	e := <-started
 	defer e.Shutdown()
 	if err != nil {

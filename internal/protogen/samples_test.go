@@ -83,6 +83,8 @@ func TestSamplesMatchSchemas(t *testing.T) {
 		events.TurnCompleted{Messages: msgs, StopReason: events.StopEndTurn, Usage: usage},
 		events.TurnEnded{Reason: "r", Code: "max_steps"},
 		events.TurnRejected{TurnID: "t-01", Request: events.TypeTurnSubmit, Code: events.RejectTurnExists, Reason: "r", Status: "completed"},
+		events.TurnWarning{Step: 1, Model: "openai:gpt", Warnings: []events.Warning{{Setting: "top_k", Message: "openai has no top_k"}}},
+		events.TurnCompleted{Messages: msgs, StopReason: events.StopEndTurn, Usage: usage, Output: json.RawMessage(`{"city":"Oslo"}`)},
 		events.WorkerBlockStart{BlockStart: events.BlockStart{Index: 0, BlockType: events.BlockText}, Step: 1},
 		events.WorkerBlockDelta{BlockDelta: events.ThinkingDelta(0, "x"), Step: 2},
 		events.WorkerBlockStop{BlockStop: events.BlockStop{Index: 0, BlockType: events.BlockText}, Step: 1},
@@ -98,6 +100,7 @@ func TestSamplesMatchSchemas(t *testing.T) {
 		events.ToolCatalogEntry{Name: "n", InputSchema: json.RawMessage(`{"type":"object"}`), TimeoutMS: 1000},
 		events.ToolCallRequest{CallID: "c1", TurnID: "t1", Name: "n", Input: json.RawMessage(`{}`), Deadline: time.Now()},
 		events.ToolCallResult{CallID: "c1", TurnID: "t1", Name: "n", Content: "ok"},
+		events.ToolCallResult{CallID: "c1", TurnID: "t1", Name: "n", Content: "ok", Parts: []events.Part{events.TextPart("ok"), events.ImageURLPart("image/png", "https://example.com/a.png")}},
 		events.HookRegistration{Name: "h", Event: events.HookBeforeToolCall, Subject: "llmw.hook.h", Failure: events.FailOpen},
 		events.HookRequest{Event: events.HookBeforeToolCall, TurnID: "t1", ToolCall: &call, Tool: &tools[0], Variables: map[string]string{"a": "b"}},
 		events.HookResponse{Result: events.HookContinue, ToolCall: &call, Emit: msgs[:1]},
@@ -105,7 +108,7 @@ func TestSamplesMatchSchemas(t *testing.T) {
 		turn.State{Version: turn.StateVersion, Status: turn.StatusRunning, Owner: "a", Seq: 7,
 			Request: &events.TurnRequest{TurnID: "t1", Model: "a:b", Messages: []events.Message{}},
 			Checkpoint: &worker.Checkpoint{Version: worker.CheckpointVersion, TurnID: "t1", Phase: worker.PhaseTools, Step: 1, Messages: msgs,
-				Pending: []worker.PendingCall{{Call: call, State: worker.CallDone, Output: &worker.ToolOutput{Content: "ok"}}}},
+				Pending: []worker.PendingCall{{Call: call, State: worker.CallDone, Output: &worker.ToolOutput{Content: "ok", Parts: []events.Part{events.TextPart("ok"), events.ImageURLPart("image/png", "https://example.com/a.png")}}}}, OutputRepairs: 1},
 			Updated: time.Now()},
 	}
 	byType := map[reflect.Type]*jsonschema.Schema{}

@@ -186,9 +186,10 @@ const (
 )
 
 // ToolChoice is "auto", "none", "required" or {"type":"tool","name":…} on
-// the wire. In a turn, a choice other than auto applies to the first
-// model call only unless TurnRequest.ToolChoiceEveryStep is set: a tool
-// forced on every call never lets the model answer.
+// the wire. In a turn, a choice that forces a tool (required, or a named
+// tool: Forces) applies to the first model call only unless
+// TurnRequest.ToolChoiceEveryStep is set: a tool forced on every call
+// never lets the model answer. "none" applies to every call.
 type ToolChoice struct {
 	Mode ToolChoiceMode
 	// Name is the tool of ToolNamed.

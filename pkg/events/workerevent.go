@@ -17,6 +17,7 @@ import (
 //	llmw.turn.completed    turn                 TurnCompleted
 //	llmw.turn.failed       turn                 TurnFailed
 //	llmw.turn.aborted      turn                 TurnAborted
+//	llmw.turn.warning      turn                 TurnWarning
 //	llmw.block.start       text|thinking|tool   WorkerBlockStart
 //	llmw.block.delta       text|thinking|tool   WorkerBlockDelta
 //	llmw.block.stop        text|thinking|tool   WorkerBlockStop
@@ -59,6 +60,7 @@ func (TurnResumed) WorkerType() string      { return TypeTurnResumed }
 func (TurnCompleted) WorkerType() string    { return TypeTurnCompleted }
 func (TurnFailed) WorkerType() string       { return TypeTurnFailed }
 func (TurnAborted) WorkerType() string      { return TypeTurnAborted }
+func (TurnWarning) WorkerType() string      { return TypeTurnWarning }
 func (WorkerBlockStart) WorkerType() string { return TypeBlockStart }
 func (WorkerBlockDelta) WorkerType() string { return TypeBlockDelta }
 func (WorkerBlockStop) WorkerType() string  { return TypeBlockStop }
@@ -80,6 +82,7 @@ func (TurnResumed) Channel() Channel        { return ChannelTurn }
 func (TurnCompleted) Channel() Channel      { return ChannelTurn }
 func (TurnFailed) Channel() Channel         { return ChannelTurn }
 func (TurnAborted) Channel() Channel        { return ChannelTurn }
+func (TurnWarning) Channel() Channel        { return ChannelTurn }
 func (e WorkerBlockStart) Channel() Channel { return BlockChannel(e.BlockType) }
 func (e WorkerBlockStop) Channel() Channel  { return BlockChannel(e.BlockType) }
 func (e WorkerBlockAbort) Channel() Channel { return BlockChannel(e.BlockType) }
@@ -113,6 +116,7 @@ func (TurnResumed) isWorkerEvent()      {}
 func (TurnCompleted) isWorkerEvent()    {}
 func (TurnFailed) isWorkerEvent()       {}
 func (TurnAborted) isWorkerEvent()      {}
+func (TurnWarning) isWorkerEvent()      {}
 func (WorkerBlockStart) isWorkerEvent() {}
 func (WorkerBlockDelta) isWorkerEvent() {}
 func (WorkerBlockStop) isWorkerEvent()  {}
@@ -155,6 +159,8 @@ func DecodeWorkerEvent(typ string, data []byte) (WorkerEvent, error) {
 		return decodeWorker[TurnFailed](data)
 	case TypeTurnAborted:
 		return decodeWorker[TurnAborted](data)
+	case TypeTurnWarning:
+		return decodeWorker[TurnWarning](data)
 	case TypeBlockStart:
 		return decodeWorker[WorkerBlockStart](data)
 	case TypeBlockDelta:

@@ -85,23 +85,14 @@ func TestBrowserUI(t *testing.T) {
 	bctx, bcancel := chromedp.NewContext(actx, chromedp.WithErrorf(t.Logf))
 	defer bcancel()
 
-	// wait polls a JavaScript condition.
+	// wait waits, in the page, for a JavaScript condition: the page
+	// evaluates it every 25 ms (the conditions read state, such as
+	// window.llmw.streaming, that changes without a DOM mutation).
 	wait := func(what, js string) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			ok, err := chromedp.Run(bctx, chromedp.Evaluate[bool](js))
-			if err != nil {
-				t.Fatalf("%s: %v", what, err)
-			}
-			if ok {
-				return
-			}
-			if time.Now().After(deadline) {
-				html, _ := chromedp.Run(bctx, chromedp.OuterHTML(chromedp.CSS("#messages")))
-				t.Fatalf("%s: not within 30s; messages:\n%s", what, html)
-			}
-			time.Sleep(25 * time.Millisecond)
+		if _, err := chromedp.Run(bctx, chromedp.Poll[bool](js, chromedp.WithPollingInterval(25*time.Millisecond), chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+			html, _ := chromedp.Run(bctx, chromedp.OuterHTML(chromedp.CSS("#messages")))
+			t.Fatalf("%s: %v; messages:\n%s", what, err, html)
 		}
 	}
 	eval := func(js string) string {

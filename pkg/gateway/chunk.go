@@ -45,6 +45,8 @@ const (
 	DataPaused       = "data-llmw-paused"
 	DataResumed      = "data-llmw-resumed"
 	DataBlockAbort   = "data-llmw-block-abort"
+	DataWarning      = "data-llmw-warning"
+	DataOutput       = "data-llmw-output"
 )
 
 // HeaderStream is the response header that marks a UI message stream;

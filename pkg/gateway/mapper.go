@@ -89,6 +89,9 @@ func (m *Mapper) Map(out []Chunk, ev events.WorkerEvent) []Chunk {
 	case events.ToolCallResult:
 		if e.IsError {
 			out = append(out, Chunk{Type: PartToolOutputError, ToolCallID: e.CallID, ErrorText: e.Content})
+		} else if e.Parts != nil {
+			// Images and files: the parts as they are, for a UI to show.
+			out = append(out, Chunk{Type: PartToolOutputAvailable, ToolCallID: e.CallID, Output: partsJSON(e.Parts)})
 		} else {
 			out = append(out, Chunk{Type: PartToolOutputAvailable, ToolCallID: e.CallID, Output: jsonOrString([]byte(e.Content))})
 		}
@@ -117,7 +120,12 @@ func (m *Mapper) Map(out []Chunk, ev events.WorkerEvent) []Chunk {
 	case events.TurnResumed:
 		m.pending = m.pending[:0]
 		out = append(out, dataPart(DataResumed, "", e))
+	case events.TurnWarning:
+		out = append(out, dataPart(DataWarning, "", e))
 	case events.TurnCompleted:
+		if e.Output != nil {
+			out = append(out, Chunk{Type: DataOutput, ID: "output", Data: e.Output})
+		}
 		out = m.closeStep(out)
 		out = append(out, Chunk{Type: PartFinish, FinishReason: finishReason(e.StopReason)})
 		m.ended = true
@@ -229,6 +237,15 @@ func jsonOrString(b []byte) json.RawMessage {
 		return b
 	}
 	return events.AppendJSONString(nil, string(b))
+}
+
+// partsJSON is a tool result's parts as the JSON array of its content.
+func partsJSON(parts []events.Part) json.RawMessage {
+	b, err := json.Marshal(parts)
+	if err != nil {
+		return json.RawMessage("null")
+	}
+	return b
 }
 
 func dataPart(typ, id string, v any) Chunk {

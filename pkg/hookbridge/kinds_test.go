@@ -21,6 +21,7 @@ import (
 	"github.com/llmworker/llmworker/pkg/hook/hooknats"
 	"github.com/llmworker/llmworker/pkg/hook/hooktest"
 	"github.com/llmworker/llmworker/pkg/hookbridge"
+	"github.com/llmworker/llmworker/pkg/natstest"
 )
 
 // Command hooks end to end: config → bridge → registry → chain.
@@ -104,13 +105,9 @@ hooks:
 	// The process group was killed: the background child is gone.
 	pidB := waitFile(t, pidFile)
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(pidB)))
-	deadline := time.Now().Add(10 * time.Second)
-	for syscall.Kill(pid, 0) == nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("child %d of the timed-out hook still runs", pid)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	natstest.Eventually(t, fmt.Sprintf("child %d of the timed-out hook to end", pid), func() bool {
+		return syscall.Kill(pid, 0) != nil
+	})
 
 	for _, name := range []string{"fails", "notjson"} {
 		out := c.RunAfterToolCall(ctx(t), &hook.ToolResultInput{Turn: tn, Call: call("c3", name, `{}`), Result: events.ToolResult{ToolUseID: "c3"}})
@@ -130,17 +127,12 @@ hooks:
 
 func waitFile(t *testing.T, p string) []byte {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		b, err := os.ReadFile(p)
-		if err == nil && len(b) > 0 {
-			return b
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not written", p)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	var b []byte
+	natstest.Eventually(t, p+" written", func() bool {
+		b, _ = os.ReadFile(p)
+		return len(b) > 0
+	})
+	return b
 }
 
 // The model's tool input never reaches a shell: metacharacters in it are

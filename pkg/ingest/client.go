@@ -136,7 +136,8 @@ func (c *Client) Close() error {
 }
 
 // Stream sends req (a request id is generated when req.RequestID is empty)
-// and returns its stream. Its stream group's subscription exists before it
+// and returns its stream, an llm.Warner whose Warnings are those of
+// ingest's reply (the settings the provider does not have, not sent). Its stream group's subscription exists before it
 // sends the request, so no event is missed. Cancelling ctx publishes
 // P.llm.cancel.<request_id> and ends the stream with status cancelled.
 //
@@ -194,7 +195,7 @@ func (c *Client) open(ctx context.Context, req *llm.Request, legacy bool) (_ *in
 	cancel()
 	var streamSubj string
 	if err == nil {
-		streamSubj, err = c.checkReply(reply, groupSubj, legacySubj)
+		streamSubj, s.warnings, err = c.checkReply(reply, groupSubj, legacySubj)
 	} else if ctx.Err() != nil {
 		err = ctx.Err()
 	} else if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
@@ -268,12 +269,13 @@ func (c *Client) dispatch(m *nats.Msg) {
 	}
 }
 
-// checkReply returns the stream subject of a successful reply, which must
-// be one of the two the request may be streamed on.
-func (c *Client) checkReply(m *nats.Msg, groupSubj, legacySubj string) (string, error) {
+// checkReply returns the stream subject and the warnings of a successful
+// reply; the subject must be one of the two the request may be streamed
+// on.
+func (c *Client) checkReply(m *nats.Msg, groupSubj, legacySubj string) (string, []events.Warning, error) {
 	if m.Header.Get(micro.ErrorCodeHeader) != "" {
 		_, err := DecodeReply(m)
-		return "", err // an *Error, or ErrNoReply for a malformed code
+		return "", nil, err // an *Error, or ErrNoReply for a malformed code
 	}
 	data := m.Data
 	env, err := events.DecodeEnvelope(m.Header, m.Data)
@@ -281,16 +283,16 @@ func (c *Client) checkReply(m *nats.Msg, groupSubj, legacySubj string) (string, 
 	case err == nil:
 		data = env.Data
 	case !errors.Is(err, events.ErrNotCloudEvent):
-		return "", fmt.Errorf("%w: %w", ErrBadReply, err)
+		return "", nil, fmt.Errorf("%w: %w", ErrBadReply, err)
 	}
 	r, err := events.Decode[events.CompletionReply](data)
 	if err != nil {
-		return "", fmt.Errorf("%w: %w", ErrBadReply, err)
+		return "", nil, fmt.Errorf("%w: %w", ErrBadReply, err)
 	}
 	if r.StreamSubject != groupSubj && r.StreamSubject != legacySubj {
-		return "", fmt.Errorf("%w: stream_subject %q, want %q", ErrBadReply, r.StreamSubject, groupSubj)
+		return "", nil, fmt.Errorf("%w: stream_subject %q, want %q", ErrBadReply, r.StreamSubject, groupSubj)
 	}
-	return r.StreamSubject, nil
+	return r.StreamSubject, r.Warnings, nil
 }
 
 func (c *Client) publishCancel(reqID string) {
@@ -312,6 +314,10 @@ type ingestStream struct {
 	q         *streamQueue
 	legacySub *nats.Subscription // P.llm.stream.<request_id>, only for an ingest without stream groups
 	timer     *time.Timer
+
+	// warnings are those of ingest's reply: the request's settings the
+	// provider does not have, which were not sent.
+	warnings []events.Warning
 
 	lastSeq  uint64
 	open     []openBlock // by index; a stream has few open at once
@@ -463,7 +469,13 @@ func (s *ingestStream) Current() events.Event { return s.cur }
 // itself, so the worker's llm.Normalize passes it through.
 func (s *ingestStream) WellFormed() {}
 
-var _ llm.WellFormed = (*ingestStream)(nil)
+// Warnings implements llm.Warner with the warnings of ingest's reply.
+func (s *ingestStream) Warnings() []events.Warning { return s.warnings }
+
+var (
+	_ llm.WellFormed = (*ingestStream)(nil)
+	_ llm.Warner     = (*ingestStream)(nil)
+)
 
 // Err is nil: every failure is reported in-stream as an error event and
 // status failed, so that the stream stays well-formed.

@@ -74,7 +74,10 @@
 // no subscription of its own and the subscription never blocks. An ingest
 // that predates stream groups is detected by its reply and served on
 // P.llm.stream.<request_id> (Client.Stream). An error reply is the same
-// *Error the service sends (DecodeReply), so the kind survives the hop. A
+// *Error the service sends (DecodeReply), so the kind survives the hop;
+// the warnings of a successful reply (settings the provider does not
+// have, taken from the adapter's stream, an llm.Warner) are the Warnings
+// of the Client's stream. A
 // lost or repeated seq (CodeStreamGap), an idle stream (CodeIdleTimeout) or
 // an undecodable event (CodeInvalidEvent) end the stream well-formed: open
 // blocks aborted, an error event, status failed. Cancelling the context

@@ -447,7 +447,13 @@ func (s *Service) run(ctx context.Context, st *stream, p llm.Provider, r *reques
 	if g := r.req.StreamGroup; g != "" {
 		subject = s.subj.LLMGroupStream(g, st.id)
 	}
-	reply, _ := json.Marshal(events.CompletionReply{RequestID: st.id, StreamSubject: subject})
+	// The settings the provider does not have were not sent: the
+	// requester learns it from the reply (docs/protocol.md §3).
+	var warnings []events.Warning
+	if w, ok := ps.(llm.Warner); ok {
+		warnings = w.Warnings()
+	}
+	reply, _ := json.Marshal(events.CompletionReply{RequestID: st.id, StreamSubject: subject, Warnings: warnings})
 	// Without a reply subject the requester listens on the stream subject
 	// only; a failed reply does not stop the stream for the same reason.
 	if replyTo != "" {

@@ -62,6 +62,9 @@ const UnnamedTool = "_unnamed"
 // with its own idle and cancel handling: a stream is normalized once, where
 // it is first consumed, however many hops it takes.
 //
+// The normalized stream is a Warner: it returns the source's Warnings (none
+// when the source is not a Warner).
+//
 // Err of the normalized stream is always nil: failures are events. Next and
 // Current must be called from one goroutine; Close may be called from any
 // goroutine, concurrently with Next, and more than once. Close waits until
@@ -155,6 +158,7 @@ var (
 	_ Stream     = (*normStream)(nil)
 	_ WellFormed = (*normStream)(nil)
 	_ Buffered   = (*normStream)(nil)
+	_ Warner     = (*normStream)(nil)
 )
 
 // WellFormed marks the stream as normalized.
@@ -445,6 +449,16 @@ func (s *normStream) Buffered() int {
 }
 
 func (s *normStream) Err() error { return nil }
+
+// Warnings returns the source's warnings (Warner): a consumer sees the
+// adapter's stream only through Normalize. They are known when the source
+// is returned, so reading them races with nothing.
+func (s *normStream) Warnings() []events.Warning {
+	if w, ok := s.src.(Warner); ok {
+		return w.Warnings()
+	}
+	return nil
+}
 
 // Close stops the stream, closes the source and waits until nothing reads
 // the source. It returns the error of the source's Close.

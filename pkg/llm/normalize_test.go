@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmworker/llmworker/internal/poll"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/llm"
 	"github.com/llmworker/llmworker/pkg/llm/llmtest"
@@ -394,13 +395,7 @@ func TestNormalizeCloseUnblocksNext(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached within 10s")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll.Until(t, 10*time.Second, "the condition", cond)
 }
 
 func TestNormalizeNilContext(t *testing.T) {
@@ -586,12 +581,15 @@ type gated struct {
 	n, burst, i int
 	gate        chan struct{}
 	cur         events.Event
+	// reads counts the events read, for the test's goroutine.
+	reads atomic.Int32
 }
 
 func (g *gated) Next() bool {
 	if g.i >= g.n {
 		return false
 	}
+	defer g.reads.Add(1)
 	if g.i >= g.burst {
 		<-g.gate
 	}
@@ -620,7 +618,8 @@ func TestNormalizePumpOrderAndBackpressure(t *testing.T) {
 			got.WriteString(d.Content)
 		}
 		if len(evs) == 1 {
-			time.Sleep(20 * time.Millisecond) // the pump fills its read-ahead and waits
+			// The pump fills its read-ahead and waits.
+			waitFor(t, func() bool { return src.reads.Load() >= llm.PumpBuffer })
 		}
 		if len(evs) >= 2+burst && len(evs) < 2+n {
 			go func() { src.gate <- struct{}{} }()
@@ -653,7 +652,8 @@ func TestNormalizeCancelWhileThePumpWaits(t *testing.T) {
 	if !s.Next() {
 		t.Fatal("no first event")
 	}
-	time.Sleep(20 * time.Millisecond) // the pump fills its read-ahead and waits
+	// The pump fills its read-ahead and waits.
+	waitFor(t, func() bool { return src.reads.Load() >= llm.PumpBuffer })
 	cancel()
 	var last events.Event
 	n := 1
@@ -799,4 +799,56 @@ func TestNormalizeBuffered(t *testing.T) {
 			t.Fatalf("Buffered after each event: %v, want %v", got, want)
 		}
 	})
+}
+
+// warned is a source whose provider did not send some settings.
+type warned struct {
+	llm.Stream
+	w []events.Warning
+}
+
+func (s warned) Warnings() []events.Warning { return s.w }
+
+// boundedWarned is a warned source that bounds its own waits.
+type boundedWarned struct{ warned }
+
+func (boundedWarned) SelfBounded() {}
+
+// A consumer sees an adapter's stream only through Normalize, so the
+// warnings of the source must be readable on the normalized stream, on
+// every read path, before and after the events are read.
+func TestNormalizeForwardsWarnings(t *testing.T) {
+	want := []events.Warning{{Setting: "top_k", Message: "openai has no top_k; not sent"}}
+	evs := []events.Event{
+		events.StatusEvent{Status: events.StatusStarted},
+		events.StatusEvent{Status: events.StatusCompleted},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	src := func() warned { return warned{Stream: opaque{llm.SliceStream(evs...)}, w: want} }
+	for name, s := range map[string]llm.Stream{
+		"inline":  llm.Normalize(context.Background(), src(), llm.NormalizeOptions{}),
+		"pumped":  llm.Normalize(ctx, src(), llm.NormalizeOptions{IdleTimeout: time.Hour}),
+		"bounded": llm.Normalize(ctx, boundedWarned{src()}, llm.NormalizeOptions{IdleTimeout: time.Hour}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			w, ok := s.(llm.Warner)
+			if !ok {
+				t.Fatalf("%T is not an llm.Warner", s)
+			}
+			if got := w.Warnings(); !reflect.DeepEqual(got, want) {
+				t.Fatalf("before reading: warnings %v, want %v", got, want)
+			}
+			if _, err := llm.Collect(s); err != nil {
+				t.Fatal(err)
+			}
+			if got := w.Warnings(); !reflect.DeepEqual(got, want) {
+				t.Fatalf("after reading: warnings %v, want %v", got, want)
+			}
+		})
+	}
+	plain := llm.Normalize(context.Background(), llm.SliceStream(evs...), llm.NormalizeOptions{})
+	if got := plain.(llm.Warner).Warnings(); got != nil {
+		t.Fatalf("a source without warnings gave %v", got)
+	}
 }

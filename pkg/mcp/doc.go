@@ -19,7 +19,11 @@
 // schema; toolexec validates every call's input against that schema
 // before it reaches the server. Execute maps the result (ResultText):
 // structuredContent as JSON, else the content parts joined; isError
-// becomes the tool's error, which the model reads. A call's deadline
+// becomes the tool's error, which the model reads. The tools are
+// tool.ContentTools: ExecuteContent (ResultContent) gives a result with
+// images, audio or blob resources as parts (image and file parts), which
+// the model sees as they are. A Gateway answers a result of parts with
+// ImageContent, blob EmbeddedResources and text. A call's deadline
 // (ServerConfig.Timeout) and a turn's cancel cancel the request, which
 // the SDK sends to the server as notifications/cancelled.
 //

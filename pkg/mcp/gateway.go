@@ -327,8 +327,50 @@ func (g *Gateway) call(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Call
 	}
 	res := c.run(ctx, req)
 	c.settle(ctx, &res)
-	c.record(events.ToolCallResult{CallID: c.call.ID, TurnID: c.turn.ID, Name: c.call.Name, Content: res.Content, IsError: res.IsError})
-	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: res.Content}}, IsError: res.IsError}, nil
+	c.record(events.ToolCallResult{CallID: c.call.ID, TurnID: c.turn.ID, Name: c.call.Name, Content: res.Content, Parts: res.Parts, IsError: res.IsError})
+	return &sdk.CallToolResult{Content: mcpContent(res), IsError: res.IsError}, nil
+}
+
+// mcpContent is a result's content as MCP content: its text, or its parts
+// with images as ImageContent and files as an EmbeddedResource blob of
+// their media type (a part with a URL or an LLMW_MEDIA ref, whose bytes
+// the gateway does not hold, as a ResourceLink to it).
+func mcpContent(res events.ToolResult) []sdk.Content {
+	if res.Parts == nil {
+		return []sdk.Content{&sdk.TextContent{Text: res.Content}}
+	}
+	out := make([]sdk.Content, 0, len(res.Parts))
+	for i := range res.Parts {
+		p := &res.Parts[i]
+		if p.Type == events.PartText {
+			out = append(out, &sdk.TextContent{Text: p.Text})
+			continue
+		}
+		b, err := p.Bytes()
+		switch {
+		case err != nil:
+			out = append(out, &sdk.TextContent{Text: fmt.Sprintf("[%s %s: %v]", p.Type, p.MediaType, err)})
+		case b == nil:
+			uri := p.URL
+			if uri == "" {
+				uri = "llmw-media:" + p.Ref
+			}
+			name := p.Filename
+			if name == "" {
+				name = string(p.Type)
+			}
+			out = append(out, &sdk.ResourceLink{URI: uri, Name: name, MIMEType: p.MediaType})
+		case p.Type == events.PartImage:
+			out = append(out, &sdk.ImageContent{Data: b, MIMEType: p.MediaType})
+		default:
+			name := p.Filename
+			if name == "" {
+				name = "file"
+			}
+			out = append(out, &sdk.EmbeddedResource{Resource: &sdk.ResourceContents{URI: "llmw-result:" + name, MIMEType: p.MediaType, Blob: b}})
+		}
+	}
+	return out
 }
 
 // decode finds the catalog tool and gives the call its ids.
@@ -459,7 +501,7 @@ func (c *gatewayCall) run(ctx context.Context, req *sdk.CallToolRequest) events.
 	if err != nil {
 		return events.ToolResult{ToolUseID: c.call.ID, Content: fmt.Sprintf("the call of tool %q failed: %v", c.call.Name, err), IsError: true}
 	}
-	return events.ToolResult{ToolUseID: c.call.ID, Content: r.Content, IsError: r.IsError}
+	return events.ToolResult{ToolUseID: c.call.ID, Content: r.Content, Parts: r.Parts, IsError: r.IsError}
 }
 
 // settle runs the after_tool_call hooks on the result; a refusal replaces

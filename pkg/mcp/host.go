@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/llmworker/llmworker/internal/childenv"
+	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/telemetry"
 	"github.com/llmworker/llmworker/pkg/tool"
 )
@@ -458,6 +459,8 @@ type remoteTool struct {
 var (
 	_ tool.Tool      = (*remoteTool)(nil)
 	_ tool.Timeouter = (*remoteTool)(nil)
+
+	_ tool.ContentTool = (*remoteTool)(nil)
 )
 
 func newRemoteTool(srv *server, t *sdk.Tool, name string) (*remoteTool, error) {
@@ -486,14 +489,47 @@ func (t *remoteTool) Timeout() time.Duration       { return t.timeout }
 // deadline, a turn's cancel) sends the server notifications/cancelled.
 // A result with isError is returned as an error carrying its text, which
 // the model reads as the tool's error; a failure to reach the server is
-// ErrServer.
+// ErrServer. Execute returns the result's text (ResultText);
+// ExecuteContent its parts (ResultContent).
 func (t *remoteTool) Execute(ctx context.Context, input json.RawMessage) (string, error) {
+	res, err := t.call(ctx, input)
+	if err != nil {
+		return "", err
+	}
+	out, err := ResultText(res)
+	if err != nil {
+		return "", err
+	}
+	if res.IsError {
+		return "", &ToolError{Server: t.server, Tool: t.remote, Text: out}
+	}
+	return out, nil
+}
+
+// ExecuteContent implements tool.ContentTool: Execute, with the images,
+// audio and embedded resources of the result as parts (ResultContent).
+func (t *remoteTool) ExecuteContent(ctx context.Context, input json.RawMessage) (string, tool.Content, error) {
+	res, err := t.call(ctx, input)
+	if err != nil {
+		return "", nil, err
+	}
+	out, parts, err := ResultContent(res)
+	if err != nil {
+		return "", nil, err
+	}
+	if res.IsError {
+		return "", nil, &ToolError{Server: t.server, Tool: t.remote, Text: out}
+	}
+	return out, parts, nil
+}
+
+func (t *remoteTool) call(ctx context.Context, input json.RawMessage) (*sdk.CallToolResult, error) {
 	if len(input) == 0 {
 		input = json.RawMessage(`{}`)
 	}
 	cs := t.srv.session()
 	if cs == nil {
-		return "", fmt.Errorf("%w: %q is down and being restarted", ErrServer, t.server)
+		return nil, fmt.Errorf("%w: %q is down and being restarted", ErrServer, t.server)
 	}
 	params := &sdk.CallToolParams{Name: t.remote, Arguments: input}
 	// The call's trace context travels in params._meta (the W3C names,
@@ -516,18 +552,99 @@ func (t *remoteTool) Execute(ctx context.Context, input json.RawMessage) (string
 	res, err := cs.CallTool(ctx, params)
 	if err != nil {
 		if ctx.Err() != nil {
-			return "", ctx.Err()
+			return nil, ctx.Err()
 		}
-		return "", fmt.Errorf("%w: %q: tool %q: %w", ErrServer, t.server, t.remote, err)
+		return nil, fmt.Errorf("%w: %q: tool %q: %w", ErrServer, t.server, t.remote, err)
 	}
-	out, err := ResultText(res)
-	if err != nil {
-		return "", err
+	return res, nil
+}
+
+// ResultContent is what the model reads of a tool result, with its media:
+// images become image parts, audio and blob resources file parts (with
+// their MIME type), text resources text; a resource link, and media of a
+// type the model cannot read (events.ImageMediaTypes,
+// events.FileMediaTypes) or whose bytes are not of their declared type,
+// become the bracketed note of ResultText, so nothing is dropped without
+// a word. A structuredContent is the first part, as JSON text, in place
+// of the text parts (which only repeat it). parts is nil when the result
+// has no media: text is then ResultText's.
+func ResultContent(res *sdk.CallToolResult) (text string, parts tool.Content, err error) {
+	media := false
+	for _, c := range res.Content {
+		switch c := c.(type) {
+		case *sdk.ImageContent, *sdk.AudioContent:
+			media = true
+		case *sdk.EmbeddedResource:
+			media = media || c.Resource != nil && c.Resource.Text == "" && len(c.Resource.Blob) > 0
+		}
 	}
-	if res.IsError {
-		return "", &ToolError{Server: t.server, Tool: t.remote, Text: out}
+	if !media {
+		text, err = ResultText(res)
+		return text, nil, err
 	}
-	return out, nil
+	parts = make(tool.Content, 0, len(res.Content)+1)
+	structured := res.StructuredContent != nil
+	if structured {
+		b, err := json.Marshal(res.StructuredContent)
+		if err != nil {
+			return "", nil, fmt.Errorf("mcp: structured content: %w", err)
+		}
+		parts = append(parts, events.TextPart(string(b)))
+	}
+	for _, c := range res.Content {
+		var p events.Part
+		switch c := c.(type) {
+		case *sdk.TextContent:
+			if structured {
+				continue
+			}
+			p = events.TextPart(c.Text)
+		case *sdk.ImageContent:
+			p = mediaPart(events.ImagePart(c.MIMEType, c.Data), fmt.Sprintf("[image %s, %d bytes]", c.MIMEType, len(c.Data)))
+		case *sdk.AudioContent:
+			p = mediaPart(events.FilePart(c.MIMEType, "", c.Data), fmt.Sprintf("[audio %s, %d bytes]", c.MIMEType, len(c.Data)))
+		case *sdk.ResourceLink:
+			p = events.TextPart("[resource link " + c.URI + "]")
+		case *sdk.EmbeddedResource:
+			r := c.Resource
+			switch {
+			case r == nil:
+				continue
+			case r.Text != "":
+				if structured {
+					continue
+				}
+				p = events.TextPart(r.Text)
+			case len(r.Blob) > 0:
+				p = mediaPart(events.FilePart(r.MIMEType, resourceName(r.URI), r.Blob), fmt.Sprintf("[resource %s, %s, %d bytes]", r.URI, r.MIMEType, len(r.Blob)))
+			default:
+				p = events.TextPart("[resource " + r.URI + "]")
+			}
+		default:
+			p = events.TextPart(fmt.Sprintf("[%T]", c))
+		}
+		parts = append(parts, p)
+	}
+	return events.PartsText(parts), parts, nil
+}
+
+// mediaPart is p when it is a part the model can read, else a text part
+// with note and why not.
+func mediaPart(p events.Part, note string) events.Part {
+	p.MediaType = strings.ToLower(strings.TrimSpace(p.MediaType))
+	if err := p.Validate(); err != nil {
+		return events.TextPart(note[:len(note)-1] + ": not sent to the model: " + err.Error() + "]")
+	}
+	return p
+}
+
+// resourceName is the last path element of a resource URI, a file part's
+// name.
+func resourceName(uri string) string {
+	if i := strings.LastIndexByte(uri, '/'); i >= 0 && i < len(uri)-1 {
+		return uri[i+1:]
+	}
+	return ""
 }
 
 // ResultText is what the model reads of a tool result: its

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/llmworker/llmworker/internal/natsutil"
+	"github.com/llmworker/llmworker/internal/poll"
 	"github.com/llmworker/llmworker/pkg/provision"
 )
 
@@ -124,13 +125,7 @@ func Eventually(t testing.TB, what string, cond func() bool) {
 // EventuallyWithin is Eventually with another limit.
 func EventuallyWithin(t testing.TB, limit time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", limit, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	poll.Until(t, limit, what, cond)
 }
 
 // LaggingReplica adds a member to stream's direct-get group that stays

@@ -64,6 +64,13 @@
 // recovered into an *ExecutionError matching ErrPanicked. The worker turns
 // both into error results for the model rather than failing the turn.
 //
+// A result of type Content ([]events.Part: text, image and file parts)
+// shows the model images or files: the tool is a ContentTool, whose
+// ExecuteContent returns the parts (checked with
+// events.ValidateResultParts) and Execute their text. Executors run every
+// tool through ExecuteContent, the function, and put the parts in the
+// transcript's tool_result.
+//
 // # Raw tools
 //
 // NewFunc builds a tool from a function over the raw JSON input and a schema

@@ -92,7 +92,7 @@ func TestThrottler(t *testing.T) {
 	got = nil
 	fast := Throttler{Every: time.Nanosecond}
 	fast.Report(Progress{Progress: 1}, f)
-	time.Sleep(time.Millisecond)
+	time.Sleep(time.Millisecond) // Every passes: the time between the reports is what is tested
 	fast.Report(Progress{Progress: 2}, f)
 	if want := []float64{1, 2}; !equalFloats(got, want) {
 		t.Errorf("after Every passed: %v, want %v", got, want)

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+
+	"github.com/llmworker/llmworker/pkg/events"
 )
 
 // Typed is a tool made from a Go function over an arguments type: the Go
@@ -23,6 +25,7 @@ var (
 	_ Timeouter      = (*Typed[struct{}, string])(nil)
 	_ Versioner      = (*Typed[struct{}, string])(nil)
 	_ InputValidator = (*Typed[struct{}, string])(nil)
+	_ ContentTool    = (*Typed[struct{}, Content])(nil)
 )
 
 // New makes a tool named name (^[a-zA-Z0-9_-]{1,64}$) that runs fn. Its
@@ -68,11 +71,36 @@ func Must[Args, Result any](name, description string, fn func(ctx context.Contex
 // *ExecutionError (ErrExecutionFailed) unless it is itself an
 // invalid-argument error, and a panic becomes an *ExecutionError matching
 // ErrPanicked. The result becomes the text the model reads: a string as is,
-// a []byte as a string, anything else as JSON.
+// a []byte as a string, a Content (or []events.Part) as the text of its
+// text parts, anything else as JSON.
 func (t *Typed[Args, Result]) Execute(ctx context.Context, input json.RawMessage) (string, error) {
+	text, parts, err := t.execute(ctx, input)
+	if parts != nil {
+		text = events.PartsText(parts)
+	}
+	return text, err
+}
+
+// ExecuteContent implements ContentTool: Execute, but a Content (or
+// []events.Part) result comes back as its parts, which are checked
+// (events.ValidateResultParts: text, image and file parts, their media
+// well-formed) so that a bad part fails the call here, naming the tool,
+// rather than the model request later.
+func (t *Typed[Args, Result]) ExecuteContent(ctx context.Context, input json.RawMessage) (string, Content, error) {
+	text, parts, err := t.execute(ctx, input)
+	if err != nil || parts == nil {
+		return text, nil, err
+	}
+	if err := events.ValidateResultParts("content", parts); err != nil {
+		return "", nil, &ExecutionError{Tool: t.name, Err: fmt.Errorf("invalid result: %w", err)}
+	}
+	return events.PartsText(parts), parts, nil
+}
+
+func (t *Typed[Args, Result]) execute(ctx context.Context, input json.RawMessage) (string, Content, error) {
 	in, err := t.check(input)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	var args Args
 	if t.flat == nil || !t.flat.decode(in, reflect.ValueOf(&args).Elem()) {
@@ -80,10 +108,13 @@ func (t *Typed[Args, Result]) Execute(ctx context.Context, input json.RawMessage
 		if err := json.Unmarshal(in, &args); err != nil {
 			// The schema accepted the input but Go cannot hold it, e.g. 1.5 or
 			// 1e300 for an int, or a custom UnmarshalJSON said no.
-			return "", &InvalidArgumentError{Tool: t.name, Problems: []Problem{decodeProblem(err)}}
+			return "", nil, &InvalidArgumentError{Tool: t.name, Problems: []Problem{decodeProblem(err)}}
 		}
 	}
-	var out string
+	var (
+		out   string
+		parts Content
+	)
 	err = t.run(ctx, func(ctx context.Context) error {
 		res, err := t.fn(ctx, args)
 		if err != nil {
@@ -97,14 +128,26 @@ func (t *Typed[Args, Result]) Execute(ctx context.Context, input json.RawMessage
 		case []byte:
 			out = string(r)
 			return nil
+		case Content:
+			parts = r
+			if parts == nil {
+				parts = Content{}
+			}
+			return nil
+		case []events.Part:
+			parts = r
+			if parts == nil {
+				parts = Content{}
+			}
+			return nil
 		}
 		out, err = encodeResult(res)
 		return err
 	})
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	return out, nil
+	return out, parts, nil
 }
 
 // Call runs the function directly with typed arguments, bypassing JSON,

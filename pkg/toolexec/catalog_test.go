@@ -119,10 +119,18 @@ func TestCatalogForgetsDeadHosts(t *testing.T) {
 	}
 
 	ncA.Close()
-	// b lives: echo stays listed for several TTLs after a is gone.
-	for end := time.Now().Add(3 * ttl); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+	// b lives: echo stays listed for several TTLs after a is gone, through
+	// every change of the catalog meanwhile.
+	stays := time.After(3 * ttl)
+	for waiting := true; waiting; {
+		changed := w.Changed()
 		if _, ok := w.Get("echo"); !ok {
 			t.Fatal("echo left the catalog although host b still runs")
+		}
+		select {
+		case <-changed:
+		case <-stays:
+			waiting = false
 		}
 	}
 

@@ -398,6 +398,8 @@ var (
 	_ tool.Tool      = (*RemoteTool)(nil)
 	_ tool.Timeouter = (*RemoteTool)(nil)
 	_ tool.Versioner = (*RemoteTool)(nil)
+
+	_ tool.ContentTool = (*RemoteTool)(nil)
 )
 
 func (t *RemoteTool) Name() string                 { return t.entry.Name }
@@ -419,26 +421,33 @@ func (t *RemoteTool) Entry() events.ToolCatalogEntry { return t.entry }
 // back as a *ResultError (matching ErrToolFailed) whose text is the
 // result's content.
 func (t *RemoteTool) Execute(ctx context.Context, input json.RawMessage) (string, error) {
+	text, _, err := t.ExecuteContent(ctx, input)
+	return text, err
+}
+
+// ExecuteContent implements tool.ContentTool: Execute with the result's
+// parts (images and files the tool returned; nil for a text result).
+func (t *RemoteTool) ExecuteContent(ctx context.Context, input json.RawMessage) (string, tool.Content, error) {
 	ci, ok := tool.CallFrom(ctx)
 	if !ok {
-		return "", ErrNoCallInfo
+		return "", nil, ErrNoCallInfo
 	}
 	if len(input) > 0 && !json.Valid(input) {
 		// The model's streamed input did not parse: tell it, like a local
 		// typed tool would, instead of failing the call.
-		return "", &tool.InvalidArgumentError{Tool: t.entry.Name, Problems: []tool.Problem{{Message: "is not valid JSON; send a JSON object"}}}
+		return "", nil, &tool.InvalidArgumentError{Tool: t.entry.Name, Problems: []tool.Problem{{Message: "is not valid JSON; send a JSON object"}}}
 	}
 	r, err := t.c.Call(ctx, events.ToolCallRequest{
 		CallID: ci.CallID, TurnID: ci.TurnID, SessionID: ci.SessionID, Name: t.entry.Name, Input: input,
 		FirstPublish: ci.First,
 	}, t.Timeout())
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if r.IsError {
-		return "", &ResultError{Result: r}
+		return "", nil, &ResultError{Result: r}
 	}
-	return r.Content, nil
+	return r.Content, r.Parts, nil
 }
 
 // Bounds of retryUntil.

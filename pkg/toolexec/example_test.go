@@ -58,17 +58,36 @@ func Example() {
 	// <nil>
 }
 
-// lookup waits until a replica has published the tool in the catalog.
+// lookup waits until a replica has published the tool in the catalog,
+// following the catalog's changes.
 func lookup(js jetstream.JetStream, name string) (e events.ToolCatalogEntry, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for ctx.Err() == nil {
-		if cat, err := toolexec.OpenCatalog(ctx, js); err == nil {
-			if e, err := cat.Get(ctx, name); err == nil {
-				return e, nil
+	var cat *toolexec.Catalog
+	for cat == nil {
+		// The catalog's bucket exists once the replica provisioned it.
+		if cat, err = toolexec.OpenCatalog(ctx, js); err != nil {
+			select {
+			case <-ctx.Done():
+				return e, fmt.Errorf("no tool catalog: %w", err)
+			case <-time.After(10 * time.Millisecond):
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
-	return e, fmt.Errorf("tool %s not in the catalog", name)
+	w, err := cat.Watch(ctx)
+	if err != nil {
+		return e, err
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		changed := w.Changed()
+		if e, ok := w.Get(name); ok {
+			return e, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return e, fmt.Errorf("tool %s not in the catalog", name)
+		}
+	}
 }

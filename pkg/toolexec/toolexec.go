@@ -23,6 +23,7 @@ import (
 	"github.com/llmworker/llmworker/internal/version"
 	"github.com/llmworker/llmworker/pkg/cenats"
 	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/media"
 	"github.com/llmworker/llmworker/pkg/provision"
 	"github.com/llmworker/llmworker/pkg/telemetry"
 	"github.com/llmworker/llmworker/pkg/tool"
@@ -90,6 +91,9 @@ type Server struct {
 	rc       *Client // stored-result lookups
 	host     string  // this replica's host id in the catalog claims
 	cat      *Catalog
+
+	mediaMu sync.Mutex
+	media   *media.Store // opened by the first result with large media (media.go)
 
 	mu      sync.Mutex
 	tools   map[string]*hosted
@@ -995,8 +999,9 @@ func (s *Server) run(env *events.Envelope, h *hosted, req events.ToolCallRequest
 	}()
 
 	type outcome struct {
-		out string
-		err error
+		out   string
+		parts tool.Content
+		err   error
 	}
 	ch := make(chan outcome, 1)
 	go func() {
@@ -1006,8 +1011,8 @@ func (s *Server) run(env *events.Envelope, h *hosted, req events.ToolCallRequest
 				ch <- outcome{err: &tool.ExecutionError{Tool: h.entry.Name, Err: fmt.Errorf("%w: %v", tool.ErrPanicked, p)}}
 			}
 		}()
-		out, err := h.t.Execute(ctx, normalize(req.Input))
-		ch <- outcome{out, err}
+		out, parts, err := tool.ExecuteContent(ctx, h.t, normalize(req.Input))
+		ch <- outcome{out, parts, err}
 	}()
 	var o outcome
 	select {
@@ -1022,6 +1027,19 @@ func (s *Server) run(env *events.Envelope, h *hosted, req events.ToolCallRequest
 		}
 	}
 	if o.err == nil { // finished: its result counts even if a cancel came late
+		if o.parts != nil {
+			if err := events.ValidateResultParts("content", o.parts); err != nil {
+				return fail("tool %q returned an invalid result: %v", h.entry.Name, err)
+			}
+			if err := s.offloadMedia(o.parts); err != nil {
+				return fail("tool %q returned media that could not be stored: %v", h.entry.Name, err)
+			}
+			if size, limit := tool.ResultSize(o.out, o.parts), s.nc.MaxPayload(); limit > 0 && int64(size) > limit-resultHeadroom {
+				return fail("tool %q returned a result of %d bytes with its inline media, more than a NATS message holds (max payload %d bytes); return smaller media, or media by URL or ref",
+					h.entry.Name, size, limit)
+			}
+			res.Parts = o.parts
+		}
 		res.Content = o.out
 		res.DurationMS = time.Since(start).Milliseconds()
 		return res, false
@@ -1039,6 +1057,10 @@ func (s *Server) run(env *events.Envelope, h *hosted, req events.ToolCallRequest
 	}
 	return fail("%v", o.err)
 }
+
+// resultHeadroom is what a result message needs besides its content:
+// the CloudEvent headers, ids and JSON punctuation.
+const resultHeadroom = 4 << 10
 
 func normalize(in json.RawMessage) json.RawMessage {
 	if len(in) == 0 {

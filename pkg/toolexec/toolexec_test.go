@@ -118,10 +118,7 @@ func resultCount(t testing.TB, js jetstream.JetStream, turn, id string) uint64 {
 	}
 	// A subscriber can see the result a moment before the stream has
 	// stored it: wait for the first one, then count.
-	deadline := time.Now().Add(5 * time.Second)
-	for count() == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	natstest.Eventually(t, "a result of "+subj+" stored", func() bool { return count() > 0 })
 	return count()
 }
 
@@ -687,9 +684,34 @@ func TestResultsStreamBrieflyUnavailable(t *testing.T) {
 	if err := e.js.DeleteStream(ctx(t), events.StreamToolResults); err != nil {
 		t.Fatal(err)
 	}
+	// The stream comes back once the client was told it is not there: the
+	// server's audit advisory of the message get it answered with an error.
+	refused := make(chan struct{})
+	var once sync.Once
+	audit, err := e.nc.Subscribe("$JS.EVENT.ADVISORY.API", func(m *nats.Msg) {
+		var a struct {
+			Subject  string `json:"subject"`
+			Response string `json:"response"`
+		}
+		if json.Unmarshal(m.Data, &a) == nil && a.Subject == "$JS.API.STREAM.MSG.GET."+events.StreamToolResults && strings.Contains(a.Response, `"error"`) {
+			once.Do(func() { close(refused) })
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = audit.Unsubscribe() }()
+	if err := e.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	back := make(chan error, 1)
 	go func() {
-		time.Sleep(300 * time.Millisecond)
+		select {
+		case <-refused:
+		case <-time.After(10 * time.Second):
+			back <- errors.New("no message get of " + events.StreamToolResults + " refused")
+			return
+		}
 		back <- provision.Provision(context.Background(), e.js, provision.Options{})
 	}()
 	out, err := rt.Execute(call(ctx(t), "t9", "c9"), json.RawMessage(`{"text":"ok"}`))
@@ -765,6 +787,8 @@ func TestCallSurvivesHangingResultStore(t *testing.T) {
 	back := make(chan error, 1)
 	go func() {
 		hole := <-holes
+		// The store hangs longer than AckWait and ends before the
+		// replica's 10 s of trying: the duration is the fault under test.
 		time.Sleep(9 * time.Second)
 		if err := hole.Unsubscribe(); err != nil {
 			back <- err

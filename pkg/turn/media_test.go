@@ -2,6 +2,7 @@ package turn_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -14,6 +15,8 @@ import (
 	"github.com/llmworker/llmworker/pkg/llm/llmtest"
 	"github.com/llmworker/llmworker/pkg/media"
 	"github.com/llmworker/llmworker/pkg/natstest"
+	"github.com/llmworker/llmworker/pkg/tool"
+	"github.com/llmworker/llmworker/pkg/toolexec"
 	"github.com/llmworker/llmworker/pkg/turn"
 )
 
@@ -112,7 +115,9 @@ func TestLargeAttachmentTravelsAsARef(t *testing.T) {
 			t.Fatalf("call %d: the PDF did not reach the model as its bytes (ref %q, %d bytes, err %v)", i+1, files[0].Ref, len(got), err)
 		}
 	}
-	if n := largest(); n > 1<<20 {
+	n := largest()
+	t.Logf("largest message on the bus: %d bytes", n)
+	if n > 1<<20 {
 		t.Fatalf("largest message on the bus: %d bytes, want at most 1 MiB", n)
 	}
 }
@@ -168,5 +173,48 @@ func TestInlineImageAboveTheLimitIsStoredOnce(t *testing.T) {
 	}
 	if len(body) > 16<<10 {
 		t.Fatalf("the model call on the bus is %d bytes", len(body))
+	}
+}
+
+// A screenshot above events.InlineMediaLimit that a tool on toolexec
+// returns is stored in LLMW_MEDIA by the host: llmw.tool.result and the
+// transcript carry its ref, the next model call its bytes.
+func TestLargeImageOfARemoteToolTravelsAsARef(t *testing.T) {
+	e := newEnv(t)
+	model := llmtest.NewScripted(
+		llmtest.ToolStep(llmtest.ToolCallSpec{ID: "c1", Name: "screenshot", Input: `{}`}),
+		llmtest.TextStep("A login form."),
+	)
+	e.scripted(model)
+	shot := append([]byte("\x89PNG\r\n\x1a\n"), bytes.Repeat([]byte{9}, 600<<10)...)
+	e.startToolexec(toolexec.Config{}, tool.Must("screenshot", "Takes a screenshot.", func(context.Context, noArgs) (tool.Content, error) {
+		return tool.Content{events.TextPart("the screen:"), events.ImagePart("image/png", shot)}, nil
+	}))
+	e.startTurn(turn.Config{})
+	id := newID("shot")
+	w := e.watch(id)
+	e.submit(events.TurnRequest{TurnID: id, Model: "test:m", Messages: []events.Message{events.UserText("What is on my screen?")}, Tools: []string{"screenshot"}})
+	done := w.completed()
+
+	sum := sha256.Sum256(shot)
+	wantRef := "sha256:" + hex.EncodeToString(sum[:])
+	evs := w.events()
+	i := find(evs, events.TypeToolResult)
+	if i < 0 {
+		t.Fatalf("no llmw.tool.result:%s", describe(evs))
+	}
+	if parts := decode[events.ToolCallResult](t, evs[i]).Parts; len(parts) != 2 || parts[1].Ref != wantRef || parts[1].Data != "" {
+		t.Fatalf("llmw.tool.result's image is not the ref %s: %+v", wantRef, parts)
+	}
+	if _, results := toolUses(done.Messages); len(results["c1"].Parts) != 2 || results["c1"].Parts[1].Ref != wantRef {
+		t.Fatalf("the transcript's tool_result does not keep the ref: %+v", results["c1"])
+	}
+	reqs := model.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d model calls, want 2", len(reqs))
+	}
+	got, _ := lastToolResult(t, reqs[1]).Parts[1].Bytes()
+	if !bytes.Equal(got, shot) {
+		t.Fatalf("the second model call got %d bytes of the screenshot, want %d", len(got), len(shot))
 	}
 }

@@ -590,7 +590,7 @@ func (s *Service) fresh(t *turnRun, req *events.TurnRequest, dg string) bool {
 	t.rev.Store(rev)
 	w, err := s.newWorker(t, req, tools)
 	if err != nil {
-		s.failRun(t, CodeInternal, err)
+		s.failRun(t, workerCode(err), err)
 		return false
 	}
 	res, err := w.Run(t.ctx, msgs)
@@ -665,7 +665,7 @@ func (s *Service) recover(t *turnRun, st *State, rev uint64) {
 	}
 	w, err := s.newWorker(t, st.Request, tools)
 	if err != nil {
-		s.failRun(t, CodeInternal, err)
+		s.failRun(t, workerCode(err), err)
 		return
 	}
 	res, err := w.RunFrom(t.ctx, st.Checkpoint)
@@ -754,7 +754,7 @@ func (s *Service) resume(t *turnRun, st *State, rev uint64, req *events.ResumeRe
 	}
 	w, err := s.newWorker(t, st.Request, tools)
 	if err != nil {
-		s.failRun(t, CodeInternal, err)
+		s.failRun(t, workerCode(err), err)
 		return
 	}
 	res, err := w.Resume(t.ctx, st.Checkpoint, req.Decisions, req.Messages...)
@@ -819,6 +819,11 @@ func (s *Service) newWorker(t *turnRun, req *events.TurnRequest, tools []tool.To
 		Checkpoint:            t.checkpoint,
 		CheckpointToolResults: s.cfg.CheckpointToolResults,
 		Observer:              t,
+
+		Options:             modelOptions(t, req),
+		ToolChoiceEveryStep: req.ToolChoiceEveryStep,
+		OutputRepairs:       outputRepairs(req),
+		MaxToolResult:       s.maxToolResult(),
 	})
 }
 

@@ -66,6 +66,9 @@ type Checkpoint struct {
 	Vars map[string]string `json:"vars,omitempty"`
 	// TurnEndRetries counts the continue_with_messages answers so far.
 	TurnEndRetries int `json:"turn_end_retries,omitempty"`
+	// OutputRepairs counts the repair steps of the final answer so far
+	// (Config.OutputRepairs).
+	OutputRepairs int `json:"output_repairs,omitempty"`
 	// Usage is the usage total so far.
 	Usage events.UsageEvent `json:"usage"`
 	// StopReason is the stop reason of the last model response.
@@ -108,11 +111,14 @@ type PendingCall struct {
 	Result *events.ToolResult `json:"result,omitempty"`
 }
 
-// ToolOutput is what a tool execution returned.
+// ToolOutput is what a tool execution returned: text (Content), or parts
+// with images and files (Parts; Content then holds the text of their text
+// parts).
 type ToolOutput struct {
-	Content    string `json:"content"`
-	IsError    bool   `json:"is_error"`
-	DurationMS int64  `json:"duration_ms"`
+	Content    string        `json:"content"`
+	Parts      []events.Part `json:"parts,omitempty"`
+	IsError    bool          `json:"is_error"`
+	DurationMS int64         `json:"duration_ms"`
 }
 
 // Awaiting returns the calls that wait for a decision (CallPaused), in call
@@ -152,10 +158,12 @@ func (c *Checkpoint) Clone() *Checkpoint {
 			p.Call.Input = bytes.Clone(p.Call.Input)
 			if p.Output != nil {
 				o := *p.Output
+				o.Parts = slices.Clone(o.Parts)
 				p.Output = &o
 			}
 			if p.Result != nil {
 				r := *p.Result
+				r.Parts = slices.Clone(r.Parts)
 				p.Result = &r
 			}
 			d.Pending[i] = p
@@ -179,8 +187,8 @@ func (c *Checkpoint) Validate() error {
 	if c.TurnID == "" {
 		return bad("turn_id is required")
 	}
-	if c.Step < 0 || c.TurnEndRetries < 0 {
-		return bad("negative step or turn_end_retries")
+	if c.Step < 0 || c.TurnEndRetries < 0 || c.OutputRepairs < 0 {
+		return bad("negative step, turn_end_retries or output_repairs")
 	}
 	if err := events.ValidateMessages("messages", c.Messages); err != nil {
 		return bad("%v", err)
@@ -250,7 +258,13 @@ func cloneMessages(msgs []events.Message) []events.Message {
 	}
 	out := make([]events.Message, len(msgs))
 	for i, m := range msgs {
-		out[i] = events.Message{Role: m.Role, Content: slices.Clone(m.Content)}
+		c := slices.Clone(m.Content)
+		for j := range c {
+			if c[j].Parts != nil { // a tool result's content parts
+				c[j].Parts = slices.Clone(c[j].Parts)
+			}
+		}
+		out[i] = events.Message{Role: m.Role, Content: c}
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/llmworker/llmworker/pkg/events"
@@ -27,6 +28,12 @@ const (
 	// DefaultIdleTimeout fails a model call silent this long when
 	// Config.IdleTimeout is 0.
 	DefaultIdleTimeout = 10 * time.Minute
+	// DefaultOutputRepairs bounds the repair steps of a final answer that
+	// does not fit Options.ResponseFormat when Config.OutputRepairs is 0.
+	DefaultOutputRepairs = 1
+	// NoRepairs as Config.OutputRepairs fails a turn whose final answer
+	// does not fit at once (0 means the default).
+	NoRepairs = -1
 )
 
 // ToolSet looks tools up by name; *tool.Registry implements it. A turn
@@ -52,6 +59,36 @@ type Config struct {
 	Temperature *float64
 	Thinking    *events.ThinkingConfig
 
+	// Options go into every completion request of the turn (structured
+	// output, tool choice, sampling, provider options, caching:
+	// events.ModelOptions), with two rules of the turn loop:
+	//
+	//   - A ToolChoice that forces a tool ("required", or a named tool)
+	//     goes into the first model call of the turn only, later calls
+	//     leave tool_choice unset (auto), unless ToolChoiceEveryStep: a
+	//     model made to call a tool on every call can never answer, so the
+	//     turn would only end at MaxSteps. "none" goes into every call. A
+	//     named tool must be one the turn offers, and "required" needs one
+	//     (New fails otherwise).
+	//   - With a ResponseFormat the final answer (the text of the last
+	//     assistant message, when the model stops without tool calls) must
+	//     be JSON fitting its schema (any JSON object for type json),
+	//     checked with pkg/tool's validator before on_turn_end; see
+	//     OutputRepairs. The parsed value is Result.Output and the output
+	//     of llmw.turn.completed.
+	Options events.ModelOptions
+	// ToolChoiceEveryStep applies a forcing Options.ToolChoice to every
+	// model call of the turn.
+	ToolChoiceEveryStep bool
+	// OutputRepairs bounds the repair steps of a final answer that does
+	// not fit Options.ResponseFormat: a repair step appends a user message
+	// naming the first violation and asking for a corrected answer, and
+	// makes another model call (it counts against MaxSteps). 0 means
+	// DefaultOutputRepairs, NoRepairs (any negative value) none. Past the
+	// repairs, or when MaxSteps leaves no model call for one, the turn
+	// fails with code "invalid_output" naming the first violation.
+	OutputRepairs int
+
 	// Tools are tools the model may call; Registry is looked up after them
 	// (a name in Tools shadows the same name in Registry).
 	Tools    []tool.Tool
@@ -61,6 +98,13 @@ type Config struct {
 	// empty non-nil slice offers none. A call of a tool that is not offered
 	// is answered as for an unknown tool.
 	ToolNames []string
+
+	// MaxToolResult bounds a tool result with parts (images, files):
+	// tool.ResultSize of its text and parts, inline media as base64. A
+	// result above it is an error result naming the tool, which the model
+	// reads, instead of a transcript that no message can carry. 0 means no
+	// bound; the turn service sets what one NATS message holds.
+	MaxToolResult int
 
 	// Hooks are the turn's hooks; nil means none.
 	Hooks *hook.Chain
@@ -132,6 +176,10 @@ type resolved struct {
 	maxRetries  int
 	attempts    int
 	patternsAll bool
+	repairs     int
+	// output checks a final answer against Options.ResponseFormat's
+	// schema (nil for type json, or no format).
+	output *tool.Validator
 }
 
 func resolve(cfg Config) (*resolved, error) {
@@ -156,6 +204,24 @@ func resolve(cfg Config) (*resolved, error) {
 		r.maxRetries = cfg.MaxTurnEndRetries
 	}
 	r.attempts = max(cfg.StepAttempts, 1)
+	switch {
+	case cfg.OutputRepairs < 0:
+		r.repairs = 0
+	case cfg.OutputRepairs == 0:
+		r.repairs = DefaultOutputRepairs
+	default:
+		r.repairs = cfg.OutputRepairs
+	}
+	if err := cfg.Options.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	if f := cfg.Options.ResponseFormat; f != nil && f.Type == events.FormatJSONSchema {
+		v, err := tool.NewValidator(f.Schema)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, &events.FieldError{Field: "response_format.schema", Problem: "does not compile: " + err.Error()})
+		}
+		r.output = v
+	}
 	for _, t := range cfg.Tools {
 		if t == nil {
 			return nil, fmt.Errorf("%w: nil tool", ErrInvalidConfig)
@@ -177,6 +243,17 @@ func resolve(cfg Config) (*resolved, error) {
 		if _, err := path.Match(p, ""); err != nil {
 			return nil, fmt.Errorf("%w: tool pattern %q: %v", ErrInvalidConfig, p, err)
 		}
+	}
+	switch c := cfg.Options.ToolChoice; {
+	case c == nil:
+	case c.Mode == events.ToolNamed:
+		if _, ok := r.lookup(c.Name); !ok {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, &events.FieldError{Field: "tool_choice.name",
+				Problem: fmt.Sprintf("names tool %q, which the turn does not offer (%s)", c.Name, offeredList(r.toolNames()))})
+		}
+	case c.Mode == events.ToolRequired && cfg.Registry == nil && len(r.tools()) == 0:
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, &events.FieldError{Field: "tool_choice",
+			Problem: `is "required", but the turn offers no tools`})
 	}
 	return r, nil
 }
@@ -261,4 +338,11 @@ func (r *resolved) toolNames() []string {
 		out[i] = t.Name()
 	}
 	return out
+}
+
+func offeredList(names []string) string {
+	if len(names) == 0 {
+		return "it offers no tools"
+	}
+	return "offered: " + strings.Join(names, ", ")
 }

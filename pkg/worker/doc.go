@@ -12,7 +12,8 @@
 //  2. Checkpoint (Config.Checkpoint), then on_message_send: the hooks may
 //     rewrite the context sent to the model (not the transcript) or cancel
 //     the call (aborted, code "hook_cancel").
-//  3. The model call: the provider stream is normalized (llm.Normalize;
+//  3. The model call, with Config.Options (see Model options below):
+//     the provider stream is normalized (llm.Normalize;
 //     a stream that is llm.WellFormed already passes through) and
 //     dispatched through a Timeline with a TextBlockCollector,
 //     ThinkingBlockCollector and ToolCallCollector, from which the
@@ -37,7 +38,8 @@
 //     after_tool_call runs per result in call order as
 //     soon as that result is there. The results are appended as one tool
 //     message, in call order, and the loop goes on with step 1.
-//  5. No tool calls: on_turn_end decides: finish (completed),
+//  5. No tool calls: with a response format, the answer is checked first
+//     (see Structured output); then on_turn_end decides: finish (completed),
 //     continue_with_messages (the messages are appended and the model is
 //     asked again, at most Config.MaxTurnEndRetries times, after which the
 //     turn fails with code "max_turn_end_retries" naming the hook), or
@@ -52,7 +54,42 @@
 // Run returns an error only when it could not start (invalid messages);
 // how the turn ended is Result.Status, with Reason (for a person), Code,
 // Hook and Err (a *TurnError matching ErrCancelled, ErrHookAbort,
-// ErrMaxSteps, ErrMaxTurnEndRetries, ErrProvider or ErrCheckpoint).
+// ErrMaxSteps, ErrMaxTurnEndRetries, ErrProvider, ErrCheckpoint or
+// ErrInvalidOutput).
+//
+// # Model options
+//
+// Config.Options (events.ModelOptions: response format, tool choice,
+// sampling, stops, reasoning effort, provider options, caching) go into
+// every completion request of the turn, but for a tool_choice that forces
+// a tool ("required" or a named tool): it goes into the first model call
+// of the turn only, unless Config.ToolChoiceEveryStep, since a tool
+// forced on every call never lets the model answer. A named tool the turn
+// does not offer is refused by New. Settings the provider does not have
+// are not sent; when the stream reports them (llm.Warner), the worker
+// sends one llmw.turn.warning for the step.
+//
+// # Structured output
+//
+// With Options.ResponseFormat the final answer (the text of the last
+// assistant message, when the model stops without tool calls; a Markdown
+// code fence around all of it is taken off) must be JSON that fits the
+// format's schema (pkg/tool's validator), or any JSON object for type
+// json. An answer that does not fit gets Config.OutputRepairs repair
+// steps (1 by default): a user message naming the first violation, and
+// another model call, counting against MaxSteps. Past them the turn fails
+// with code "invalid_output" naming the violation. The parsed answer is
+// Result.Output and the output of llmw.turn.completed; OutputFormat[T]
+// makes the format of a Go type and RunStructured[T] decodes the answer.
+//
+// # Tool results with images and files
+//
+// A tool that is a tool.ContentTool (a typed tool returning tool.Content,
+// toolexec's remote tools, MCP tools) may return text, image and file
+// parts: the worker checks them (a bad part, or more than
+// Config.MaxToolResult, is an error result naming the tool), the tool
+// message's tool_result carries them as its content array, and
+// after_tool_call hooks and llmw.tool.result see them.
 //
 // # Pause and resume
 //

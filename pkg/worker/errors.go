@@ -65,6 +65,16 @@ var (
 	// code "checkpoint"); the *TurnError unwraps to it.
 	ErrCheckpoint = errors.New("worker: checkpoint failed")
 
+	// ErrInvalidOutput: the final answer did not fit
+	// Config.Options.ResponseFormat after the repair steps
+	// (Config.OutputRepairs) (status failed, code "invalid_output").
+	ErrInvalidOutput = errors.New("worker: output does not fit the response format")
+
+	// ErrNoOutput is returned by RunStructured for a turn that completed
+	// without a structured output (the worker has no response format) or
+	// paused.
+	ErrNoOutput = errors.New("worker: no structured output")
+
 	// ErrDetached is for the caller to use, not returned by itself: cancel
 	// the run's context with it as the cause (context.WithCancelCause), or
 	// return an error matching it from Config.Checkpoint, when the turn is

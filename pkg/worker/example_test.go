@@ -181,3 +181,36 @@ func ExampleObserver() {
 	// llmw.text.complete   text  {"step":1,"index":0,"text":"Hi!"}
 	// llmw.turn.completed  turn  {"messages":[{"role":"user","content":[{"type":"text","text":"Hello"}]},{"role":"assistant","content":[{"type":"text","text":"Hi!"}]}],"stop_reason":"end_turn","usage":{}}
 }
+
+// A turn whose answer is a typed value: the response format's schema is
+// reflected from the Go type, the turn checks the answer against it (and
+// asks the model once to repair an answer that does not fit), and
+// RunStructured decodes it. The scripted model first forgets a field.
+func ExampleRunStructured() {
+	type Weather struct {
+		City  string  `json:"city"`
+		TempC float64 `json:"temp_c" jsonschema:"description=Temperature in °C"`
+	}
+	format, err := worker.OutputFormat[Weather]()
+	if err != nil {
+		panic(err)
+	}
+	model := llmtest.NewScripted(
+		llmtest.TextStep(`{"city":"Oslo"}`),
+		llmtest.TextStep(`{"city":"Oslo","temp_c":4.5}`),
+	)
+	w, err := worker.New(worker.Config{Provider: model, Options: events.ModelOptions{ResponseFormat: format}})
+	if err != nil {
+		panic(err)
+	}
+	v, res, err := worker.RunStructured[Weather](context.Background(), w, []events.Message{events.UserText("Weather in Oslo?")})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("%s after %d steps: %+v\n", res.Status, res.Steps, v)
+	repair := model.Requests()[1].Messages[2]
+	fmt.Printf("%s: %s\n", repair.Role, repair.Text())
+	// Output:
+	// completed after 2 steps: {City:Oslo TempC:4.5}
+	// user: Your answer does not fit the required output format: field "temp_c" is required. Answer again with only the corrected JSON value, fitting the schema, and nothing else.
+}

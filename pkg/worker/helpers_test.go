@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/llmworker/llmworker/internal/poll"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/llm"
 	"github.com/llmworker/llmworker/pkg/worker"
@@ -206,13 +207,7 @@ func (r *recorder) ofType(typ string) []any {
 // waitFor polls until cond holds or fails the test after a deadline.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll.Until(t, 10*time.Second, what, cond)
 }
 
 func mustNew(t *testing.T, cfg worker.Config, opts ...worker.Option) *worker.Worker {

@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"encoding/json"
+
 	"github.com/llmworker/llmworker/pkg/events"
 )
 
@@ -32,6 +34,10 @@ const (
 	CodeMaxTurnEndRetries = "max_turn_end_retries"
 	CodeProviderError     = "provider_error"
 	CodeCheckpoint        = "checkpoint"
+	// CodeInvalidOutput: the final answer did not fit
+	// Config.Options.ResponseFormat, also after Config.OutputRepairs
+	// repair steps; the reason names the first violation.
+	CodeInvalidOutput = "invalid_output"
 	// CodeDetached: the run stopped because the turn continues elsewhere
 	// (see ErrDetached); nothing was published for it.
 	CodeDetached = "detached"
@@ -53,6 +59,10 @@ type Result struct {
 	Usage events.UsageEvent
 	// Steps is the number of model calls made so far in the turn.
 	Steps int
+	// Output is the final answer parsed as JSON, for a completed turn
+	// with Config.Options.ResponseFormat: it fits the format (see
+	// RunStructured for a typed one).
+	Output json.RawMessage
 	// Reason says, for a person, why the turn was paused, aborted or
 	// failed; Code is the machine-readable form (Code* constants) and Hook
 	// the hook that decided, if one did.
@@ -68,7 +78,7 @@ type Result struct {
 
 // Err returns nil for a completed or paused turn and otherwise a *TurnError
 // matching one of ErrCancelled, ErrHookAbort, ErrMaxSteps,
-// ErrMaxTurnEndRetries, ErrProvider and ErrCheckpoint.
+// ErrMaxTurnEndRetries, ErrProvider, ErrCheckpoint and ErrInvalidOutput.
 func (r *Result) Err() error {
 	if r == nil || r.err == nil {
 		return nil

@@ -61,6 +61,12 @@ type run struct {
 	// (see definitions).
 	defs     []events.ToolDefinition
 	defsMade bool
+	// warned is the last step whose warnings were sent: a step's attempts
+	// share its settings, so its warnings go out once.
+	warned int
+	// output is the parsed final answer of a turn with a response format,
+	// once it was checked (see checkOutput).
+	output []byte
 }
 
 func (w *Worker) newRun(st *Checkpoint) *run {
@@ -279,6 +285,11 @@ func (r *run) stream(ctx context.Context, step, attempt int, msgs []events.Messa
 		RequestID: r.requestID(step, attempt), Model: r.cfg.Model, System: r.cfg.System,
 		Messages: msgs, Tools: r.definitions(), MaxTokens: r.cfg.MaxTokens,
 		Temperature: r.cfg.Temperature, Thinking: r.cfg.Thinking,
+		ModelOptions: r.cfg.Options,
+	}
+	if req.ToolChoice.Forces() && step > 1 && !r.cfg.ToolChoiceEveryStep {
+		// See Config.Options: a tool forced on every call never ends.
+		req.ToolChoice = nil
 	}
 	ctx, span := r.startChat(ctx, step, attempt)
 	if telemetry.CaptureContent() && span.IsRecording() {
@@ -301,6 +312,12 @@ func (r *run) read(ctx context.Context, req *llm.Request) (events.UsageEvent, *s
 	src, err := r.cfg.Provider.Stream(ctx, req)
 	if err != nil {
 		return usage, &streamFailure{reason: "model call failed: " + err.Error(), cause: err}
+	}
+	if w, ok := src.(llm.Warner); ok && r.warned < r.step {
+		if ws := w.Warnings(); len(ws) > 0 {
+			r.warned = r.step
+			r.em.emit(events.TurnWarning{Step: r.step, Model: r.cfg.Model, Warnings: slices.Clone(ws)})
+		}
 	}
 	s := llm.Normalize(ctx, src, llm.NormalizeOptions{IdleTimeout: llm.Limit(r.cfg.IdleTimeout, DefaultIdleTimeout)})
 	defer s.Close()
@@ -435,8 +452,12 @@ func assembleFrom(texts []timeline.CollectedText, thinks []timeline.CollectedThi
 	return events.Message{Role: events.RoleAssistant, Content: content}, calls
 }
 
-// turnEnd runs on_turn_end after a response without tool calls.
+// turnEnd runs on_turn_end after a response without tool calls, once
+// the answer fits the response format (checkOutput).
 func (r *run) turnEnd(ctx context.Context) *Result {
+	if res, repair := r.checkOutput(ctx); res != nil || repair {
+		return res
+	}
 	// As for on_message_send: a copy only for hooks that could edit it.
 	msgs := r.st.Messages[:len(r.st.Messages):len(r.st.Messages)]
 	if r.chain.HasTurnEnd() {
@@ -503,8 +524,17 @@ func (r *run) result(status Status) *Result {
 
 func (r *run) complete() *Result {
 	res := r.result(StatusCompleted)
+	if r.cfg.Options.ResponseFormat != nil {
+		if r.output == nil {
+			// A turn resumed at an on_turn_end pause: its answer was
+			// checked before the pause; parse it again.
+			r.output, _ = r.parseOutput()
+		}
+		res.Output = slices.Clone(r.output)
+	}
 	if r.em.observed() { // the copies are the observers' own
-		r.em.emit(events.TurnCompleted{Messages: cloneMessages(res.Messages), StopReason: res.StopReason, Usage: cloneUsage(res.Usage)})
+		r.em.emit(events.TurnCompleted{Messages: cloneMessages(res.Messages), StopReason: res.StopReason, Usage: cloneUsage(res.Usage),
+			Output: slices.Clone(r.output)})
 	}
 	return res
 }

@@ -335,6 +335,12 @@ func (j *job) exec() {
 	defer span.End()
 	began := time.Now()
 	j.out = runTool(cctx, j.t, call)
+	if limit := j.r.cfg.MaxToolResult; limit > 0 && j.out.Parts != nil {
+		if n := tool.ResultSize(j.out.Content, j.out.Parts); n > limit {
+			j.out = ToolOutput{IsError: true, DurationMS: j.out.DurationMS, Content: fmt.Sprintf(
+				"tool %q returned a result of %d bytes with its inline media, more than a message of the turn holds (%d bytes); return smaller media, or media by URL", call.Name, n, limit)}
+		}
+	}
 	j.throttle.Stop()
 	if telemetry.CaptureContent() && span.IsRecording() {
 		span.SetAttributes(telemetry.GenAIToolCallArguments.String(string(call.Input)), telemetry.GenAIToolCallResult.String(j.out.Content))
@@ -361,7 +367,7 @@ func (j *job) emitProgress(p tool.Progress) {
 // settle runs the after_tool_call hooks on an allowed call's output and
 // makes the result final; dst is where the result is kept.
 func (r *run) settle(ctx context.Context, p *PendingCall, dst *events.ToolResult) *Result {
-	*dst = events.ToolResult{ToolUseID: p.Call.ID, Content: p.Output.Content, IsError: p.Output.IsError}
+	*dst = events.ToolResult{ToolUseID: p.Call.ID, Content: p.Output.Content, Parts: p.Output.Parts, IsError: p.Output.IsError}
 	// As in gate: the hooks' input only for hooks that read it.
 	if r.chain.HasAfterToolCall() {
 		def := events.ToolDefinition{Name: p.Call.Name}
@@ -392,7 +398,7 @@ func (r *run) settle(ctx context.Context, p *PendingCall, dst *events.ToolResult
 	p.State = CallDone
 	if r.em.observed() {
 		r.em.emit(events.ToolCallResult{
-			CallID: p.Call.ID, Name: p.Call.Name, Content: dst.Content, IsError: dst.IsError,
+			CallID: p.Call.ID, Name: p.Call.Name, Content: dst.Content, Parts: dst.Parts, IsError: dst.IsError,
 			DurationMS: p.Output.DurationMS})
 	}
 	return nil
@@ -420,7 +426,12 @@ func runTool(ctx context.Context, t tool.Tool, call events.ToolCall) (out ToolOu
 	if len(bytes.TrimSpace(input)) == 0 {
 		input = json.RawMessage("{}")
 	}
-	content, err := t.Execute(tctx, input)
+	content, parts, err := tool.ExecuteContent(tctx, t, input)
+	if err == nil && parts != nil {
+		if verr := events.ValidateResultParts("content", parts); verr != nil {
+			err = fmt.Errorf("tool %q returned an invalid result: %w", call.Name, verr)
+		}
+	}
 	if err != nil {
 		out.IsError = true
 		switch {
@@ -431,7 +442,7 @@ func runTool(ctx context.Context, t tool.Tool, call events.ToolCall) (out ToolOu
 		}
 		return out
 	}
-	out.Content = content
+	out.Content, out.Parts = content, parts
 	return out
 }
 

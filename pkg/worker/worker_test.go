@@ -73,7 +73,7 @@ func TestTextTurnEventsOneToOne(t *testing.T) {
 			t.Fatalf("event %s has ids %q %q", ev.Type(), ev.TurnID, ev.SessionID)
 		}
 	}
-	if d := evs[0].Data.(events.TurnStarted); d != (events.TurnStarted{TurnID: "t1", SessionID: "s1", Model: "test:m"}) {
+	if d := evs[0].Data.(events.TurnStarted); !reflect.DeepEqual(d, events.TurnStarted{TurnID: "t1", SessionID: "s1", Model: "test:m"}) {
 		t.Fatalf("turn.started %+v", d)
 	}
 	if d := evs[1].Data.(events.TurnStep); d != (events.TurnStep{Step: 1, Attempt: 1}) {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -76,6 +77,44 @@ type composeOpts struct {
 	connect []nats.Option
 }
 
+// composeBuilt is the one build of the shipped images that every compose
+// test of a run uses: the images depend on the sources only, and
+// building them is most of a stack's start.
+var composeBuilt struct {
+	once sync.Once
+	tag  string
+	err  error
+}
+
+// composeImages builds the shipped images with deploy/build-images.sh once
+// per run (tagged compose<time>, registry llmw-e2e) and returns their tag.
+func composeImages() (string, error) {
+	composeBuilt.once.Do(func() {
+		tag := fmt.Sprintf("compose%d", time.Now().UnixNano())
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		build := exec.CommandContext(ctx, "sh", filepath.Join("..", "..", "deploy", "build-images.sh"))
+		build.Env = append(os.Environ(), "TAG="+tag, "REGISTRY=llmw-e2e")
+		if out, err := build.CombinedOutput(); err != nil {
+			composeBuilt.err = fmt.Errorf("deploy/build-images.sh: %w\n%s", err, out)
+			return
+		}
+		composeBuilt.tag = tag
+	})
+	return composeBuilt.tag, composeBuilt.err
+}
+
+// removeComposeImages removes the images composeImages built; TestMain
+// calls it after the tests.
+func removeComposeImages() {
+	if composeBuilt.tag == "" {
+		return
+	}
+	for _, b := range []string{"llmworker", "ingest", "turn", "toolexec", "hookbridge", "gateway", "nats-server"} {
+		_ = exec.Command("docker", "rmi", "-f", "llmw-e2e/"+b+":"+composeBuilt.tag).Run()
+	}
+}
+
 // startCompose builds the shipped images and brings the compose stack up
 // with toolexec scaled to three replicas whose demo tools take toolDelay.
 func startCompose(t *testing.T, toolDelay time.Duration) *composeStack {
@@ -93,7 +132,10 @@ func startComposeWith(t *testing.T, o composeOpts) *composeStack {
 		}
 		t.Skip("docker-compose is not installed")
 	}
-	tag := fmt.Sprintf("compose%d", time.Now().UnixNano())
+	tag, err := composeImages()
+	if err != nil {
+		t.Fatal(err)
+	}
 	port, monitor := freePort(t), freePort(t)
 	s := &composeStack{tag: tag, project: "llmwc" + strconv.FormatInt(time.Now().UnixNano()%1e9, 10), env: []string{
 		"TAG=" + tag, "REGISTRY=llmw-e2e", "LLMW_NATS_PORT=" + strconv.Itoa(port), "LLMW_NATS_MONITOR_PORT=" + strconv.Itoa(monitor),
@@ -105,19 +147,11 @@ func startComposeWith(t *testing.T, o composeOpts) *composeStack {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	build := exec.CommandContext(ctx, "sh", filepath.Join("..", "..", "deploy", "build-images.sh"))
-	build.Env = append(os.Environ(), s.env...)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("deploy/build-images.sh: %v\n%s", err, out)
-	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		if out, err := s.compose(ctx, "down", "-v", "--remove-orphans"); err != nil {
 			t.Logf("compose down: %v\n%s", err, out)
-		}
-		for _, b := range []string{"llmworker", "ingest", "turn", "toolexec", "hookbridge", "nats-server"} {
-			_ = exec.Command("docker", "rmi", "-f", "llmw-e2e/"+b+":"+tag).Run()
 		}
 	})
 	if out, err := s.compose(ctx, "up", "-d", "--scale", "toolexec=3"); err != nil {
@@ -277,11 +311,27 @@ func TestComposeTurns(t *testing.T) {
 		victim, killed, early := s.killMidCall(t, id)
 		if early && attempt < 6 {
 			t.Logf("attempt %d: %.12s answered the call of %s before the kill; again", attempt, victim, id)
+			// Each try kills a replica: without starting it again the
+			// third would leave no replica to redeliver the call to.
+			s.revive(t, victim)
 			continue
 		}
 		s.requireRedelivered(t, id, victim, killed)
 		return
 	}
+}
+
+// revive starts a killed toolexec replica again (docker start; nothing to
+// do when its restart policy did) and waits until three replicas serve.
+func (s *composeStack) revive(t *testing.T, ctr string) {
+	t.Helper()
+	if out, err := exec.Command("docker", "start", ctr).CombinedOutput(); err != nil {
+		t.Fatalf("docker start %s: %v\n%s", ctr, err, out)
+	}
+	s.eventually(2*time.Minute, "three toolexec replicas serving again", func() (bool, string) {
+		n, err := s.pingCount("llmw-toolexec")
+		return err == nil && n >= 3, fmt.Sprintf("%d toolexec replicas answer (%v)", n, err)
+	})
 }
 
 // killMidCall submits a turn, kills the toolexec replica that starts its

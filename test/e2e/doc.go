@@ -40,8 +40,10 @@
 //     with turns in flight.
 //   - TestNATSNodeRestartAndPartition: a node killed mid-turn and restarted
 //     (it catches up), then a node cut off from the other two and healed.
-//   - TestFaultSchedule: a seeded random schedule of all of the above over
-//     128 turns (LLMW_E2E_SEED=<seed> replays a printed schedule).
+//   - TestFaultSchedule: a seeded random schedule of all of the above,
+//     each fault kind once per run of rounds, while turns run
+//     (LLMW_E2E_SEED=<seed> replays a printed schedule, LLMW_E2E_ROUNDS
+//     makes it longer; scripts/faults.sh runs long ones).
 //   - TestComposeTurns: deploy/compose.yaml itself, from the images
 //     deploy/build-images.sh builds, with docker-compose: toolexec scaled to
 //     three, 20 turns with tool calls (one result per call, calls spread

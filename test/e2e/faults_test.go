@@ -212,15 +212,18 @@ func (c *cluster) streamsCurrent() {
 // A randomized schedule of the faults above — a turn replica frozen past
 // its AckWait, killed or stopped by SIGTERM and restarted, cut off from
 // NATS; a toolexec replica frozen or cut off; a NATS node killed and
-// restarted or cut off from the other two — one fault at a time for about
-// two minutes, while turns in every recorded provider format run: 32 at
-// once to begin with, 6 more with every fault (128 in all). After a fault
-// of a NATS node the next one waits until every stream is current again
-// (cluster.streamsCurrent): an R3 cluster survives one lost node, and two in a
-// row before the first caught up is a double fault (seed
-// 1795521743817683290 hit one: publishes failed for a minute). The
-// schedule comes from a seed that the test prints; LLMW_E2E_SEED=<seed>
-// replays it. CI pins one (.ci/run); scripts/faults.sh runs new ones.
+// restarted or cut off from the other two — one fault at a time, while
+// turns in every recorded provider format run: 32 at once to begin with,
+// 6 more with every fault. Each run of as many rounds as there are fault
+// kinds applies every kind once, in an order and on targets drawn from
+// the seed; LLMW_E2E_ROUNDS sets the number of rounds (default: one run,
+// each kind once, what CI checks; scripts/faults.sh runs 16). After a
+// fault of a NATS node the next one waits until every stream is current
+// again (cluster.streamsCurrent): an R3 cluster survives one lost node,
+// and two in a row before the first caught up is a double fault (publishes
+// fail for a minute). The schedule comes from a seed that the test prints;
+// LLMW_E2E_SEED=<seed> (with the same LLMW_E2E_ROUNDS) replays it. CI pins
+// one (.ci/run); scripts/faults.sh runs new ones.
 func TestFaultSchedule(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("LLMW_E2E_SEED"); s != "" {
@@ -229,7 +232,6 @@ func TestFaultSchedule(t *testing.T) {
 			t.Fatalf("LLMW_E2E_SEED=%q: %v", s, err)
 		}
 	}
-	t.Logf("fault schedule seed %d (replay: LLMW_E2E_SEED=%d)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	c := startCluster(t, clusterOpts{slow: "fixed_version=2s", turnAckWait: 3 * time.Second, toolAckWait: 3 * time.Second, replayPace: 5 * time.Millisecond}.faulty())
 
@@ -263,18 +265,31 @@ func TestFaultSchedule(t *testing.T) {
 		{"sigterm+restart", c.sigterm, c.restart, []string{"turn-1", "turn-2", "toolexec-1"}, 0, time.Second},
 		{"partition", c.disconnect, c.reconnect, []string{"turn-1", "turn-2", "toolexec-2", "n1", "n2", "n3"}, 3 * time.Second, 7 * time.Second},
 	}
-	const rounds = 16
+	rounds := len(faults)
+	if s := os.Getenv("LLMW_E2E_ROUNDS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("LLMW_E2E_ROUNDS=%q: want a number of rounds ≥ 1", s)
+		}
+		rounds = n
+	}
+	t.Logf("fault schedule seed %d, %d rounds (replay: LLMW_E2E_SEED=%d LLMW_E2E_ROUNDS=%d)", seed, rounds, seed, rounds)
+	var order []int // fault kinds still to apply in this run of kinds
 	submit(32)
 	for r := range rounds {
 		submit(6)
-		f := faults[rng.IntN(len(faults))]
+		if len(order) == 0 {
+			order = rng.Perm(len(faults))
+		}
+		f := faults[order[0]]
+		order = order[1:]
 		target := f.targets[rng.IntN(len(f.targets))]
 		hold := f.minD + time.Duration(rng.Int64N(int64(f.maxD-f.minD)+1))
 		wait := time.Duration(rng.Int64N(int64(1500 * time.Millisecond)))
 		t.Logf("round %d: in %s, %s %s for %s", r, wait.Round(time.Millisecond), f.name, target, hold.Round(time.Millisecond))
 		time.Sleep(wait) // so that faults land at every point of a turn
 		f.apply(target)
-		time.Sleep(hold)
+		time.Sleep(hold) // how long the fault lasts: the fault under test
 		f.heal(target)
 		if strings.HasPrefix(target, "n") {
 			// R3 rides out one lost node, not two: the next fault lands
@@ -290,6 +305,6 @@ func TestFaultSchedule(t *testing.T) {
 	}
 	c.requireHistory(all)
 	if t.Failed() {
-		t.Logf("replay this schedule with LLMW_E2E_SEED=%d", seed)
+		t.Logf("replay this schedule with LLMW_E2E_SEED=%d LLMW_E2E_ROUNDS=%d", seed, rounds)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -93,6 +94,7 @@ func testMain(m *testing.M) int {
 	cancel()
 	fmt.Fprintf(os.Stderr, "e2e: binaries and images built in %s (err %v)\n", time.Since(start).Round(time.Millisecond), setupErr)
 	code := m.Run()
+	removeComposeImages()
 	for _, ref := range images {
 		_, _ = docker.ImageRemove(context.Background(), ref, client.ImageRemoveOptions{Force: true, PruneChildren: true})
 	}
@@ -138,13 +140,22 @@ func buildImages(ctx context.Context, p *testcontainers.DockerProvider, dir stri
 			}
 		}
 	})
+	// One go build of every binary: it compiles the packages they share
+	// once and links the binaries side by side.
+	args := []string{"build", "-trimpath", "-ldflags=-s -w", "-o", bin + string(filepath.Separator)}
 	for _, k := range keys {
-		args := []string{"build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(bin, k), packages[k]}
-		cmd := exec.CommandContext(ctx, filepath.Join(runtime.GOROOT(), "bin", "go"), args...)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("go build %s: %w\n%s", packages[k], err, out)
-		}
+		args = append(args, packages[k])
+	}
+	// go test puts its own go first on PATH; a test binary built with
+	// -trimpath (.ci/run) knows no GOROOT.
+	goCmd := "go"
+	if root := runtime.GOROOT(); root != "" {
+		goCmd = filepath.Join(root, "bin", "go")
+	}
+	cmd := exec.CommandContext(ctx, goCmd, args...)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
 	natsConf, err := os.ReadFile(filepath.Join("..", "..", "deploy", natsConfName))
 	if err != nil {
@@ -160,7 +171,7 @@ func buildImages(ctx context.Context, p *testcontainers.DockerProvider, dir stri
 		if err := os.WriteFile(filepath.Join(cdir, "tmp", ".keep"), nil, 0o644); err != nil {
 			return err
 		}
-		b, err := os.ReadFile(filepath.Join(bin, k))
+		b, err := os.ReadFile(filepath.Join(bin, binaryName(packages[k])))
 		if err != nil {
 			return err
 		}
@@ -183,6 +194,16 @@ func buildImages(ctx context.Context, p *testcontainers.DockerProvider, dir stri
 		images[k] = ref
 	}
 	return nil
+}
+
+// binaryName is the file go build -o dir/ writes for package pkg: its last
+// path element, or the one before a major version suffix (/v2).
+func binaryName(pkg string) string {
+	name := path.Base(pkg)
+	if v := strings.TrimPrefix(name, "v"); v != name && v != "" && strings.Trim(v, "0123456789") == "" {
+		name = path.Base(path.Dir(pkg))
+	}
+	return name
 }
 
 // sweep removes the containers, networks and images of earlier runs on

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/llmworker/llmworker/pkg/llm/llmtest"
+	"github.com/llmworker/llmworker/pkg/natstest"
 	"github.com/llmworker/llmworker/pkg/turn"
 )
 
@@ -133,13 +134,9 @@ func (h *rawToolHost) consumerInfo() map[string]any {
 // waitAcked waits until the consumer has no call pending an ack.
 func (h *rawToolHost) waitAcked() {
 	h.s.t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for h.consumerInfo()["num_ack_pending"] != float64(0) {
-		if time.Now().After(deadline) {
-			h.s.t.Fatalf("a call is still pending its ack: %v", h.consumerInfo())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	natstest.EventuallyWithin(h.s.t, waitFor, "no call pending its ack on tool_echo", func() bool {
+		return h.consumerInfo()["num_ack_pending"] == float64(0)
+	})
 }
 
 // transcriptResult finds the tool_result part of callID in the messages of

@@ -26,6 +26,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/llmworker/llmworker/internal/poll"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/toolexec"
 )
@@ -265,23 +266,15 @@ func TestKEDATriggersMatchToolexec(t *testing.T) {
 	}
 	account := trig[0].Metadata["account"]
 	var lag map[string]int
-	deadline := time.Now().Add(time.Minute)
-	for {
+	defer func() {
+		if t.Failed() {
+			t.Logf("account %q, stream %s: consumers %v, the triggers name %v (toolexec log:\n%s)", account, events.StreamToolCalls, lag, consumers, logs.String())
+		}
+	}()
+	poll.Until(t, time.Minute, "the consumers the triggers name", func() bool {
 		lag = jsz(t, monitor, account, events.StreamToolCalls)
-		found := 0
-		for _, c := range consumers {
-			if _, ok := lag[c]; ok {
-				found++
-			}
-		}
-		if found == len(consumers) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("account %q, stream %s: consumers %v, the triggers name %v (toolexec log:\n%s)", account, events.StreamToolCalls, lag, consumers, logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return !slices.ContainsFunc(consumers, func(c string) bool { _, ok := lag[c]; return !ok })
+	})
 	for _, c := range consumers {
 		tool := strings.TrimPrefix(c, "tool_")
 		if toolexec.ConsumerName(tool) != c {
@@ -312,14 +305,10 @@ func TestKEDATriggersMatchToolexec(t *testing.T) {
 	// The server counts a consumer's pending messages a moment after it
 	// stored them (the consumer's own goroutine): poll, as KEDA does.
 	got := 0
-	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		if got = jsz(t, monitor, account, events.StreamToolCalls)[consumers[0]]; got == queued {
-			break
-		}
-	}
-	if got != queued {
-		t.Errorf("lag of %s = %d, want the %d queued calls", consumers[0], got, queued)
-	}
+	poll.Until(t, 10*time.Second, fmt.Sprintf("the lag of %s to be the %d queued calls", consumers[0], queued), func() bool {
+		got = jsz(t, monitor, account, events.StreamToolCalls)[consumers[0]]
+		return got == queued
+	})
 }
 
 // jsPublish publishes m and waits for JetStream's acknowledgement.

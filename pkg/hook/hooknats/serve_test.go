@@ -14,6 +14,7 @@ import (
 	"github.com/llmworker/llmworker/pkg/hook"
 	"github.com/llmworker/llmworker/pkg/hook/hooknats"
 	"github.com/llmworker/llmworker/pkg/hook/hooktest"
+	"github.com/llmworker/llmworker/pkg/natstest"
 	"github.com/llmworker/llmworker/pkg/provision"
 )
 
@@ -220,10 +221,7 @@ func TestServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(c.List()) == 0 && time.Now().Before(deadline) {
-		time.Sleep(2 * time.Millisecond)
-	}
+	natstest.Eventually(t, "the served hook in the chain", func() bool { return len(c.List()) > 0 })
 	if out := c.RunMessageSend(ctx(t), &hook.MessageSendInput{Turn: &hook.Turn{ID: "t"}}); out.Stopped() {
 		t.Errorf("outcome %+v", out)
 	}
@@ -300,20 +298,15 @@ func TestServerRegistersLostHooksAgain(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		after, err := hooknats.List(ctx(t), e.kv)
-		if err == nil && len(after) == len(before) {
-			for i := range after {
-				if after[i].Name != before[i].Name {
-					t.Fatalf("registered again in another order: %v, was %v", after, before)
-				}
-			}
-			return
+	var after []hooknats.Entry
+	natstest.Eventually(t, fmt.Sprintf("the %d hooks registered again", len(before)), func() bool {
+		var err error
+		after, err = hooknats.List(ctx(t), e.kv)
+		return err == nil && len(after) == len(before)
+	})
+	for i := range after {
+		if after[i].Name != before[i].Name {
+			t.Fatalf("registered again in another order: %v, was %v", after, before)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("registry %v (%v), want %v back", after, err, before)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

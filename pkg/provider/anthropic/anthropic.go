@@ -93,14 +93,14 @@ func New(cfg Config) (*Provider, error) {
 // ErrInvalidRequest or ErrRequestFailed, or the context's error); everything
 // after is reported in the stream, which is well-formed (docs/protocol.md §3).
 func (p *Provider) Stream(ctx context.Context, req *llm.Request) (llm.Stream, error) {
-	params, err := buildParams(req)
+	r, err := buildParams(req)
 	if err != nil {
 		return nil, err
 	}
 	// The request context is cancelled with a cause by the idle timer, so
 	// that a silent provider is told apart from the caller's cancel.
 	rctx, cancel := context.WithCancelCause(ctx)
-	s := p.client.Messages.NewStreaming(rctx, params)
+	s := p.client.Messages.NewStreaming(rctx, r.params, r.opts...)
 	if err := s.Err(); err != nil {
 		_ = s.Close()
 		cancel(nil)
@@ -114,7 +114,10 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) (llm.Stream, er
 		}
 		return nil, llm.NewAPIError(status, fmt.Errorf("%w: %w", ErrRequestFailed, err))
 	}
-	return normalize(ctx, newStream(ctx, rctx, cancel, s, p.idle), p.idle), nil
+	st := newStream(ctx, rctx, cancel, s, p.idle)
+	st.output, st.warnings = r.output, r.warnings
+	// Normalize's stream forwards the source's Warnings (llm.Warner).
+	return normalize(ctx, st, p.idle), nil
 }
 
 // apiErrorInfo extracts a code and message from an SDK error.

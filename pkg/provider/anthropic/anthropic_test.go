@@ -64,16 +64,20 @@ func TestRequestMapping(t *testing.T) {
 	if err := json.Unmarshal(got.Body, &body); err != nil {
 		t.Fatal(err)
 	}
-	// The request body the Messages API documents for this transcript.
+	// The request body the Messages API documents for this transcript,
+	// with the default prompt-cache breakpoints: the last tool, the system
+	// prompt, the newest message's last block and the last block of the
+	// message before the newest assistant message.
+	eph := map[string]any{"type": "ephemeral"}
 	want := map[string]any{
 		"model": "claude-sonnet-4-5", "max_tokens": 8000.0, "temperature": 0.2, "stream": true,
-		"system":   []any{map[string]any{"type": "text", "text": "be brief"}},
+		"system":   []any{map[string]any{"type": "text", "text": "be brief", "cache_control": eph}},
 		"thinking": map[string]any{"type": "enabled", "budget_tokens": 2048.0},
-		"tools": []any{map[string]any{"name": "get_weather", "description": "weather for a city",
+		"tools": []any{map[string]any{"name": "get_weather", "description": "weather for a city", "cache_control": eph,
 			"input_schema": map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}},
 				"required": []any{"city"}, "additionalProperties": false}}},
 		"messages": []any{
-			map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": "weather in Paris?"}}},
+			map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": "weather in Paris?", "cache_control": eph}}},
 			map[string]any{"role": "assistant", "content": []any{
 				map[string]any{"type": "thinking", "thinking": "need the tool", "signature": "sig-1"},
 				map[string]any{"type": "redacted_thinking", "data": "opaque"},
@@ -85,7 +89,7 @@ func TestRequestMapping(t *testing.T) {
 			map[string]any{"role": "user", "content": []any{
 				map[string]any{"type": "tool_result", "tool_use_id": "toolu_1", "is_error": false,
 					"content": []any{map[string]any{"type": "text", "text": "sunny"}}},
-				map[string]any{"type": "text", "text": "and tomorrow?"},
+				map[string]any{"type": "text", "text": "and tomorrow?", "cache_control": eph},
 			}},
 		},
 	}

@@ -20,6 +20,49 @@
 // ("srvtoolu_...") as server_tool_use, and tool_result parts of an
 // assistant message as the server tool result block they carry.
 //
+// Image parts are image blocks (source base64 or url), PDF file parts
+// document blocks (base64 or url) and text files (text/*,
+// application/json) plain-text documents, with the file name as the title;
+// a tool_result's part array is its content of text, image and document
+// blocks. Audio, and text files by URL, are refused before any I/O with
+// llm.UnsupportedContent; a part with only a media ref is ErrInvalidRequest.
+//
+// The model options (events.ModelOptions): stop is stop_sequences, top_p
+// and top_k are themselves; tool_choice is tool_choice (auto, none,
+// required as any, a named tool as tool) and parallel_tool_calls false
+// its disable_parallel_tool_use. reasoning_effort is adaptive thinking with
+// output_config.effort on Claude 4.6 and later, else a thinking budget of
+// BudgetLow, BudgetMedium or BudgetHigh tokens (bounded by an explicit
+// max_tokens; a default one is raised to the budget plus
+// DefaultMaxTokens, on adaptive models too); an explicit thinking budget
+// wins. Without tools, no tool_choice is sent for auto, none or
+// parallel_tool_calls. seed, presence_penalty
+// and frequency_penalty do not exist in the Messages API: they are not
+// sent, and the stream reports them (llm.Warner), as it does a
+// reasoning_effort it could not apply. provider_options["anthropic"] is
+// applied to the body as a JSON Merge Patch (option.WithJSONSet and
+// WithJSONDel): objects merge key by key, null removes a field.
+//
+// response_format json_schema (strict) is output_config.format on Claude
+// 4.1 and later, its schema transformed by the SDK for structured outputs
+// (anthropic.BetaJSONSchemaOutputFormat); a root $ref into the schema's
+// own definitions is replaced by the definition it names. Elsewhere, and for type json or strict false, it is a
+// tool named after the format (input_schema: the schema, or
+// {"value": schema}, definitions kept at the root, when its root is not an
+// object) that the model is made
+// to call: tool_choice names it when the request has no other tool, is
+// any when it has others, auto when thinking is on (the API refuses a
+// forced tool then). The stream turns that call back into the answer: a
+// text block of the call's input (the value, when wrapped), and end_turn
+// when it was the only call.
+//
+// Prompt caching is on unless ModelOptions.Cache is false: cache_control
+// breakpoints on the last tool definition, the system prompt, the newest
+// message's last block and the last block of the message before the
+// newest assistant message (where the previous request of a tool loop
+// ended), at most MaxBreakpoints; a thinking block cannot carry one, so
+// the block before it does.
+//
 // # Stream
 //
 // Events follow docs/protocol.md §3 and are passed through llm.Normalize:

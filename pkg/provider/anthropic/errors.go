@@ -9,7 +9,10 @@ var (
 
 	// ErrInvalidRequest is returned by Provider.Stream, before any I/O,
 	// when the completion request cannot be mapped to the Messages API (a
-	// tool_use input or tool schema that is not JSON, a nil request).
+	// tool_use input or tool schema that is not JSON, a media part with
+	// only a ref, a response_format named like a tool, provider_options
+	// with an empty key, a nil request), in an *llm.APIError of kind
+	// llm.KindInvalidRequest whose message names the field.
 	ErrInvalidRequest = errors.New("anthropic: invalid request")
 
 	// ErrRequestFailed is returned by Provider.Stream when the API rejected

@@ -49,3 +49,45 @@ func Example() {
 	// error: refusal
 	// status: completed
 }
+
+// Structured output on a model without structured outputs: the format is a
+// tool the model must call, and the stream gives its input back as the
+// answer's text. Seed and penalties do not exist in the Messages API, so
+// the stream says they were not sent.
+func Example_structuredOutput() {
+	srv := providertest.Start(providertest.SSE(forcedToolSSE("city", `{"name":"Paris"}`)))
+	defer srv.Close()
+	p, err := anthropic.New(anthropic.Config{APIKey: "key", BaseURL: srv.URL()})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	seed := int64(42)
+	s, err := p.Stream(context.Background(), &llm.Request{Model: "anthropic:claude-3-5-haiku-latest",
+		Messages: []events.Message{events.UserText("Name the capital of France.")},
+		ModelOptions: events.ModelOptions{Seed: &seed, ResponseFormat: &events.ResponseFormat{
+			Type: events.FormatJSONSchema, Name: "city",
+			Schema: []byte(`{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}`)}}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s.Close()
+	if w, ok := s.(llm.Warner); ok {
+		for _, x := range w.Warnings() {
+			fmt.Println("not sent:", x.Setting)
+		}
+	}
+	for s.Next() {
+		switch e := s.Current().(type) {
+		case events.BlockDelta:
+			fmt.Print(e.Content)
+		case events.BlockStop:
+			fmt.Println("\nstop:", e.StopReason)
+		}
+	}
+	// Output:
+	// not sent: seed
+	// {"name":"Paris"}
+	// stop: end_turn
+}

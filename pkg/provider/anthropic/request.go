@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 
 	sdk "github.com/anthropics/anthropic-sdk-go"
+	"github.com/anthropics/anthropic-sdk-go/option"
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/llm"
@@ -32,22 +34,48 @@ func RedactedData(signature string) (string, bool) {
 	return strings.CutPrefix(signature, RedactedSignaturePrefix)
 }
 
+// request is a completion request mapped to the Messages API: the
+// parameters, the options that merge provider_options into the body, the
+// settings not sent (warnings) and, when structured output rides on a
+// forced tool, that tool (the stream turns its call back into text).
+type request struct {
+	params   sdk.MessageNewParams
+	opts     []option.RequestOption
+	warnings []events.Warning
+	output   outputTool
+}
+
+// outputTool is the tool that carries structured output on a model
+// without native structured outputs. name is "" when there is none;
+// wrapped means its input is {"value": answer} because the schema's root
+// is not an object (a tool's input always is).
+type outputTool struct {
+	name    string
+	wrapped bool
+}
+
+// invalid returns an invalid-request error of Stream: it matches
+// ErrInvalidRequest and classifies as llm.KindInvalidRequest.
+func invalid(format string, args ...any) error {
+	return &llm.APIError{ErrKind: llm.KindInvalidRequest, Err: fmt.Errorf("%w: "+format, append([]any{ErrInvalidRequest}, args...)...)}
+}
+
 // buildParams maps a completion request to Messages API parameters.
-func buildParams(req *llm.Request) (sdk.MessageNewParams, error) {
-	var p sdk.MessageNewParams
+func buildParams(req *llm.Request) (*request, error) {
+	r := &request{}
+	p := &r.params
 	if req == nil {
-		return p, fmt.Errorf("%w: nil request", ErrInvalidRequest)
+		return nil, invalid("nil request")
 	}
 	_, model := events.SplitModel(req.Model)
 	p.Model = sdk.Model(model)
 	p.MaxTokens = int64(req.MaxTokens)
+	budget := int64(0)
+	if req.Thinking != nil {
+		budget = int64(req.Thinking.BudgetTokens)
+	}
 	if p.MaxTokens == 0 {
 		p.MaxTokens = DefaultMaxTokens
-		// budget_tokens must be below max_tokens; only a default we chose
-		// ourselves is raised to make room, an explicit one is the caller's.
-		if req.Thinking != nil && int64(req.Thinking.BudgetTokens) >= p.MaxTokens {
-			p.MaxTokens = int64(req.Thinking.BudgetTokens) + DefaultMaxTokens
-		}
 	}
 	if req.System != "" {
 		p.System = []sdk.TextBlockParam{{Text: req.System}}
@@ -55,22 +83,418 @@ func buildParams(req *llm.Request) (sdk.MessageNewParams, error) {
 	if req.Temperature != nil {
 		p.Temperature = sdk.Float(*req.Temperature)
 	}
-	if req.Thinking != nil && req.Thinking.BudgetTokens > 0 {
-		p.Thinking = sdk.ThinkingConfigParamOfEnabled(int64(req.Thinking.BudgetTokens))
+	thinking := false
+	switch {
+	case budget > 0:
+		p.Thinking = sdk.ThinkingConfigParamOfEnabled(budget)
+		thinking = true
+		if req.ReasoningEffort != "" {
+			r.warn("reasoning_effort", "not sent: thinking.budget_tokens is set and takes precedence")
+		}
+	case req.ReasoningEffort != "":
+		thinking = r.effort(model, req.ReasoningEffort, req.MaxTokens)
+		if thinking {
+			// Adaptive thinking has no budget; the default max_tokens
+			// makes the same room for it as for the budget of the effort.
+			budget = effortBudget(req.ReasoningEffort)
+			if p.Thinking.OfEnabled != nil {
+				budget = p.Thinking.OfEnabled.BudgetTokens
+			}
+		}
 	}
+	// budget_tokens must be below max_tokens; only a default we chose
+	// ourselves is raised to make room, an explicit one is the caller's.
+	if req.MaxTokens == 0 && budget >= p.MaxTokens {
+		p.MaxTokens = budget + DefaultMaxTokens
+	}
+	r.sampling(&req.ModelOptions)
 	for i, t := range req.Tools {
 		tp, err := toolParam(t)
 		if err != nil {
-			return p, fmt.Errorf("%w: tools[%d]: %w", ErrInvalidRequest, i, err)
+			return nil, invalid("tools[%d]: %w", i, err)
 		}
 		p.Tools = append(p.Tools, tp)
 	}
+	if err := r.toolChoice(req, model, thinking); err != nil {
+		return nil, err
+	}
 	msgs, err := messageParams(req.Messages)
 	if err != nil {
-		return p, err
+		return nil, err
 	}
 	p.Messages = msgs
-	return p, nil
+	if req.CacheEnabled() {
+		placeBreakpoints(p)
+	}
+	if err := r.providerOptions(req); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *request) warn(setting, why string) {
+	r.warnings = append(r.warnings, events.Warning{Setting: setting, Message: "anthropic: " + setting + " " + why})
+}
+
+// Thinking budgets of reasoning_effort on models that think with a budget.
+const (
+	BudgetLow    = 1024
+	BudgetMedium = 4096
+	BudgetHigh   = 16384
+)
+
+// effort maps reasoning_effort: adaptive thinking with output_config.effort
+// on the models that have it, a thinking budget on the others. It reports
+// whether thinking is on.
+func (r *request) effort(model string, e events.ReasoningEffort, maxTokens int) bool {
+	p := &r.params
+	if adaptiveThinking(model) {
+		p.Thinking = sdk.ThinkingConfigParamUnion{OfAdaptive: &sdk.ThinkingConfigAdaptiveParam{}}
+		p.OutputConfig.Effort = sdk.OutputConfigEffort(e)
+		return true
+	}
+	budget := effortBudget(e)
+	if maxTokens > 0 && budget >= int64(maxTokens) {
+		// An explicit max_tokens bounds the budget, which must stay below
+		// it and at 1024 or more.
+		budget = int64(maxTokens) - 1
+		if budget < BudgetLow {
+			r.warn("reasoning_effort", fmt.Sprintf("not sent: max_tokens %d leaves no room for the minimum thinking budget of %d tokens", maxTokens, BudgetLow))
+			return false
+		}
+	}
+	p.Thinking = sdk.ThinkingConfigParamOfEnabled(budget)
+	return true
+}
+
+// effortBudget is the thinking budget of a reasoning effort.
+func effortBudget(e events.ReasoningEffort) int64 {
+	switch e {
+	case events.EffortLow:
+		return BudgetLow
+	case events.EffortHigh:
+		return BudgetHigh
+	}
+	return BudgetMedium
+}
+
+// sampling maps stop, top_p and top_k, and warns about the settings the
+// Messages API does not have.
+func (r *request) sampling(o *events.ModelOptions) {
+	p := &r.params
+	if len(o.Stop) > 0 {
+		p.StopSequences = append([]string(nil), o.Stop...)
+	}
+	if o.TopP != nil {
+		p.TopP = sdk.Float(*o.TopP)
+	}
+	if o.TopK != nil {
+		p.TopK = sdk.Int(int64(*o.TopK))
+	}
+	if o.Seed != nil {
+		r.warn("seed", "not sent: the Messages API has no seed")
+	}
+	if o.PresencePenalty != nil {
+		r.warn("presence_penalty", "not sent: the Messages API has no presence penalty")
+	}
+	if o.FrequencyPenalty != nil {
+		r.warn("frequency_penalty", "not sent: the Messages API has no frequency penalty")
+	}
+}
+
+// toolChoice maps tool_choice, parallel_tool_calls and response_format,
+// which share the tool list and tool_choice when structured output rides
+// on a forced tool.
+func (r *request) toolChoice(req *llm.Request, model string, thinking bool) error {
+	p := &r.params
+	serial := req.ParallelToolCalls != nil && !*req.ParallelToolCalls
+	if f := req.ResponseFormat; f != nil {
+		if f.Type == events.FormatJSONSchema && f.IsStrict() && nativeStructuredOutput(model) {
+			var schema map[string]any
+			if err := json.Unmarshal(f.Schema, &schema); err != nil {
+				return invalid("response_format.schema: %w", err)
+			}
+			schema = inlineRootRef(schema)
+			// The SDK's transform makes the schema one structured outputs
+			// take (objects closed with additionalProperties false,
+			// keywords they lack moved into descriptions); the turn still
+			// validates the answer against the schema as given.
+			if t, ok := sdk.BetaJSONSchemaOutputFormat(schema).Schema.(map[string]any); ok && t != nil {
+				schema = t
+			}
+			p.OutputConfig.Format = sdk.JSONOutputFormatParam{Schema: schema}
+		} else if err := r.outputTool(req, f, thinking); err != nil {
+			return err
+		}
+	}
+	c := req.ToolChoice
+	if r.output.name != "" {
+		return nil
+	}
+	switch {
+	case c == nil || c.Mode == events.ToolAuto:
+		// The API takes tool_choice only with tools; auto is what it
+		// does without one.
+		if (c != nil || serial) && len(p.Tools) > 0 {
+			p.ToolChoice = sdk.ToolChoiceUnionParam{OfAuto: &sdk.ToolChoiceAutoParam{}}
+		}
+	case c.Mode == events.ToolNone && len(p.Tools) == 0:
+	case c.Mode == events.ToolNone:
+		p.ToolChoice = sdk.ToolChoiceUnionParam{OfNone: &sdk.ToolChoiceNoneParam{}}
+	case c.Mode == events.ToolRequired:
+		p.ToolChoice = sdk.ToolChoiceUnionParam{OfAny: &sdk.ToolChoiceAnyParam{}}
+	case c.Mode == events.ToolNamed:
+		p.ToolChoice = sdk.ToolChoiceParamOfTool(c.Name)
+	}
+	setSerial(&p.ToolChoice, serial)
+	return nil
+}
+
+func setSerial(c *sdk.ToolChoiceUnionParam, serial bool) {
+	if !serial {
+		return
+	}
+	switch {
+	case c.OfAuto != nil:
+		c.OfAuto.DisableParallelToolUse = sdk.Bool(true)
+	case c.OfAny != nil:
+		c.OfAny.DisableParallelToolUse = sdk.Bool(true)
+	case c.OfTool != nil:
+		c.OfTool.DisableParallelToolUse = sdk.Bool(true)
+	}
+}
+
+// inlineRootRef replaces a root "$ref" into the schema's own definitions
+// (invopop/jsonschema's form for a Go type: {"$ref":"#/$defs/T","$defs":…})
+// with the definition it names, keeping the definitions beside it: both
+// the SDK's schema transform (which keeps nothing beside a $ref) and a
+// tool's input_schema (an object at the root) need the root spelled out.
+func inlineRootRef(schema map[string]any) map[string]any {
+	ref, _ := schema["$ref"].(string)
+	for _, k := range []string{"$defs", "definitions"} {
+		name, ok := strings.CutPrefix(ref, "#/"+k+"/")
+		if !ok {
+			continue
+		}
+		defs, _ := schema[k].(map[string]any)
+		def, ok := defs[name].(map[string]any)
+		if !ok {
+			return schema
+		}
+		out := make(map[string]any, len(def)+len(schema))
+		for key, v := range schema {
+			if key != "$ref" {
+				out[key] = v
+			}
+		}
+		for key, v := range def {
+			out[key] = v
+		}
+		return out
+	}
+	return schema
+}
+
+// DefaultOutputDescription is the description of the tool that carries
+// structured output when response_format has none.
+const DefaultOutputDescription = "Give your final answer as this tool's input."
+
+// outputTool adds the tool that carries structured output where native
+// structured outputs are not used, and the tool_choice that makes the model
+// call it: that tool alone when the request has no other tool (or forbids
+// them), any tool when it has others (the model still calls them on the
+// way), the request's named tool when it names one. Forced tool use is not
+// allowed with thinking, so the choice is then auto.
+func (r *request) outputTool(req *llm.Request, f *events.ResponseFormat, thinking bool) error {
+	p := &r.params
+	name := f.SchemaName()
+	for _, t := range req.Tools {
+		if t.Name == name {
+			return invalid("response_format.name: %q is also the name of a tool; name the format differently", name)
+		}
+	}
+	var schema map[string]any
+	if f.Type == events.FormatJSONSchema {
+		if err := json.Unmarshal(f.Schema, &schema); err != nil {
+			return invalid("response_format.schema: %w", err)
+		}
+		schema = inlineRootRef(schema)
+	} else {
+		schema = map[string]any{"type": "object"}
+	}
+	wrapped := false
+	if t, _ := schema["type"].(string); t != "object" {
+		if _, props := schema["properties"]; t != "" || !props {
+			outer := map[string]any{"type": "object", "required": []any{"value"}}
+			// References such as "#/$defs/X" (invopop/jsonschema's root
+			// $ref) resolve against the root: the definitions move there.
+			for _, k := range []string{"$defs", "definitions"} {
+				if v, ok := schema[k]; ok {
+					outer[k] = v
+					delete(schema, k)
+				}
+			}
+			outer["properties"] = map[string]any{"value": schema}
+			schema, wrapped = outer, true
+		}
+	}
+	raw, err := json.Marshal(schema)
+	if err != nil {
+		return invalid("response_format.schema: %w", err)
+	}
+	desc := f.Description
+	if desc == "" {
+		desc = DefaultOutputDescription
+	}
+	tp, err := toolParam(events.ToolDefinition{Name: name, Description: desc, InputSchema: raw})
+	if err != nil {
+		return invalid("response_format.schema: %w", err)
+	}
+	p.Tools = append(p.Tools, tp)
+	r.output = outputTool{name: name, wrapped: wrapped}
+	c := req.ToolChoice
+	switch {
+	case thinking:
+		p.ToolChoice = sdk.ToolChoiceUnionParam{OfAuto: &sdk.ToolChoiceAutoParam{}}
+	case c != nil && c.Mode == events.ToolNamed:
+		p.ToolChoice = sdk.ToolChoiceParamOfTool(c.Name)
+	case len(req.Tools) == 0 || (c != nil && c.Mode == events.ToolNone):
+		p.ToolChoice = sdk.ToolChoiceParamOfTool(name)
+	default:
+		p.ToolChoice = sdk.ToolChoiceUnionParam{OfAny: &sdk.ToolChoiceAnyParam{}}
+	}
+	setSerial(&p.ToolChoice, req.ParallelToolCalls != nil && !*req.ParallelToolCalls)
+	return nil
+}
+
+// providerOptions applies provider_options["anthropic"] (or the model's
+// provider prefix's) to the body as a JSON Merge Patch (RFC 7396) through
+// the SDK's raw-field options: an object merges key by key into what the
+// adapter built, null removes a field, anything else replaces it.
+func (r *request) providerOptions(req *llm.Request) error {
+	prefix, _ := events.SplitModel(req.Model)
+	key := "anthropic"
+	if _, ok := req.ProviderOptions[key]; !ok && prefix != "" {
+		key = prefix
+	}
+	raw, ok := req.ProviderOptions[key]
+	if !ok {
+		return nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return invalid("provider_options.%s: must be a JSON object: %w", key, err)
+	}
+	return r.mergePatch("", m, "provider_options."+key)
+}
+
+func (r *request) mergePatch(path string, m map[string]json.RawMessage, field string) error {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		if k == "" {
+			return invalid("%s: a key must not be empty", field)
+		}
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		p := sjsonKey(k)
+		if path != "" {
+			p = path + "." + p
+		}
+		v := bytes.TrimSpace(m[k])
+		switch {
+		case string(v) == "null":
+			r.opts = append(r.opts, option.WithJSONDel(p))
+		case len(v) > 0 && v[0] == '{':
+			var sub map[string]json.RawMessage
+			if err := json.Unmarshal(v, &sub); err != nil {
+				return invalid("%s.%s: %w", field, k, err)
+			}
+			if err := r.mergePatch(p, sub, field+"."+k); err != nil {
+				return err
+			}
+		default:
+			r.opts = append(r.opts, option.WithJSONSet(p, json.RawMessage(v)))
+		}
+	}
+	return nil
+}
+
+// sjsonKey escapes a body key for the path syntax of the SDK's raw-field
+// options, so that a key with a dot or a wildcard names one field.
+func sjsonKey(k string) string {
+	var b strings.Builder
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// MaxBreakpoints is the number of cache_control breakpoints the Messages
+// API allows in one request.
+const MaxBreakpoints = 4
+
+// placeBreakpoints marks the prompt cache breakpoints: the last tool
+// definition, the system prompt, the newest message (so the next request
+// of the turn, which repeats this one and adds to it, reads it from the
+// cache) and the message that was newest in the previous request (so this
+// one reads what that one wrote, however many blocks were added since).
+// Each goes on the last block of its part that can carry one; at most
+// MaxBreakpoints in all.
+func placeBreakpoints(p *sdk.MessageNewParams) {
+	cc := sdk.NewCacheControlEphemeralParam()
+	n := 0
+	if k := len(p.Tools); k > 0 {
+		if c := p.Tools[k-1].GetCacheControl(); c != nil {
+			*c = cc
+			n++
+		}
+	}
+	if k := len(p.System); k > 0 {
+		p.System[k-1].CacheControl = cc
+		n++
+	}
+	last := len(p.Messages) - 1
+	if last < 0 {
+		return
+	}
+	marked := -1
+	for i := last; i >= 0 && n < MaxBreakpoints; i-- {
+		if markLast(p.Messages[i].Content, cc) {
+			n++
+			marked = i
+			break
+		}
+	}
+	// The previous request ended before the newest assistant message.
+	for i := marked - 1; i >= 0 && n < MaxBreakpoints; i-- {
+		if p.Messages[i].Role != sdk.MessageParamRoleAssistant {
+			continue
+		}
+		for j := i - 1; j >= 0; j-- {
+			if markLast(p.Messages[j].Content, cc) {
+				return
+			}
+		}
+		return
+	}
+}
+
+// markLast puts cc on the last block of blocks that can carry one
+// (thinking blocks cannot).
+func markLast(blocks []sdk.ContentBlockParamUnion, cc sdk.CacheControlEphemeralParam) bool {
+	for i := len(blocks) - 1; i >= 0; i-- {
+		if c := blocks[i].GetCacheControl(); c != nil {
+			*c = cc
+			return true
+		}
+	}
+	return false
 }
 
 func toolParam(t events.ToolDefinition) (sdk.ToolUnionParam, error) {
@@ -100,6 +524,10 @@ func toolParam(t events.ToolDefinition) (sdk.ToolUnionParam, error) {
 			schema.ExtraFields = m
 		}
 	}
+	if schema.Properties == nil {
+		// input_schema is required; a zero one would be left out.
+		schema.Properties = map[string]any{}
+	}
 	u := sdk.ToolUnionParamOfTool(schema, t.Name)
 	if t.Description != "" {
 		u.OfTool.Description = sdk.String(t.Description)
@@ -119,9 +547,10 @@ func messageParams(msgs []events.Message) ([]sdk.MessageParam, error) {
 		}
 		blocks := make([]sdk.ContentBlockParamUnion, 0, len(m.Content))
 		for j, part := range m.Content {
-			b, ok, err := blockParam(part, role)
+			field := fmt.Sprintf("messages[%d].content[%d]", i, j)
+			b, ok, err := blockParam(part, role, field)
 			if err != nil {
-				return nil, fmt.Errorf("%w: messages[%d].content[%d]: %w", ErrInvalidRequest, i, j, err)
+				return nil, err
 			}
 			if ok {
 				blocks = append(blocks, b)
@@ -139,7 +568,7 @@ func messageParams(msgs []events.Message) ([]sdk.MessageParam, error) {
 	return out, nil
 }
 
-func blockParam(part events.Part, role sdk.MessageParamRole) (sdk.ContentBlockParamUnion, bool, error) {
+func blockParam(part events.Part, role sdk.MessageParamRole, field string) (sdk.ContentBlockParamUnion, bool, error) {
 	switch part.Type {
 	case events.PartText:
 		if part.Text == "" {
@@ -147,6 +576,15 @@ func blockParam(part events.Part, role sdk.MessageParamRole) (sdk.ContentBlockPa
 			return sdk.ContentBlockParamUnion{}, false, nil
 		}
 		return sdk.NewTextBlock(part.Text), true, nil
+	case events.PartImage, events.PartFile:
+		img, doc, err := mediaBlock(&part, field)
+		if err != nil {
+			return sdk.ContentBlockParamUnion{}, false, err
+		}
+		if img != nil {
+			return sdk.ContentBlockParamUnion{OfImage: img}, true, nil
+		}
+		return sdk.ContentBlockParamUnion{OfDocument: doc}, true, nil
 	case events.PartThinking:
 		if data, ok := RedactedData(part.Signature); ok {
 			return sdk.NewRedactedThinkingBlock(data), true, nil
@@ -163,7 +601,7 @@ func blockParam(part events.Part, role sdk.MessageParamRole) (sdk.ContentBlockPa
 		if len(input) == 0 {
 			input = json.RawMessage("{}")
 		} else if !json.Valid(input) {
-			return sdk.ContentBlockParamUnion{}, false, fmt.Errorf("tool_use %q: input is not valid JSON", part.ID)
+			return sdk.ContentBlockParamUnion{}, false, invalid("%s: tool_use %q: input is not valid JSON", field, part.ID)
 		}
 		if strings.HasPrefix(part.ID, serverToolIDPrefix) {
 			return sdk.NewServerToolUseBlock(part.ID, input, sdk.ServerToolUseBlockParamName(part.Name)), true, nil
@@ -175,11 +613,81 @@ func blockParam(part events.Part, role sdk.MessageParamRole) (sdk.ContentBlockPa
 			// content is the raw result block this adapter streamed.
 			var b sdk.ContentBlockParamUnion
 			if err := json.Unmarshal([]byte(part.Content), &b); err != nil {
-				return b, false, fmt.Errorf("server tool result %q: content is not a result block: %w", part.ToolUseID, err)
+				return b, false, invalid("%s: server tool result %q: content is not a result block: %w", field, part.ToolUseID, err)
 			}
 			return b, true, nil
 		}
-		return sdk.NewToolResultBlock(part.ToolUseID, part.Content, part.IsError), true, nil
+		if part.Parts == nil {
+			return sdk.NewToolResultBlock(part.ToolUseID, part.Content, part.IsError), true, nil
+		}
+		content := make([]sdk.ToolResultBlockParamContentUnion, 0, len(part.Parts))
+		for k, sub := range part.Parts {
+			f := fmt.Sprintf("%s.content[%d]", field, k)
+			switch sub.Type {
+			case events.PartText:
+				if sub.Text != "" {
+					content = append(content, sdk.ToolResultBlockParamContentUnion{OfText: &sdk.TextBlockParam{Text: sub.Text}})
+				}
+			case events.PartImage, events.PartFile:
+				img, doc, err := mediaBlock(&sub, f)
+				if err != nil {
+					return sdk.ContentBlockParamUnion{}, false, err
+				}
+				content = append(content, sdk.ToolResultBlockParamContentUnion{OfImage: img, OfDocument: doc})
+			default:
+				return sdk.ContentBlockParamUnion{}, false, invalid("%s: a tool result holds text, image and file parts, not %q", f, sub.Type)
+			}
+		}
+		return sdk.ContentBlockParamUnion{OfToolResult: &sdk.ToolResultBlockParam{
+			ToolUseID: part.ToolUseID, Content: content, IsError: sdk.Bool(part.IsError),
+		}}, true, nil
 	}
 	return sdk.ContentBlockParamUnion{}, false, nil
+}
+
+// mediaBlock maps an image part to an image block and a file part to a
+// document block (one of the two results is nil): images and PDFs by data
+// or URL, text files (text/*, application/json) as a plain-text document.
+// What the Messages API cannot take (audio, a text file by URL) is
+// llm.UnsupportedContent; a part whose bytes are only a media ref, which
+// ingest resolves before the adapter sees the request, is invalid.
+func mediaBlock(part *events.Part, field string) (*sdk.ImageBlockParam, *sdk.DocumentBlockParam, error) {
+	mt := strings.ToLower(strings.TrimSpace(part.MediaType))
+	if part.Data == "" && part.URL == "" {
+		if part.Ref != "" {
+			return nil, nil, invalid("%s.ref: unresolved media ref %q (ingest resolves refs before the provider call)", field, part.Ref)
+		}
+		return nil, nil, invalid("%s: a %s part needs data or url", field, part.Type)
+	}
+	if part.Type == events.PartImage {
+		img := &sdk.ImageBlockParam{}
+		if part.Data != "" {
+			img.Source.OfBase64 = &sdk.Base64ImageSourceParam{Data: part.Data, MediaType: sdk.Base64ImageSourceMediaType(mt)}
+		} else {
+			img.Source.OfURL = &sdk.URLImageSourceParam{URL: part.URL}
+		}
+		return img, nil, nil
+	}
+	doc := &sdk.DocumentBlockParam{}
+	if part.Filename != "" {
+		doc.Title = sdk.String(part.Filename)
+	}
+	switch {
+	case mt == "application/pdf" && part.Data != "":
+		doc.Source.OfBase64 = &sdk.Base64PDFSourceParam{Data: part.Data}
+	case mt == "application/pdf":
+		doc.Source.OfURL = &sdk.URLPDFSourceParam{URL: part.URL}
+	case strings.HasPrefix(mt, "text/") || mt == "application/json":
+		if part.Data == "" {
+			return nil, nil, llm.UnsupportedContent("anthropic", field, mt+" file by URL (the Messages API fetches only PDFs)")
+		}
+		b, err := part.Bytes()
+		if err != nil {
+			return nil, nil, invalid("%s.data: %w", field, err)
+		}
+		doc.Source.OfText = &sdk.PlainTextSourceParam{Data: string(b)}
+	default:
+		return nil, nil, llm.UnsupportedContent("anthropic", field, mt+" "+string(part.Type))
+	}
+	return nil, doc, nil
 }

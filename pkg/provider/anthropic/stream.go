@@ -38,6 +38,12 @@ type openBlock struct {
 	sig    strings.Builder
 	signed bool
 	skip   bool // a block type we do not map (e.g. container_upload)
+	// answer marks the call of the structured-output tool, streamed as
+	// the text it carries; input holds a wrapped answer until the call
+	// ends, and wrote says whether any text was sent.
+	answer bool
+	input  strings.Builder
+	wrote  bool
 }
 
 // stream translates the Messages API event stream into docs/protocol.md §3 events.
@@ -73,7 +79,19 @@ type stream struct {
 	held     events.BlockStop
 	haveHeld bool
 	usage    events.UsageEvent
+
+	// output is the structured-output tool of the request, whose call is
+	// the answer, not a tool call; calls counts the other tool calls.
+	output   outputTool
+	calls    int
+	warnings []events.Warning
 }
+
+var _ llm.Warner = (*stream)(nil)
+
+// Warnings implements llm.Warner: the request's settings that were not
+// sent.
+func (s *stream) Warnings() []events.Warning { return s.warnings }
 
 var _ llm.SelfBounded = (*stream)(nil)
 
@@ -206,6 +224,9 @@ func (s *stream) handle(ev *sdk.MessageStreamEventUnion) {
 		if b == nil || b.skip {
 			return
 		}
+		if b.answer {
+			s.finishAnswer(b)
+		}
 		s.flushHeld("")
 		s.held = events.BlockStop{Index: b.idx, BlockType: b.typ}
 		if b.signed {
@@ -214,6 +235,11 @@ func (s *stream) handle(ev *sdk.MessageStreamEventUnion) {
 		s.haveHeld = true
 	case "message_delta":
 		reason := mapStopReason(ev.Delta.StopReason)
+		if reason == events.StopToolUse && s.calls == 0 && s.output.name != "" {
+			// The model called only the structured-output tool: it
+			// answered.
+			reason = events.StopEndTurn
+		}
 		s.mergeDeltaUsage(&ev.Usage)
 		if s.haveHeld {
 			s.flushHeld(reason)
@@ -299,10 +325,19 @@ func (s *stream) blockStart(ev *sdk.MessageStreamEventUnion) {
 		b.sig.WriteString(RedactedSignaturePrefix)
 		b.sig.WriteString(cb.Data)
 		b.signed = true
+	case t == "tool_use" && s.output.name != "" && cb.Name == s.output.name:
+		b := s.start(ev.Index, events.BlockStart{BlockType: events.BlockText})
+		b.answer = true
+		if in := strings.TrimSpace(cb.JSON.Input.Raw()); in != "" && in != "{}" && in != "null" {
+			s.answerDelta(b, in)
+		}
 	case t == "tool_use" || t == "server_tool_use":
 		if cb.Name == "" {
 			s.open = append(s.open, &openBlock{pidx: ev.Index, skip: true})
 			return
+		}
+		if t == "tool_use" {
+			s.calls++
 		}
 		id := cb.ID
 		if id == "" {
@@ -359,9 +394,44 @@ func (s *stream) blockDelta(ev *sdk.MessageStreamEventUnion) {
 			b.signed = true
 		}
 	case "input_json_delta":
-		if d.PartialJSON != "" && b.typ == events.BlockToolUse {
+		if d.PartialJSON != "" && b.answer {
+			s.answerDelta(b, d.PartialJSON)
+		} else if d.PartialJSON != "" && b.typ == events.BlockToolUse {
 			s.emit(events.InputJSONDelta(b.idx, d.PartialJSON))
 		}
+	}
+}
+
+// answerDelta passes on a piece of the structured-output tool's input as
+// answer text; a wrapped answer is kept until the call ends.
+func (s *stream) answerDelta(b *openBlock, in string) {
+	if s.output.wrapped {
+		b.input.WriteString(in)
+		return
+	}
+	s.emit(events.TextDelta(b.idx, in))
+	b.wrote = true
+}
+
+// finishAnswer sends what remains of the answer when its call ends: the
+// value of a wrapped answer, "{}" for a call whose input was empty (the
+// API's default input).
+func (s *stream) finishAnswer(b *openBlock) {
+	if s.output.wrapped {
+		var in struct {
+			Value json.RawMessage `json:"value"`
+		}
+		raw := b.input.String()
+		if json.Unmarshal([]byte(raw), &in) == nil && len(in.Value) > 0 {
+			raw = string(in.Value)
+		}
+		if raw != "" {
+			s.emit(events.TextDelta(b.idx, raw))
+		}
+		return
+	}
+	if !b.wrote {
+		s.emit(events.TextDelta(b.idx, "{}"))
 	}
 }
 

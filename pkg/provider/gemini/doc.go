@@ -22,6 +22,34 @@
 // The SDK's automatic continuation is turned off, so that a request is only
 // ever re-sent by the retry rules below.
 //
+// Image and file parts (every media type events allows, audio included)
+// are inlineData {mimeType, data} parts, or fileData {mimeType, fileUri}
+// for a URL; a part with only a media ref is ErrInvalidRequest. A tool
+// result's part array is a functionResponse with the text; its media go in
+// the functionResponse's parts on Gemini 3 and later (png, jpeg, webp,
+// pdf, text/plain: multimodal function responses), else as parts of the
+// same user turn right after the functionResponse, introduced by a text
+// part naming the call.
+//
+// The model options (events.ModelOptions): response_format is
+// responseMimeType application/json, with responseJsonSchema for a schema;
+// tool_choice is toolConfig.functionCallingConfig (AUTO, NONE, ANY, ANY
+// with allowedFunctionNames for a named tool); stop, top_p, top_k, seed,
+// presence_penalty and frequency_penalty are generationConfig's
+// stopSequences, topP, topK, seed, presencePenalty and frequencyPenalty.
+// reasoning_effort is thinkingConfig.thinkingLevel (LOW, MEDIUM, HIGH) on
+// Gemini 3 and later, else thinkingBudget BudgetLow, BudgetMedium or
+// BudgetHigh; an explicit thinking budget wins. parallel_tool_calls false
+// (the API has no such setting), a seed beyond 32 bits and a
+// reasoning_effort beside an explicit budget are not sent and the stream
+// reports them (llm.Warner). provider_options["gemini"] is applied to the
+// request body as a JSON Merge Patch (genai's
+// HTTPOptions.ExtrasRequestProvider): objects merge key by key, null
+// removes a field. The
+// Gemini API caches prompt prefixes on its own; cache settings send
+// nothing, and cachedContentTokenCount is the usage's
+// cache_read_input_tokens.
+//
 // # Stream
 //
 // Gemini has no block events: consecutive text parts form a text block,

@@ -14,7 +14,10 @@ var (
 	// ErrInvalidRequest is returned by Provider.Stream, before any I/O,
 	// when the completion request cannot be mapped to generateContent (a
 	// tool_use input that is not a JSON object, a tool_result whose call is
-	// not in the transcript, a tool schema that is not JSON, a nil request).
+	// not in the transcript, a tool schema that is not JSON, a media part
+	// with only a ref, provider_options with an empty key, a nil request),
+	// in an *llm.APIError of kind llm.KindInvalidRequest whose message
+	// names the field.
 	ErrInvalidRequest = errors.New("gemini: invalid request")
 
 	// ErrRequestFailed is returned by Provider.Stream when the API rejected

@@ -108,14 +108,14 @@ func New(cfg Config) (*Provider, error) {
 // context's error), everything after is reported in the stream, which is
 // well-formed (docs/protocol.md §3).
 func (p *Provider) Stream(ctx context.Context, req *llm.Request) (llm.Stream, error) {
-	model, contents, config, err := buildRequest(req)
+	r, err := buildRequest(req)
 	if err != nil {
 		return nil, err
 	}
 	tp := &tap{}
 	rctx, cancel := context.WithCancelCause(ctx)
 	rctx = withTap(rctx, tp)
-	seq := p.client.Models.GenerateContentStream(rctx, model, contents, config)
+	seq := p.client.Models.GenerateContentStream(rctx, r.model, r.contents, r.config)
 	next, stop := iter.Pull2(func(yield func(*genai.GenerateContentResponse, error) bool) {
 		growStack(0)
 		seq(yield)
@@ -135,6 +135,8 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) (llm.Stream, er
 		return nil, llm.NewAPIError(apiStatus(err), fmt.Errorf("%w: %w", ErrRequestFailed, err))
 	}
 	s.first, s.firstErr, s.firstOK = resp, err, ok
+	s.warnings = r.warnings
+	// Normalize's stream forwards the source's Warnings (llm.Warner).
 	return normalize(ctx, s, p.idle), nil
 }
 

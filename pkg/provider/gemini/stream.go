@@ -80,7 +80,15 @@ type stream struct {
 	idBase   string
 	usage    *genai.GenerateContentResponseUsageMetadata
 	finish   *genai.Candidate // the candidate that carried the finish reason
+
+	// warnings are the request's settings that were not sent.
+	warnings []events.Warning
 }
+
+var _ llm.Warner = (*stream)(nil)
+
+// Warnings implements llm.Warner.
+func (s *stream) Warnings() []events.Warning { return s.warnings }
 
 var _ llm.SelfBounded = (*stream)(nil)
 

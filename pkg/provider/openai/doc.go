@@ -23,12 +23,46 @@
 //     become one "tool" message each (tool_call_id), sent before any text
 //     of the same message. is_error has no field on this API and is not
 //     sent.
+//   - Media parts of a user message make its content an array of content
+//     parts: an image is image_url (url: a data URL of the bytes, or the
+//     https URL; detail is left to the API's default), a PDF is file
+//     (file_data: a data URL, filename, "document.pdf" when the part has
+//     none), a text file (text/*, application/json; the API has no input
+//     for them) is a text part holding the file between a line
+//     <file name="…" media_type="…"> and </file>, wav and mp3 audio are
+//     input_audio (base64 data, format wav or mp3). Other audio, and a
+//     file by URL (this API takes file bytes only), cannot be sent: Stream
+//     refuses them with llm.UnsupportedContent (kind unsupported_content)
+//     before any request. So does a media part in an assistant message.
+//   - A tool message holds text only, so a tool result's images and files
+//     go in one user message right after the tool messages of the step:
+//     for each such result a text part "[images and files of the result
+//     of tool call <id>]" and its media, then the text and media of the
+//     user message that follows the results, if any. A result of media
+//     only has the tool message text "[the images and files of this
+//     result follow in a user message]".
+//   - A part holding only an LLMW_MEDIA ref (ingest resolves refs before
+//     the call) is ErrInvalidRequest naming the field ("unresolved media
+//     ref").
 //   - Thinking parts are dropped: Chat Completions cannot take reasoning
 //     back (use openai-responses: for reasoning models that must keep it).
 //   - MaxTokens → max_completion_tokens (max_tokens is rejected by
 //     reasoning models), Temperature → temperature, Thinking.BudgetTokens →
 //     reasoning_effort (≤2048 low, ≤8192 medium, else high), and
 //     stream_options.include_usage is always on.
+//   - Model options (events.ModelOptions): response_format →
+//     response_format ({"type":"json_schema","json_schema":{name, schema,
+//     strict, description}} or {"type":"json_object"}); tool_choice →
+//     tool_choice ("auto", "none", "required", or {"type":"function",
+//     "function":{"name"}}); parallel_tool_calls, stop, top_p, seed,
+//     presence_penalty and frequency_penalty → the fields of the same
+//     name; reasoning_effort → reasoning_effort (over the thinking
+//     budget's); cache_key → prompt_cache_key unless cache is false.
+//     tool_choice auto or none and parallel_tool_calls are left out of a
+//     request without tools, which the API refuses them in. top_k has no
+//     field: it is not sent, and the stream's Warnings (llm.Warner) say
+//     so. provider_options["openai"] is merged into the body last, each
+//     key as a JSON Merge Patch (RFC 7396) of the adapter's value.
 //
 // # Stream mapping
 //

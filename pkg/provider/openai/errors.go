@@ -10,7 +10,8 @@ var (
 
 	// ErrInvalidRequest is returned by Stream when the completion request
 	// cannot be mapped to the API (no model, a tool schema or tool input that
-	// is not JSON, an unknown role).
+	// is not JSON, an unknown role, a media part holding only an unresolved
+	// LLMW_MEDIA ref), wrapped in an *llm.APIError of kind invalid_request.
 	ErrInvalidRequest = errors.New("openai: invalid request")
 
 	// ErrRequestFailed is returned by Stream when the API answered the

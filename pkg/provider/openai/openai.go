@@ -36,10 +36,13 @@ func New(cfg Config) (*Provider, error) {
 // or an invalid request is Stream's error (ErrRequestFailed,
 // ErrInvalidRequest); after that every failure is an error event and a
 // failed status in the stream, which is well-formed (docs/protocol.md §3).
+// The stream is an llm.Warner: its Warnings name the request's settings
+// this API does not have (top_k), which were not sent. A content part the
+// API cannot take is refused before the call with llm.UnsupportedContent.
 func (p *Provider) Stream(ctx context.Context, req *llm.Request) (llm.Stream, error) {
-	params, err := buildParams(req)
+	params, warnings, err := buildParams(req)
 	if err != nil {
-		return nil, err
+		return nil, MappingError(err)
 	}
 	g := NewGuard(ctx, p.idle)
 	s := p.client.Chat.Completions.NewStreaming(g.Context(), params)
@@ -49,5 +52,7 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) (llm.Stream, er
 		return nil, RequestError(err)
 	}
 	g.Start()
-	return Wrap(ctx, newChatStream(ctx, g, s), p.idle), nil
+	cs := newChatStream(ctx, g, s)
+	cs.warnings = warnings
+	return Wrap(ctx, cs, p.idle), nil
 }

@@ -1,7 +1,9 @@
 package openai
 
 import (
+	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	sdk "github.com/openai/openai-go/v3"
@@ -12,34 +14,61 @@ import (
 	"github.com/llmworker/llmworker/pkg/llm"
 )
 
-// buildParams maps a completion request to Chat Completions parameters.
+// buildParams maps a completion request to Chat Completions parameters,
+// with the warnings of the settings this API does not have.
 //
 // Chat Completions has no way to send reasoning back, so thinking parts are
 // dropped; tool results become "tool" role messages (one per result, in
 // order, before any text of the same message, because the API requires
-// them right after the assistant message that called the tools).
-func buildParams(req *llm.Request) (sdk.ChatCompletionNewParams, error) {
+// them right after the assistant message that called the tools). A tool
+// message holds text only: the images and files of the results of a step
+// go in one user message right after that step's tool messages.
+func buildParams(req *llm.Request) (sdk.ChatCompletionNewParams, []events.Warning, error) {
 	var p sdk.ChatCompletionNewParams
 	model := ModelName(req.Model, Prefix)
 	if model == "" {
-		return p, fmt.Errorf("%w: model is required", ErrInvalidRequest)
+		return p, nil, fmt.Errorf("%w: model is required", ErrInvalidRequest)
 	}
 	p.Model = shared.ChatModel(model)
 	p.StreamOptions.IncludeUsage = param.NewOpt(true)
 	if req.System != "" {
 		p.Messages = append(p.Messages, sdk.SystemMessage(req.System))
 	}
-	for i, m := range req.Messages {
-		msgs, err := mapMessage(m)
-		if err != nil {
-			return p, fmt.Errorf("messages[%d]: %w", i, err)
+	// carried holds the content parts of the tool results of the tool
+	// messages just sent, for the user message that follows them.
+	var carried []sdk.ChatCompletionContentPartUnionParam
+	flush := func() {
+		if len(carried) > 0 {
+			p.Messages = append(p.Messages, sdk.UserMessage(carried))
+			carried = nil
 		}
-		p.Messages = append(p.Messages, msgs...)
 	}
+	for i, m := range req.Messages {
+		field := "messages[" + strconv.Itoa(i) + "]"
+		switch m.Role {
+		case events.RoleUser, events.RoleTool:
+			var err error
+			if carried, err = mapUserMessage(&p, carried, m, field); err != nil {
+				return p, nil, err
+			}
+		case events.RoleAssistant:
+			flush()
+			msg, err := mapAssistant(m, field)
+			if err != nil {
+				return p, nil, err
+			}
+			if msg != nil {
+				p.Messages = append(p.Messages, *msg)
+			}
+		default:
+			return p, nil, fmt.Errorf("%w: %s: unknown role %q", ErrInvalidRequest, field, m.Role)
+		}
+	}
+	flush()
 	for _, t := range req.Tools {
 		params, err := ToolParameters(t)
 		if err != nil {
-			return p, err
+			return p, nil, err
 		}
 		fd := shared.FunctionDefinitionParam{Name: t.Name, Parameters: params}
 		if t.Description != "" {
@@ -57,56 +86,223 @@ func buildParams(req *llm.Request) (sdk.ChatCompletionNewParams, error) {
 	if req.Thinking != nil && req.Thinking.BudgetTokens > 0 {
 		p.ReasoningEffort = EffortForBudget(req.Thinking.BudgetTokens)
 	}
-	return p, nil
+	warnings, err := mapOptions(&p, &req.ModelOptions, len(req.Tools) > 0)
+	if err != nil {
+		return p, nil, err
+	}
+	return p, warnings, nil
 }
 
-func mapMessage(m events.Message) ([]sdk.ChatCompletionMessageParamUnion, error) {
-	var out []sdk.ChatCompletionMessageParamUnion
-	var text strings.Builder
-	switch m.Role {
-	case events.RoleUser, events.RoleTool:
-		for _, part := range m.Content {
-			switch part.Type {
-			case events.PartText:
-				text.WriteString(part.Text)
-			case events.PartToolResult:
-				out = append(out, sdk.ToolMessage(part.Content, part.ToolUseID))
+// mapOptions maps the model options; provider_options["openai"] last, so
+// that it is merged over everything else.
+func mapOptions(p *sdk.ChatCompletionNewParams, o *events.ModelOptions, tools bool) ([]events.Warning, error) {
+	var warnings []events.Warning
+	if f := o.ResponseFormat; f != nil {
+		switch f.Type {
+		case events.FormatJSONSchema:
+			js := shared.ResponseFormatJSONSchemaJSONSchemaParam{
+				Name: f.SchemaName(), Schema: json.RawMessage(f.Schema), Strict: param.NewOpt(f.IsStrict()),
 			}
+			if f.Description != "" {
+				js.Description = param.NewOpt(f.Description)
+			}
+			p.ResponseFormat.OfJSONSchema = &shared.ResponseFormatJSONSchemaParam{JSONSchema: js}
+		case events.FormatJSON:
+			p.ResponseFormat.OfJSONObject = &shared.ResponseFormatJSONObjectParam{}
+		default:
+			return nil, fmt.Errorf("%w: response_format.type: must be json_schema or json, got %q", ErrInvalidRequest, f.Type)
 		}
-		if text.Len() > 0 || (len(out) == 0 && m.Role == events.RoleUser) {
-			out = append(out, sdk.UserMessage(text.String()))
+	}
+	// The API refuses tool_choice and parallel_tool_calls without tools;
+	// auto and none say nothing then, so they are left out.
+	if c := o.ToolChoice; c != nil && (tools || c.Forces()) {
+		switch c.Mode {
+		case events.ToolAuto, events.ToolNone, events.ToolRequired:
+			p.ToolChoice.OfAuto = param.NewOpt(string(c.Mode))
+		case events.ToolNamed:
+			p.ToolChoice.OfFunctionToolChoice = &sdk.ChatCompletionNamedToolChoiceParam{
+				Function: sdk.ChatCompletionNamedToolChoiceFunctionParam{Name: c.Name},
+			}
+		default:
+			return nil, fmt.Errorf("%w: tool_choice: unknown mode %q", ErrInvalidRequest, c.Mode)
 		}
-	case events.RoleAssistant:
-		var a sdk.ChatCompletionAssistantMessageParam
-		for _, part := range m.Content {
-			switch part.Type {
-			case events.PartText:
-				text.WriteString(part.Text)
-			case events.PartToolUse:
-				args, err := ToolArguments(part)
+	}
+	if o.ParallelToolCalls != nil && tools {
+		p.ParallelToolCalls = param.NewOpt(*o.ParallelToolCalls)
+	}
+	if len(o.Stop) > 0 {
+		p.Stop.OfStringArray = o.Stop
+	}
+	if o.TopP != nil {
+		p.TopP = param.NewOpt(*o.TopP)
+	}
+	if o.TopK != nil {
+		warnings = append(warnings, Unsent(Prefix, "top_k"))
+	}
+	if o.Seed != nil {
+		p.Seed = param.NewOpt(*o.Seed)
+	}
+	if o.PresencePenalty != nil {
+		p.PresencePenalty = param.NewOpt(*o.PresencePenalty)
+	}
+	if o.FrequencyPenalty != nil {
+		p.FrequencyPenalty = param.NewOpt(*o.FrequencyPenalty)
+	}
+	if o.ReasoningEffort != "" {
+		p.ReasoningEffort = shared.ReasoningEffort(o.ReasoningEffort)
+	}
+	if o.CacheEnabled() && o.CacheKey != "" {
+		p.PromptCacheKey = param.NewOpt(o.CacheKey)
+	}
+	if raw, ok := o.ProviderOptions[Prefix]; ok {
+		extra, err := ExtraFields(*p, raw)
+		if err != nil {
+			return nil, err
+		}
+		if extra != nil {
+			p.SetExtraFields(extra)
+		}
+	}
+	return warnings, nil
+}
+
+// mapUserMessage appends the messages of a user or tool message: one tool
+// message per tool_result, then a user message with the message's own
+// content. The media of the tool results are returned in carried (after
+// those of earlier tool messages of the same step), so that they follow
+// every tool message of the step; the message's own content joins them.
+func mapUserMessage(p *sdk.ChatCompletionNewParams, carried []sdk.ChatCompletionContentPartUnionParam, m events.Message, field string) ([]sdk.ChatCompletionContentPartUnionParam, error) {
+	var own []sdk.ChatCompletionContentPartUnionParam
+	media, results := false, 0
+	for j, part := range m.Content {
+		f := field + ".content[" + strconv.Itoa(j) + "]"
+		switch part.Type {
+		case events.PartText:
+			own = append(own, sdk.TextContentPart(part.Text))
+		case events.PartImage, events.PartFile:
+			cp, err := contentPart(part, f)
+			if err != nil {
+				return nil, err
+			}
+			own = append(own, cp)
+			media = true
+		case events.PartToolResult:
+			results++
+			text := part.Content
+			var parts []sdk.ChatCompletionContentPartUnionParam
+			for k, rp := range part.Parts {
+				if !rp.IsMedia() {
+					continue
+				}
+				cp, err := contentPart(rp, f+".content["+strconv.Itoa(k)+"]")
 				if err != nil {
 					return nil, err
 				}
-				a.ToolCalls = append(a.ToolCalls, sdk.ChatCompletionMessageToolCallUnionParam{
-					OfFunction: &sdk.ChatCompletionMessageFunctionToolCallParam{
-						ID: part.ID,
-						Function: sdk.ChatCompletionMessageFunctionToolCallFunctionParam{
-							Name: part.Name, Arguments: args,
-						},
-					},
-				})
+				parts = append(parts, cp)
 			}
-			// thinking: Chat Completions cannot take reasoning back; dropped.
+			if len(parts) > 0 {
+				if text == "" {
+					text = "[the images and files of this result follow in a user message]"
+				}
+				carried = append(carried, sdk.TextContentPart("[images and files of the result of tool call "+part.ToolUseID+"]"))
+				carried = append(carried, parts...)
+			}
+			p.Messages = append(p.Messages, sdk.ToolMessage(text, part.ToolUseID))
 		}
-		if text.Len() == 0 && len(a.ToolCalls) == 0 {
-			return nil, nil // an assistant message of thinking only
-		}
-		if text.Len() > 0 {
-			a.Content.OfString = param.NewOpt(text.String())
-		}
-		out = append(out, sdk.ChatCompletionMessageParamUnion{OfAssistant: &a})
-	default:
-		return nil, fmt.Errorf("%w: unknown role %q", ErrInvalidRequest, m.Role)
 	}
-	return out, nil
+	if len(own) == 0 && (results > 0 || m.Role != events.RoleUser) {
+		return carried, nil
+	}
+	if len(carried) == 0 && !media {
+		// Text only: the plain string form.
+		var text strings.Builder
+		for _, cp := range own {
+			text.WriteString(cp.OfText.Text)
+		}
+		p.Messages = append(p.Messages, sdk.UserMessage(text.String()))
+		return nil, nil
+	}
+	p.Messages = append(p.Messages, sdk.UserMessage(append(carried, own...)))
+	return nil, nil
+}
+
+// contentPart maps an image or file part to a user message content part:
+// an image to image_url (a data URL or the https URL), a PDF to file
+// (file_data as a data URL, filename), a text file to text naming the
+// file (the API has no text file input), wav and mp3 audio to
+// input_audio. Anything else is unsupported_content.
+func contentPart(part events.Part, field string) (sdk.ChatCompletionContentPartUnionParam, error) {
+	var none sdk.ChatCompletionContentPartUnionParam
+	if err := CheckSource(field, part); err != nil {
+		return none, err
+	}
+	mt := MediaType(part)
+	switch {
+	case part.Type == events.PartImage:
+		url := part.URL
+		if url == "" {
+			url = DataURL(part)
+		}
+		return sdk.ImageContentPart(sdk.ChatCompletionContentPartImageImageURLParam{URL: url}), nil
+	case part.URL != "":
+		// file parts: Chat Completions takes file bytes only, no URL.
+	case mt == "application/pdf":
+		name := part.Filename
+		if name == "" {
+			name = "document.pdf"
+		}
+		return sdk.FileContentPart(sdk.ChatCompletionContentPartFileFileParam{
+			FileData: param.NewOpt(DataURL(part)), Filename: param.NewOpt(name),
+		}), nil
+	case IsTextMedia(mt):
+		text, err := TextFile(field, part)
+		if err != nil {
+			return none, err
+		}
+		return sdk.TextContentPart(text), nil
+	case mt == "audio/wav" || mt == "audio/mpeg":
+		format := "wav"
+		if mt == "audio/mpeg" {
+			format = "mp3"
+		}
+		return sdk.InputAudioContentPart(sdk.ChatCompletionContentPartInputAudioInputAudioParam{Data: part.Data, Format: format}), nil
+	}
+	return none, Unsupported(Prefix, field, part)
+}
+
+// mapAssistant maps an assistant message (nil when nothing of it can be
+// sent: a message of thinking only).
+func mapAssistant(m events.Message, field string) (*sdk.ChatCompletionMessageParamUnion, error) {
+	var a sdk.ChatCompletionAssistantMessageParam
+	var text strings.Builder
+	for j, part := range m.Content {
+		switch part.Type {
+		case events.PartText:
+			text.WriteString(part.Text)
+		case events.PartToolUse:
+			args, err := ToolArguments(part)
+			if err != nil {
+				return nil, err
+			}
+			a.ToolCalls = append(a.ToolCalls, sdk.ChatCompletionMessageToolCallUnionParam{
+				OfFunction: &sdk.ChatCompletionMessageFunctionToolCallParam{
+					ID: part.ID,
+					Function: sdk.ChatCompletionMessageFunctionToolCallFunctionParam{
+						Name: part.Name, Arguments: args,
+					},
+				},
+			})
+		case events.PartImage, events.PartFile:
+			// An assistant message holds text and tool calls only.
+			return nil, Unsupported(Prefix, field+".content["+strconv.Itoa(j)+"]", part)
+		}
+		// thinking: Chat Completions cannot take reasoning back; dropped.
+	}
+	if text.Len() == 0 && len(a.ToolCalls) == 0 {
+		return nil, nil
+	}
+	if text.Len() > 0 {
+		a.Content.OfString = param.NewOpt(text.String())
+	}
+	return &sdk.ChatCompletionMessageParamUnion{OfAssistant: &a}, nil
 }

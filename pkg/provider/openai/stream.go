@@ -34,6 +34,7 @@ type chatStream struct {
 	tools         map[int64]*toolCall
 	refusal       strings.Builder
 	err           error
+	warnings      []events.Warning
 }
 
 type toolCall struct {
@@ -42,7 +43,10 @@ type toolCall struct {
 	block    *Block
 }
 
-var _ llm.SelfBounded = (*chatStream)(nil)
+var (
+	_ llm.SelfBounded = (*chatStream)(nil)
+	_ llm.Warner      = (*chatStream)(nil)
+)
 
 func newChatStream(ctx context.Context, g *Guard, s *ssestream.Stream[sdk.ChatCompletionChunk]) *chatStream {
 	return &chatStream{ctx: ctx, g: g, sdk: s}
@@ -76,7 +80,11 @@ func (s *chatStream) Next() bool {
 }
 
 func (s *chatStream) Current() events.Event { return s.em.Current() }
-func (s *chatStream) Err() error            { return nil }
+
+// Warnings implements llm.Warner: the settings of the request that were
+// not sent.
+func (s *chatStream) Warnings() []events.Warning { return s.warnings }
+func (s *chatStream) Err() error                 { return nil }
 
 // Close may be called concurrently with Next: cancelling the request ends
 // a read in progress.

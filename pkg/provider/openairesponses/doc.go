@@ -11,6 +11,23 @@
 //
 //   - System → instructions. User text → a user message; tool_result parts
 //     → function_call_output items (call_id, output).
+//   - Media parts of a user message make its content a list: an image is
+//     input_image (image_url: a data URL of the bytes or the https URL,
+//     detail "auto"), a PDF is input_file (file_data: a data URL, and
+//     filename, "document.pdf" when the part has none; or file_url), a text
+//     file (text/*, application/json) with inline bytes is input_text
+//     holding the file between a line <file name="…" media_type="…"> and
+//     </file>, and one by URL is input_file with file_url. Audio cannot be
+//     sent (the API takes none): Stream refuses it with
+//     llm.UnsupportedContent (kind unsupported_content) before any request,
+//     as it does a media part in an assistant message.
+//   - A tool result with images or files is a function_call_output whose
+//     output is an array of input_text, input_image and input_file items,
+//     mapped as above, in the result's order; a text-only result's output
+//     is its text.
+//   - A part holding only an LLMW_MEDIA ref (ingest resolves refs before
+//     the call) is ErrInvalidRequest naming the field ("unresolved media
+//     ref").
 //   - Assistant parts keep their order: text → an assistant message,
 //     tool_use → a function_call item (call_id, name, arguments, and the
 //     item id from its signature), thinking → a reasoning item rebuilt from
@@ -20,8 +37,21 @@
 //   - Tools → function tools with strict: false (the API's default strict
 //     mode would reject ordinary schemas). MaxTokens → max_output_tokens.
 //   - Thinking.BudgetTokens → reasoning.effort (≤2048 low, ≤8192 medium,
-//     else high), reasoning.summary "auto" and include
+//     else high), and reasoning_effort → reasoning.effort (over the
+//     budget's); either way with reasoning.summary "auto" and include
 //     ["reasoning.encrypted_content"], so reasoning can round-trip.
+//   - Model options (events.ModelOptions): response_format → text.format
+//     ({"type":"json_schema", name, schema, strict, description} or
+//     {"type":"json_object"}); tool_choice → tool_choice ("auto", "none",
+//     "required", or {"type":"function","name"}); parallel_tool_calls and
+//     top_p → the fields of the same name; cache_key → prompt_cache_key
+//     unless cache is false. tool_choice auto or none and
+//     parallel_tool_calls are left out of a request without tools. stop,
+//     seed, presence_penalty, frequency_penalty and top_k have no field on
+//     this API: they are not sent, and the stream's Warnings (llm.Warner)
+//     name them. provider_options["openai-responses"] is merged into the
+//     body last, each key as a JSON Merge Patch (RFC 7396) of the
+//     adapter's value.
 //
 // # Stream mapping
 //

@@ -10,7 +10,8 @@ var (
 	ErrMissingAPIKey = openai.ErrMissingAPIKey
 	// ErrInvalidRequest is returned by Stream when the request cannot be
 	// mapped (no model, a tool schema or tool input that is not JSON, an
-	// unknown role).
+	// unknown role, a media part holding only an unresolved LLMW_MEDIA
+	// ref), wrapped in an *llm.APIError of kind invalid_request.
 	ErrInvalidRequest = openai.ErrInvalidRequest
 	// ErrRequestFailed is returned by Stream when the API answered with an
 	// error status after the retries, or could not be reached.

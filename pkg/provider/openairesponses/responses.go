@@ -39,11 +39,15 @@ func New(cfg Config) (*Provider, error) {
 // before Stream returns, so an error status, an unreachable server or an
 // invalid request is Stream's error (ErrRequestFailed, ErrInvalidRequest);
 // after that every failure is an error event and a failed status in the
-// stream, which is well-formed (docs/protocol.md §3).
+// stream, which is well-formed (docs/protocol.md §3). The stream is an
+// llm.Warner: its Warnings name the request's settings this API does not
+// have (stop, seed, presence_penalty, frequency_penalty, top_k), which were
+// not sent. A content part the API cannot take (audio) is refused before
+// the call with llm.UnsupportedContent.
 func (p *Provider) Stream(ctx context.Context, req *llm.Request) (llm.Stream, error) {
-	params, err := buildParams(req)
+	params, warnings, err := buildParams(req)
 	if err != nil {
-		return nil, err
+		return nil, openai.MappingError(err)
 	}
 	g := openai.NewGuard(ctx, p.idle)
 	s := p.client.Responses.NewStreaming(g.Context(), params)
@@ -53,5 +57,7 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) (llm.Stream, er
 		return nil, openai.RequestError(err)
 	}
 	g.Start()
-	return openai.Wrap(ctx, newStream(ctx, g, s), p.idle), nil
+	rs := newStream(ctx, g, s)
+	rs.warnings = warnings
+	return openai.Wrap(ctx, rs, p.idle), nil
 }

@@ -30,6 +30,7 @@ type stream struct {
 	sigs                    map[*openai.Block]string
 	calls                   int
 	refusal                 strings.Builder
+	warnings                []events.Warning
 }
 
 type item struct {
@@ -44,7 +45,10 @@ type item struct {
 	pendArgs strings.Builder // function_call args before its name
 }
 
-var _ llm.SelfBounded = (*stream)(nil)
+var (
+	_ llm.SelfBounded = (*stream)(nil)
+	_ llm.Warner      = (*stream)(nil)
+)
 
 func newStream(ctx context.Context, g *openai.Guard, s *ssestream.Stream[responses.ResponseStreamEventUnion]) *stream {
 	return &stream{ctx: ctx, g: g, sdk: s, items: map[int64]*item{}, sigs: map[*openai.Block]string{}}
@@ -78,7 +82,11 @@ func (s *stream) Next() bool {
 }
 
 func (s *stream) Current() events.Event { return s.em.Current() }
-func (s *stream) Err() error            { return nil }
+
+// Warnings implements llm.Warner: the settings of the request that were
+// not sent.
+func (s *stream) Warnings() []events.Warning { return s.warnings }
+func (s *stream) Err() error                 { return nil }
 
 // Close may be called concurrently with Next: cancelling the request ends
 // a read in progress.
