@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
 	"github.com/llmworker/llmworker/internal/replay"
@@ -49,6 +50,8 @@ type chatOptions struct {
 	noticeAfter                time.Duration
 	prompt                     string
 	interactive                bool
+	// attach are files for the first turn's message.
+	attach stringList
 }
 
 func runChat(ctx context.Context, env *Env, args []string) error {
@@ -63,6 +66,7 @@ func runChat(ctx context.Context, env *Env, args []string) error {
 	fs.IntVar(&o.maxSteps, "max-steps", 0, "bound on model calls per turn (0 = the turn service's default)")
 	fs.IntVar(&o.maxTokens, "max-tokens", 0, "max output tokens per model call (0 = provider default)")
 	fs.IntVar(&o.think, "thinking", 0, "thinking budget in tokens (0 = off)")
+	fs.Var(&o.attach, "attach", "an image or file (PDF, text, JSON, audio) for the first message (repeatable); above 256 KiB it is uploaded to LLMW_MEDIA")
 	fs.StringVar(&o.root, "root", "", "embedded mode: directory the read_file/list_dir tools may read")
 	fs.StringVar(&o.hooks, "hooks", "", "embedded mode: hookbridge config file (YAML) to serve")
 	fs.StringVar(&o.logLevel, "log-level", "error", "embedded mode: log level of the services (debug, info, warn, error)")
@@ -73,6 +77,12 @@ func runChat(ctx context.Context, env *Env, args []string) error {
 	}
 	o.prompt = strings.TrimSpace(strings.Join(fs.Args(), " "))
 	o.interactive = o.prompt == ""
+	// A file that cannot be sent is refused before anything starts.
+	for _, p := range o.attach {
+		if _, err := attachmentPart(p); err != nil {
+			return err
+		}
+	}
 	return chat(ctx, env, &o)
 }
 
@@ -160,7 +170,11 @@ func chat(ctx context.Context, env *Env, o *chatOptions) error {
 	if err != nil {
 		return err
 	}
-	c := &chatter{env: env, o: o, tc: tc, subj: o.conn.subjects(), out: out, model: model}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	c := &chatter{env: env, o: o, tc: tc, js: js, subj: o.conn.subjects(), out: out, model: model, attach: o.attach}
 	c.lines = newLineReader(env.Stdin)
 	defer c.lines.stop()
 	if o.interactive && c.o.session == "" {
@@ -238,13 +252,17 @@ func (c *chatter) pickScenario(line string) (replay.Scenario, bool) {
 
 // chatter runs turns of one chat.
 type chatter struct {
-	env   *Env
-	o     *chatOptions
-	tc    *turn.Client
-	subj  events.Subjects
-	out   *Renderer
-	model string
-	lines *lineReader
+	env  *Env
+	o    *chatOptions
+	tc   *turn.Client
+	js   jetstream.JetStream
+	subj events.Subjects
+	// attach are the files of the next turn's message (--attach: the
+	// first).
+	attach []string
+	out    *Renderer
+	model  string
+	lines  *lineReader
 }
 
 func (c *chatter) request(turnID, prompt string) events.TurnRequest {
@@ -268,8 +286,16 @@ func (c *chatter) request(turnID, prompt string) events.TurnRequest {
 func (c *chatter) turn(ctx context.Context, prompt string) error {
 	turnID := nuid.Next()
 	req := c.request(turnID, prompt)
+	var err error
+	if req.Messages, err = attachTo(req.Messages, c.attach); err != nil {
+		return err
+	}
+	c.attach = nil
 	if err := req.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	if err := uploadLarge(ctx, c.js, req.Messages); err != nil {
+		return err
 	}
 	// Subscribe before submitting: the ordered consumer replays from the
 	// first event of the turn whenever it is published.

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -106,6 +107,15 @@ func Truncate(s string, n int) string {
 	}
 	rs := []rune(s)
 	return string(rs[:n]) + "… (" + strconv.Itoa(len(rs)-n) + " more chars)"
+}
+
+// indentJSON is b indented for a person (b as it is when it is not JSON).
+func indentJSON(b json.RawMessage) string {
+	var out bytes.Buffer
+	if json.Indent(&out, b, "", "  ") != nil {
+		return string(b)
+	}
+	return out.String()
 }
 
 func compactJSON(b json.RawMessage) string {
@@ -275,6 +285,9 @@ func (r *Renderer) RenderEvent(e *events.Envelope, ev events.WorkerEvent) Render
 		}
 		if us := FormatUsage(u); us != "" {
 			s += " · " + us
+		}
+		if len(d.Output) > 0 {
+			r.line(r.style(ansiBold, "output:") + " " + indentJSON(d.Output))
 		}
 		r.line(r.style(ansiDim, s))
 		out.State = StateCompleted

@@ -17,16 +17,23 @@ Publishes a turn request (llmw.turn.submit) and prints its turn id, so that
 scripts need not build CloudEvents by hand. The request comes from --file
 (a "Turn request" JSON object, docs/protocol.md; "-" reads stdin), from the
 flags, or both (flags override the file). --prompt adds a user message;
-without --id a new turn id is made. With --follow the turn is rendered to
-its end (a paused turn is left paused: resume it with 'turn resume').
-A request the turn service does not run is reported with its code.`
+without --id a new turn id is made. --attach adds an image or a file
+(PDF, text, JSON, audio) to the last user message: files above 256 KiB
+are uploaded to LLMW_MEDIA and sent as refs, smaller ones inline.
+--schema asks for JSON output fitting a JSON Schema (named after the
+file), --json for any JSON object. With --follow the turn is rendered to
+its end, with its output when it has one (a paused turn is left paused:
+resume it with 'turn resume'). A request the turn service does not run is
+reported with its code.`
 
 func runTurnSubmit(ctx context.Context, env *Env, args []string) error {
 	var (
 		conn                     connFlags
 		file, id, model, session string
 		system, tools            string
-		prompts                  stringList
+		prompts, attach          stringList
+		schema                   string
+		asJSON                   bool
 		maxSteps, maxTokens      int
 		follow                   bool
 	)
@@ -39,6 +46,9 @@ func runTurnSubmit(ctx context.Context, env *Env, args []string) error {
 	fs.StringVar(&system, "system", "", "system prompt")
 	fs.StringVar(&tools, "tools", "", `tools offered: names or patterns, comma-separated; "*" = every tool; "none" = no tools`)
 	fs.Var(&prompts, "prompt", "a user message (repeatable)")
+	fs.Var(&attach, "attach", "an image or file for the last user message (repeatable); above 256 KiB it is uploaded to LLMW_MEDIA")
+	fs.StringVar(&schema, "schema", "", "JSON Schema file: the answer is JSON fitting it (response_format json_schema, named after the file)")
+	fs.BoolVar(&asJSON, "json", false, "the answer is a JSON object (response_format json)")
 	fs.IntVar(&maxSteps, "max-steps", 0, "bound on model calls (0 = the service's default)")
 	fs.IntVar(&maxTokens, "max-tokens", 0, "max output tokens per model call (0 = the provider's default)")
 	fs.BoolVar(&follow, "follow", false, "render the turn until it ends")
@@ -91,6 +101,20 @@ func runTurnSubmit(ctx context.Context, env *Env, args []string) error {
 	for _, p := range prompts {
 		req.Messages = append(req.Messages, events.UserText(p))
 	}
+	var err error
+	if req.Messages, err = attachTo(req.Messages, attach); err != nil {
+		return err
+	}
+	switch {
+	case schema != "" && asJSON:
+		return fmt.Errorf("%w: --schema and --json: pick one (--schema asks for JSON fitting the schema)", ErrUsage)
+	case schema != "":
+		if req.ResponseFormat, err = schemaFormat(schema); err != nil {
+			return err
+		}
+	case asJSON:
+		req.ResponseFormat = &events.ResponseFormat{Type: events.FormatJSON}
+	}
 	if maxSteps > 0 {
 		req.MaxSteps = maxSteps
 	}
@@ -112,6 +136,9 @@ func runTurnSubmit(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	defer cl.close()
+	if err := uploadLarge(ctx, cl.js, req.Messages); err != nil {
+		return err
+	}
 	// A follower replays the id's stored events: an id that has some names
 	// an existing turn, which this request cannot become.
 	if n, err := storedCount(ctx, cl, conn.subjects().EventsOfTurn(req.TurnID)); err == nil && n > 0 {

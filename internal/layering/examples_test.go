@@ -94,22 +94,36 @@ func TestExamplesBuildInAnotherModule(t *testing.T) {
 			copyFile(t, f, filepath.Join(dst, filepath.Base(f)))
 		}
 	}
-	// The README's Go client, as the body of a program.
+	// The README's Go blocks, each as the body of a program.
 	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, snippet, ok := strings.Cut(string(readme), "<!-- readme-test: go-client -->\n```go\n")
-	if snippet, _, ok = strings.Cut(snippet, "\n```"); !ok {
-		t.Fatal("README.md has no go-client block")
-	}
-	if err := os.MkdirAll(filepath.Join(dir, "readmeclient"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	prog := "package main\n\nimport (\n\t\"context\"\n\t\"fmt\"\n\n\t\"github.com/nats-io/nats.go\"\n\n\t\"" +
-		module + "pkg/events\"\n\t\"" + module + "pkg/turn\"\n)\n\nfunc main() {\n\tctx := context.Background()\n" + snippet + "\n}\n"
-	if err := os.WriteFile(filepath.Join(dir, "readmeclient", "main.go"), []byte(prog), 0o644); err != nil {
-		t.Fatal(err)
+	for _, blk := range []struct {
+		marker, dir string
+		imports     []string // "" separates groups
+	}{
+		{"go-client", "readmeclient", []string{"context", "fmt", "", "github.com/nats-io/nats.go", "", module + "pkg/events", module + "pkg/turn"}},
+		{"go-media", "readmemedia", []string{"context", "encoding/json", "fmt", "os", "", "github.com/nats-io/nats.go", "", module + "pkg/events", module + "pkg/turn"}},
+	} {
+		_, snippet, ok := strings.Cut(string(readme), "<!-- readme-test: "+blk.marker+" -->\n```go\n")
+		if snippet, _, ok = strings.Cut(snippet, "\n```"); !ok {
+			t.Fatalf("README.md has no %s block", blk.marker)
+		}
+		if err := os.MkdirAll(filepath.Join(dir, blk.dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		var imports strings.Builder
+		for _, imp := range blk.imports {
+			if imp != "" {
+				imports.WriteString("\t" + strconv.Quote(imp))
+			}
+			imports.WriteString("\n")
+		}
+		prog := "package main\n\nimport (\n" + imports.String() + ")\n\nfunc main() {\n\tctx := context.Background()\n" + snippet + "\n}\n"
+		if err := os.WriteFile(filepath.Join(dir, blk.dir, "main.go"), []byte(prog), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	gomod := "module example.com/myclient\n\ngo 1.26\n\nrequire " + strings.TrimSuffix(module, "/") + " v0.0.0\n\nreplace " +
 		strings.TrimSuffix(module, "/") + " => " + root + "\n"

@@ -1,8 +1,11 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/llmworker/llmworker/internal/replay"
+	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/gateway"
 	"github.com/llmworker/llmworker/pkg/llm/llmtest"
 )
@@ -285,4 +289,99 @@ func TestBrowserUI(t *testing.T) {
 	wait("the chat after the reload", `document.querySelectorAll('.msg.assistant .ended').length === 2`)
 	checkMarkup("after a reload")
 	shot("gateway-ui-markdown.png", "the markdown answer")
+
+	// An image and a PDF attached through the file input, in a new chat:
+	// the completion request reaching the model carries the image's bytes,
+	// and the user's message shows the image and the PDF's name, before
+	// and after a reload.
+	img, pdf := testPNG(t), bigPDF(2000)
+	imgPath, pdfPath := filepath.Join(t.TempDir(), "gradient.png"), filepath.Join(t.TempDir(), "notes.pdf")
+	if err := os.WriteFile(imgPath, img, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pdfPath, pdf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script.Add(llmtest.TextStep("A gradient from blue to pink."))
+	calls := len(script.Requests())
+	if err := chromedp.Do(bctx,
+		chromedp.Click(chromedp.CSS(`#new-chat`)),
+		chromedp.SetValue(chromedp.CSS(`#model`), "script:markup"),
+		chromedp.SetUploadFiles(chromedp.CSS(`#file`), []string{imgPath, pdfPath}),
+	); err != nil {
+		t.Fatal(err)
+	}
+	wait("the attachment in the composer", `Array.from(document.querySelectorAll('#attachments .chip')).map(e => e.textContent).join('|') === 'gradient.png×|PDFnotes.pdf×'`)
+	shot("gateway-ui-attach-composer.png", "the composer with two attachments")
+	if err := chromedp.Do(bctx,
+		chromedp.SetValue(chromedp.CSS(`#prompt`), "What is on this picture?"),
+		chromedp.Click(chromedp.CSS(`#send`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	wait("the answer to the picture", `!!document.querySelector('.msg.assistant .ended') && !window.llmw.streaming`)
+	reqs := script.Requests()
+	if len(reqs) != calls+1 {
+		t.Fatalf("%d model calls, want %d", len(reqs), calls+1)
+	}
+	msgs := reqs[calls].Messages
+	var sent, sentPDF []byte
+	for _, p := range msgs[len(msgs)-1].Content {
+		switch {
+		case p.Type == events.PartImage && p.MediaType == "image/png":
+			sent, _ = p.Bytes()
+		case p.Type == events.PartFile && p.MediaType == "application/pdf" && p.Filename == "notes.pdf":
+			sentPDF, _ = p.Bytes()
+		}
+	}
+	if !bytes.Equal(sent, img) || !bytes.Equal(sentPDF, pdf) {
+		t.Fatalf("the model's last message: image bytes %d, want the file's %d; PDF bytes %d, want %d", len(sent), len(img), len(sentPDF), len(pdf))
+	}
+	if got := msgs[len(msgs)-1].Text(); got != "What is on this picture?" {
+		t.Fatalf("the model's last message's text %q", got)
+	}
+	thumb := `(() => { const i = document.querySelector('.msg.user img.thumb'); return i && i.complete ? i.naturalWidth + 'x' + i.naturalHeight : ''; })()`
+	chip := `Array.from(document.querySelectorAll('.msg.user .file-chip')).map(e => e.querySelector('.kind').textContent + ' ' + e.querySelector('.name').textContent).join('|') === 'PDF notes.pdf'`
+	wait("the image and the PDF in the user's message", thumb+` === '96x64' && `+chip)
+	if chips := eval(`document.getElementById('attachments').children.length + ''`); chips != "0" {
+		t.Fatalf("the composer keeps %s attachments after sending", chips)
+	}
+	shot("gateway-ui-attachment.png", "the user's message with its image")
+	if err := chromedp.Do(bctx, chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`))); err != nil {
+		t.Fatal(err)
+	}
+	wait("the image after a reload", thumb+` === '96x64' && `+chip+` && document.querySelector('.msg.user .part-text').textContent === 'What is on this picture?'`)
+	// The PDF's chip opens the PDF's bytes, as a PDF, in a new tab.
+	eval(`(() => {
+		const create = URL.createObjectURL;
+		URL.createObjectURL = (b) => { window.__blob = b; return create(b); };
+		window.open = (u) => { window.__blob.arrayBuffer().then((a) => { window.__opened = JSON.stringify({blob: u.startsWith('blob:'), type: window.__blob.type, size: a.byteLength, head: String.fromCharCode(...new Uint8Array(a).slice(0, 8))}); }); };
+		return '';
+	})()`)
+	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS(`.msg.user .file-chip`))); err != nil {
+		t.Fatal(err)
+	}
+	wait("the PDF opened", `!!window.__opened`)
+	want := fmt.Sprintf(`{"blob":true,"type":"application/pdf","size":%d,"head":%q}`, len(pdf), pdf[:8])
+	if got := eval(`window.__opened`); got != want {
+		t.Fatalf("the PDF's chip opened %s, want %s", got, want)
+	}
+
+	// A pasted image is attached; a dropped text file is refused with a
+	// message; × removes an attachment.
+	eval(`(() => {
+		const file = (name, type, b64) => new File([Uint8Array.from(atob(b64), (c) => c.charCodeAt(0))], name, {type});
+		const paste = new DataTransfer();
+		paste.items.add(file('image.png', 'image/png', '` + base64.StdEncoding.EncodeToString(img) + `'));
+		document.getElementById('prompt').dispatchEvent(new ClipboardEvent('paste', {clipboardData: paste, bubbles: true, cancelable: true}));
+		const drop = new DataTransfer();
+		drop.items.add(file('notes.txt', 'text/plain', 'aGVsbG8='));
+		document.getElementById('composer').dispatchEvent(new DragEvent('drop', {dataTransfer: drop, bubbles: true, cancelable: true}));
+		return '';
+	})()`)
+	wait("the pasted image and the refused text file", `Array.from(document.querySelectorAll('#attachments .chip')).map(e => e.textContent).join('|') === 'image.png×' && document.getElementById('error').textContent.includes('notes.txt: text/plain cannot be attached')`)
+	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS(`#attachments .chip button.remove`))); err != nil {
+		t.Fatal(err)
+	}
+	wait("the attachment removed", `document.querySelectorAll('#attachments .chip').length === 0 && window.llmw.attachments.length === 0`)
 }

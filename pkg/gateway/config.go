@@ -35,7 +35,8 @@ type Config struct {
 	// Authorizer decides which sessions a caller may read and write (nil
 	// = everyone every session: bind to localhost).
 	Authorizer Authorizer
-	// MaxBodyBytes bounds a request body (0 = 1 MiB).
+	// MaxBodyBytes bounds a request body (0 = 32 MiB: useChat sends the
+	// attachments of the whole conversation with every message).
 	MaxBodyBytes int64
 	// WriteTimeout bounds each write of a stream to a client that stopped
 	// reading (0 = 30 s).
@@ -80,7 +81,7 @@ func (c *Config) defaults() error {
 		return fmt.Errorf("%w: MaxSteps, MaxTokens and MaxBodyBytes must not be negative", ErrConfig)
 	}
 	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = 1 << 20
+		c.MaxBodyBytes = 32 << 20
 	}
 	if c.WriteTimeout <= 0 {
 		c.WriteTimeout = 30 * time.Second

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/media"
 	"github.com/llmworker/llmworker/pkg/turn"
 )
 
@@ -31,6 +32,9 @@ type Gateway struct {
 	tc     *turn.Client
 	subj   events.Subjects
 	mux    *http.ServeMux
+
+	mediaMu sync.Mutex // media
+	media   *media.Store
 
 	mu      sync.Mutex // closed and streams.Add
 	closed  bool
@@ -66,6 +70,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Gateway, error) {
 	g.mux.HandleFunc("POST /api/chat", g.handleChat)
 	g.mux.HandleFunc("GET /api/chat/{id}/stream", g.handleResume)
 	g.mux.HandleFunc("GET /api/chat/{id}/messages", g.handleMessages)
+	g.mux.HandleFunc("GET /api/chat/{id}/media/{ref}", g.handleMedia)
 	g.mux.HandleFunc("POST /api/chat/{id}/stop", g.handleStop)
 	g.mux.HandleFunc("GET /api/sessions", g.handleSessions)
 	g.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
@@ -208,7 +213,7 @@ func (g *Gateway) handleChat(w http.ResponseWriter, r *http.Request) {
 		g.stream(w, r, req.ID, latest.ID, last.Seq, rejected)
 		return
 	}
-	text, err := req.userText()
+	content, err := req.userContent()
 	if err != nil {
 		writeError(w, err)
 		return
@@ -218,8 +223,13 @@ func (g *Gateway) handleChat(w http.ResponseWriter, r *http.Request) {
 			ErrConflict, req.ID, latest.Status(), latest.ID, req.ID, req.ID))
 		return
 	}
-	tr, err := g.turnRequest(&req, text)
+	tr, err := g.turnRequest(&req, content)
 	if err != nil {
+		writeError(w, err)
+		return
+	}
+	// Checked first, stored then: a refused request stores nothing.
+	if err := g.offload(ctx, tr.Messages[0].Content); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -239,7 +249,7 @@ func (g *Gateway) handleChat(w http.ResponseWriter, r *http.Request) {
 
 // turnRequest builds the turn of a new user message from the config and
 // what the request may narrow.
-func (g *Gateway) turnRequest(req *ChatRequest, text string) (*events.TurnRequest, error) {
+func (g *Gateway) turnRequest(req *ChatRequest, content []events.Part) (*events.TurnRequest, error) {
 	model := g.cfg.Model
 	if req.Model != "" {
 		if !slices.Contains(g.cfg.Models, req.Model) {
@@ -272,7 +282,7 @@ func (g *Gateway) turnRequest(req *ChatRequest, text string) (*events.TurnReques
 	}
 	tr := &events.TurnRequest{
 		TurnID: "t" + nuid.Next(), SessionID: req.ID, Model: model, System: g.cfg.System,
-		Messages: []events.Message{events.UserText(text)}, Tools: tools, MaxSteps: steps, MaxTokens: g.cfg.MaxTokens,
+		Messages: []events.Message{{Role: events.RoleUser, Content: content}}, Tools: tools, MaxSteps: steps, MaxTokens: g.cfg.MaxTokens,
 		Metadata: map[string]any{"via": "gateway"},
 	}
 	if err := tr.Validate(); err != nil {

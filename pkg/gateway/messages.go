@@ -162,7 +162,7 @@ func (t *turnHistory) add(ev events.WorkerEvent) {
 	switch e := ev.(type) {
 	case events.TurnStarted:
 		if !e.Resumed && t.input == nil {
-			t.input = inputMessages(t.id, e.Input)
+			t.input = inputMessages(e.SessionID, t.id, e.Input)
 		}
 	case events.TurnPaused:
 		t.meta.Status = "paused"
@@ -269,18 +269,23 @@ func (t *turnHistory) apply(c *Chunk) {
 }
 
 // inputMessages are a turn request's messages as UI messages: text parts
-// of the user's and the assistant's messages (tool results and thinking
-// stay in the session's transcript).
-func inputMessages(turnID string, in []events.Message) []ChatMessage {
+// of the user's and the assistant's messages, and the user's images and
+// files as file parts (uiFilePart); tool results and thinking stay in the
+// session's transcript.
+func inputMessages(session, turnID string, in []events.Message) []ChatMessage {
 	var out []ChatMessage
 	for _, m := range in {
 		if m.Role != events.RoleUser && m.Role != events.RoleAssistant {
 			continue
 		}
 		var parts []UIPart
-		for _, p := range m.Content {
-			if p.Type == events.PartText {
+		for i := range m.Content {
+			p := &m.Content[i]
+			switch {
+			case p.Type == events.PartText:
 				parts = append(parts, UIPart{Type: "text", Text: p.Text})
+			case p.IsMedia() && m.Role == events.RoleUser:
+				parts = append(parts, uiFilePart(session, p))
 			}
 		}
 		if len(parts) == 0 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/llmworker/llmworker/pkg/events"
@@ -37,8 +38,8 @@ type UIMessage struct {
 	Parts []UIPart `json:"parts"`
 }
 
-// UIPart is a UI message part. Of a request the gateway reads text parts
-// of the user's message, and tool parts (type "tool-<name>" or
+// UIPart is a UI message part. Of a request the gateway reads text and
+// file parts of the user's message, and tool parts (type "tool-<name>" or
 // "dynamic-tool") in state "approval-responded"; a session's history
 // (GET /api/chat/{id}/messages) has every field.
 type UIPart struct {
@@ -57,6 +58,12 @@ type UIPart struct {
 	// ID and Data of a data part.
 	ID   string          `json:"id,omitempty"`
 	Data json.RawMessage `json:"data,omitempty"`
+	// MediaType, Filename and URL of a file part: the AI SDK's
+	// FileUIPart, whose url is a data URL (an attachment) or a URL the
+	// provider fetches (https).
+	MediaType string `json:"mediaType,omitempty"`
+	Filename  string `json:"filename,omitempty"`
+	URL       string `json:"url,omitempty"`
 }
 
 // UIApproval is a tool part's approval (AI SDK v6).
@@ -110,29 +117,41 @@ func (r *ChatRequest) approvals() map[string]UIPart {
 	return out
 }
 
-// userText is the text of the last message, which must be the user's.
-func (r *ChatRequest) userText() (string, error) {
-	last := r.Messages[len(r.Messages)-1]
+// userContent is the content of the last message, which must be the
+// user's: its text parts, and its file parts as image and file parts
+// (attachments.go). It needs text or an attachment.
+func (r *ChatRequest) userContent() ([]events.Part, error) {
+	mi := len(r.Messages) - 1
+	last := r.Messages[mi]
 	if last.Role != "user" {
-		return "", badf("messages: the last message must be the user's (or an assistant message with approval responses), got role %q", last.Role)
+		return nil, badf("messages: the last message must be the user's (or an assistant message with approval responses), got role %q", last.Role)
 	}
-	var b strings.Builder
+	var out []events.Part
+	hasText := false
 	for i, p := range last.Parts {
 		switch {
 		case p.Type == "text":
-			if b.Len() > 0 {
-				b.WriteString("\n")
+			if strings.TrimSpace(p.Text) != "" {
+				hasText = true
 			}
-			b.WriteString(p.Text)
+			if p.Text != "" {
+				out = append(out, events.Part{Type: events.PartText, Text: p.Text})
+			}
+		case p.Type == "file":
+			mp, err := fileToPart(p)
+			if err != nil {
+				return nil, badf("messages[%d].parts[%d]%s: %v", mi, i, filenameNote(p), err)
+			}
+			out = append(out, mp)
 		case p.Type == "step-start" || strings.HasPrefix(p.Type, "data-"):
 		default:
-			return "", badf("messages[%d].parts[%d]: type %q is not supported in a user message (text only)", len(r.Messages)-1, i, p.Type)
+			return nil, badf("messages[%d].parts[%d]: type %q is not supported in a user message (text and file only)", mi, i, p.Type)
 		}
 	}
-	if strings.TrimSpace(b.String()) == "" {
-		return "", badf("messages[%d]: the user message has no text", len(r.Messages)-1)
+	if !hasText && !slices.ContainsFunc(out, func(p events.Part) bool { return p.IsMedia() }) {
+		return nil, badf("messages[%d]: the user message has no text and no file", mi)
 	}
-	return b.String(), nil
+	return out, nil
 }
 
 // decisions turns approval responses into the decisions of a paused

@@ -14,6 +14,7 @@ const state = {
   controller: null, // AbortController of the open stream
   streaming: false,
   info: null,
+  attachments: [], // the composer's files: AI SDK file parts {type, mediaType, filename, url}
 };
 // For tests and the curious.
 window.llmw = state;
@@ -234,12 +235,19 @@ async function send(messages) {
   await consume(resp);
 }
 
-// wireMessage is a UI message as the protocol carries it.
-function wireMessage(m) {
+// wireMessage is a UI message as the protocol carries it. The gateway
+// reads only the last message (the session holds the rest), so earlier
+// messages' files go without their bytes.
+function wireMessage(m, i, all) {
   return {
     id: m.id,
     role: m.role,
     parts: m.parts.map((p) => {
+      if (p.type === "file") {
+        const f = { type: "file", mediaType: p.mediaType, filename: p.filename };
+        if (i === all.length - 1) f.url = p.url;
+        return f;
+      }
       if (!p.toolCallId) return p.type === "text" ? { type: "text", text: p.text } : { type: p.type };
       const o = { type: p.type, toolCallId: p.toolCallId, state: p.state, input: p.input };
       if (p.approval) o.approval = p.approval;
@@ -415,6 +423,7 @@ function emptyHint() {
     if (info && /^replay:/.test(info.model || "")) {
       d.append(el("p", null, "The model " + info.model + " plays recorded provider streams (--replay): no API key and no network, and it plays its recording whatever you ask."));
     }
+    d.append(el("p", null, "Attach (or paste, or drop on the message box) adds images (PNG, JPEG, GIF, WebP) and PDFs to your message: the model is sent them, and the chat shows them."));
     d.append(el("p", null, "A tool call that a hook holds for approval waits for your Approve, Deny or Edit; Stop cancels the running turn. Chats stay in the list on the left: reopen one, or reload the page, and it picks up where it is."));
     return d;
   });
@@ -451,6 +460,22 @@ const partRenderers = {
     return det;
   },
   "step-start": () => el("div", "step"),
+  file: (m, p) => {
+    if (/^image\//.test(p.mediaType || "")) {
+      const img = el("img", "thumb");
+      img.alt = p.filename || p.mediaType;
+      img.title = p.filename || "";
+      loadURL(p.url).then((u) => (img.src = u), (e) => (img.alt = "image not loaded: " + e.message));
+      return img;
+    }
+    const chip = el("button", "chip file-chip");
+    chip.type = "button";
+    chip.title = "open " + (p.filename || p.mediaType);
+    const kind = p.mediaType === "application/pdf" ? "PDF" : (p.mediaType || "file").split("/").pop().toUpperCase();
+    chip.append(el("b", "kind", kind), el("span", "name", p.filename || p.mediaType));
+    chip.onclick = () => openFile(p).catch((e) => showError("open " + (p.filename || "file") + ": " + e.message));
+    return chip;
+  },
   "data-llmw-usage": (m, p) => {
     const t = p.data.total || {};
     return el("div", "data usage", "usage: " + (t.input_tokens ?? "?") + " in, " + (t.output_tokens ?? "?") + " out");
@@ -467,12 +492,64 @@ const partRenderers = {
   "data-llmw-turn": (m, p) => el("div", "data turn", "model " + (p.data.model || "?")),
 };
 
+// partKeys say when a part must be drawn again, for parts whose JSON is
+// large: a file's bytes never change, and a turn's input is not drawn.
+const partKeys = {
+  file: (p) => p.mediaType + "|" + p.filename + "|" + (p.url || "").length,
+  "data-llmw-turn": (p) => p.data.model,
+};
+
 function renderPart(m, p) {
   const r = partRenderers[p.type] || (p.toolCallId ? renderTool : null);
   if (!r) return null;
+  if (partKeys[p.type]) return cached(p, m.role + partKeys[p.type](p), (old) => r(m, p, old));
   // A tool's progress is another part, drawn in the tool.
   const prog = p.toolCallId && m.parts.find((x) => x.type === "data-llmw-tool-progress" && x.data.call_id === p.toolCallId);
   return cached(p, m.role + JSON.stringify(p) + (prog ? JSON.stringify(prog.data) : ""), (old) => r(m, p, old));
+}
+
+// openFile opens a PDF in a new tab and downloads any other file. A blob
+// of this page's origin is never made a page of another type: an HTML
+// attachment would run as this UI.
+async function openFile(p) {
+  if (/^https:/i.test(p.url || "")) {
+    window.open(p.url, "_blank", "noopener");
+    return;
+  }
+  const pdf = p.mediaType === "application/pdf";
+  const u = URL.createObjectURL(new Blob([await fileBytes(p.url)], { type: pdf ? "application/pdf" : "application/octet-stream" }));
+  if (pdf) window.open(u, "_blank");
+  else Object.assign(document.createElement("a"), { href: u, download: p.filename || "file" }).click();
+}
+
+// fileBytes reads a file part's bytes: a data URL's, or the gateway's
+// media endpoint's with the page's credentials.
+async function fileBytes(url) {
+  if (/^data:/i.test(url || "")) return Uint8Array.from(atob(url.slice(url.indexOf(",") + 1)), (c) => c.charCodeAt(0));
+  if (/^\/api\//.test(url || "")) {
+    const resp = await fetch(url, { headers: headers(false) });
+    if (!resp.ok) throw new Error(await errorText(resp));
+    return resp.arrayBuffer();
+  }
+  throw new Error("no copy of it here");
+}
+
+// loadURL resolves a file part's url to one the page can show: a data URL
+// as it is; the gateway's media endpoint (an attachment stored in
+// LLMW_MEDIA) read with the page's credentials, as a blob URL.
+const blobs = new Map(); // url → Promise of a blob URL
+function loadURL(url) {
+  if (!/^\/api\//.test(url || "")) return Promise.resolve(url);
+  if (!blobs.has(url)) {
+    blobs.set(
+      url,
+      fetch(url, { headers: headers(false) }).then(async (resp) => {
+        if (!resp.ok) throw new Error(await errorText(resp));
+        return URL.createObjectURL(await resp.blob());
+      }),
+    );
+  }
+  return blobs.get(url);
 }
 
 function renderTool(m, p) {
@@ -539,16 +616,95 @@ function approvalButtons(m, p) {
   return box;
 }
 
+// ---- attachments ----
+
+// Attachable: what every provider reads (images) and PDFs.
+const attachable = ["image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf"];
+
+function readDataURL(file) {
+  return new Promise((resolve, reject) => {
+    const r = new FileReader();
+    r.onload = () => resolve(r.result);
+    r.onerror = () => reject(r.error);
+    r.readAsDataURL(file);
+  });
+}
+
+// addFiles reads the chosen files into the composer's attachments, as
+// useChat does: AI SDK file parts whose url is a data URL.
+async function addFiles(files) {
+  showError("");
+  for (const f of files) {
+    if (!attachable.includes(f.type)) {
+      showError(f.name + ": " + (f.type || "unknown type") + " cannot be attached (images: PNG, JPEG, GIF, WebP; PDF)");
+      continue;
+    }
+    try {
+      state.attachments.push({ type: "file", mediaType: f.type, filename: f.name, url: await readDataURL(f) });
+    } catch (e) {
+      showError(f.name + ": " + e.message);
+    }
+  }
+  renderAttachments();
+}
+
+function renderAttachments() {
+  $("attachments").replaceChildren(
+    ...state.attachments.map((a, i) => {
+      const c = el("span", "chip");
+      if (a.mediaType.startsWith("image/")) c.append(Object.assign(el("img"), { src: a.url, alt: "" }));
+      else c.append(el("b", "kind", "PDF"));
+      c.append(el("span", null, a.filename));
+      const x = el("button", "remove", "×");
+      x.type = "button";
+      x.title = "remove " + a.filename;
+      x.onclick = () => {
+        state.attachments.splice(i, 1);
+        renderAttachments();
+      };
+      c.append(x);
+      return c;
+    }),
+  );
+}
+
 // ---- wiring ----
 
 $("composer").addEventListener("submit", (ev) => {
   ev.preventDefault();
   const text = $("prompt").value.trim();
-  if (!text || state.streaming) return;
+  if ((!text && !state.attachments.length) || state.streaming) return;
   $("prompt").value = "";
-  state.messages.push({ id: "u" + Date.now(), role: "user", parts: [{ type: "text", text }] });
+  const parts = state.attachments.slice();
+  if (text) parts.push({ type: "text", text });
+  state.attachments = [];
+  renderAttachments();
+  state.messages.push({ id: "u" + Date.now(), role: "user", parts });
   render();
   send(state.messages);
+});
+$("attach").onclick = () => $("file").click();
+// A pasted screenshot and dropped files are attached as chosen ones are.
+$("prompt").addEventListener("paste", (ev) => {
+  const files = Array.from((ev.clipboardData && ev.clipboardData.files) || []);
+  if (files.length) {
+    ev.preventDefault();
+    addFiles(files);
+  }
+});
+$("composer").addEventListener("dragover", (ev) => {
+  if (ev.dataTransfer && Array.from(ev.dataTransfer.types).includes("Files")) ev.preventDefault();
+});
+$("composer").addEventListener("drop", (ev) => {
+  const files = Array.from((ev.dataTransfer && ev.dataTransfer.files) || []);
+  if (files.length) {
+    ev.preventDefault();
+    addFiles(files);
+  }
+});
+$("file").addEventListener("change", async () => {
+  await addFiles(Array.from($("file").files));
+  $("file").value = "";
 });
 $("prompt").addEventListener("keydown", (ev) => {
   if (ev.key === "Enter" && !ev.shiftKey) {
