@@ -37,7 +37,9 @@ const (
 	MetricLLMQueueWait = "llmw.llm.queue.wait"
 )
 
-// TokenType is gen_ai.token.type: input or output.
+// TokenType is gen_ai.token.type: input or output, and llmworker's
+// cache_read and cache_creation for the input tokens a provider read from
+// or wrote to its prompt cache (a part of input, not added to it).
 const TokenType = attribute.Key("gen_ai.token.type")
 
 // Bucket boundaries the conventions recommend.
@@ -144,6 +146,12 @@ func RecordChat(ctx context.Context, c Chat) {
 	}
 	if c.Usage.OutputTokens != nil {
 		i.tokens.Record(ctx, *c.Usage.OutputTokens, metric.WithAttributes(append(base, TokenType.String("output"))...))
+	}
+	if c.Usage.CacheReadInputTokens != nil {
+		i.tokens.Record(ctx, *c.Usage.CacheReadInputTokens, metric.WithAttributes(append(base, TokenType.String("cache_read"))...))
+	}
+	if c.Usage.CacheCreationInputTokens != nil {
+		i.tokens.Record(ctx, *c.Usage.CacheCreationInputTokens, metric.WithAttributes(append(base, TokenType.String("cache_creation"))...))
 	}
 }
 
