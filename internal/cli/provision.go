@@ -31,6 +31,7 @@ func runProvision(ctx context.Context, env *Env, args []string) error {
 	fs.DurationVar(&o.EventsMaxAge, "events-max-age", 0, "how long LLMW_EVENTS keeps a turn's events (0 = 24h)")
 	fs.DurationVar(&o.TurnsMaxAge, "turns-max-age", 0, "how long LLMW_TURNS keeps a request no turn replica took (0 = 24h, negative = no limit)")
 	fs.DurationVar(&o.SessionsTTL, "sessions-ttl", 0, "how long LLMW_SESSIONS keeps a transcript after the session's last turn (0 = 720h, negative = for ever)")
+	fs.DurationVar(&o.MediaMaxAge, "media-max-age", 0, "how long LLMW_MEDIA keeps an image or file after its upload (0 = 720h, negative = for ever)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -75,6 +76,17 @@ func runProvision(ctx context.Context, env *Env, args []string) error {
 			replicas = bs.StreamInfo().Config.Replicas
 		}
 		fmt.Fprintf(tw, "%s (KV)\t%d\t\n", c.Bucket, replicas)
+	}
+	for _, c := range provision.ObjectStoreConfigs(o) {
+		obs, err := cl.js.ObjectStore(pctx, c.Bucket)
+		if err != nil {
+			return err
+		}
+		s, err := obs.Status(pctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(tw, "%s (objects, max age %v)\t%d\t\n", c.Bucket, s.TTL(), s.Replicas())
 	}
 	return tw.Flush()
 }

@@ -193,11 +193,12 @@ func TestUpTempStoreEndsTurns(t *testing.T) {
 func TestProvisionCommand(t *testing.T) {
 	u := startUp(t, envOf(), "--listen", "127.0.0.1:0", "--temp-store", "--services", "ingest", "--log-level", "error")
 	defer u.stop(t)
-	r := runCLI(t, Env{Getenv: envOf("NATS_URL", u.st.URL)}, "provision", "--replicas", "1")
+	r := runCLI(t, Env{Getenv: envOf("NATS_URL", u.st.URL)}, "provision", "--replicas", "1", "--media-max-age", "48h")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
-	for _, want := range []string{events.StreamEvents, events.StreamTurns, events.StreamToolCalls, events.BucketTurnState + " (KV)", events.BucketHooks + " (KV)"} {
+	for _, want := range []string{events.StreamEvents, events.StreamTurns, events.StreamToolCalls, events.BucketTurnState + " (KV)", events.BucketHooks + " (KV)",
+		events.BucketMedia + " (objects, max age 48h0m0s)"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("output lacks %s:\n%s", want, r.stdout)
 		}

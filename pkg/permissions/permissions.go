@@ -191,7 +191,6 @@ func For(role Role, prefix string) Permissions {
 		pub = append(pub, read(events.StreamEvents)...)
 		pub = append(pub, read(kv(events.BucketTools))...)
 		pub = append(pub, read(kv(events.BucketHooks))...)
-		pub = append(pub, mediaRead()...)
 		sub = []string{s.ToolStoredAll(), s.ToolResultAll(), s.ToolProgressAll(), s.MCPResumeAll(), inbox}
 		responses = true
 	case Gateway:

@@ -77,7 +77,7 @@ func (s *Service) Flags(f *service.Flags) {
 	f.Int(&s.MaxPayload, "max-payload", "LLMW_MAX_PAYLOAD", 0, "largest request body in bytes (0 = the server's max payload)")
 	f.Bool(&s.Structured, "structured", "LLMW_STRUCTURED", false, "publish structured-mode CloudEvents instead of binary mode")
 	f.Bool(&s.Replay, "replay", "LLMW_REPLAY", false, `also serve "replay:<scenario>" models: recorded provider streams played through the real adapters (no account, no network)`)
-	f.Bool(&s.Quota, "quota", "LLMW_QUOTA", false, "hold model calls to the provider limits all replicas share in the LLMW_QUOTA bucket (its config key sets them)")
+	f.Bool(&s.Quota, "quota", "LLMW_QUOTA_ENABLED", false, "hold model calls to the provider limits all replicas share in the LLMW_QUOTA bucket (its config key sets them)")
 	f.String(&s.QuotaConfig, "quota-config", "LLMW_QUOTA_CONFIG", "", "file of provider limits (YAML or JSON; implies --quota), read again when it changes")
 	f.Duration(&s.ReplayPace, "replay-pace", "LLMW_REPLAY_PACE", replay.DefaultPace, "replay: time per streamed token, so that a replay streams as a live model writes (0 = as fast as possible)")
 }
