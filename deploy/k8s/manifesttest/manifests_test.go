@@ -118,8 +118,8 @@ func TestManifestsDecodeStrictly(t *testing.T) {
 		}
 		kinds[d.kind]++
 	}
-	if kinds["Deployment"] < 4 || kinds["ScaledObject"] != 1 {
-		t.Errorf("kinds %v: want the four services' Deployments and the ScaledObject", kinds)
+	if kinds["Deployment"] < 5 || kinds["Service"] < 1 || kinds["ScaledObject"] != 1 {
+		t.Errorf("kinds %v: want the four services' and the gateway's Deployments, the gateway's Service and the ScaledObject", kinds)
 	}
 }
 
@@ -181,23 +181,55 @@ func TestIngestCloudCredentials(t *testing.T) {
 	}
 }
 
-// buildCLI compiles cmd/llmworker once per test binary.
+// buildCLI compiles cmd/llmworker.
 func buildCLI(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "llmworker")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/llmworker")
+	return buildCommand(t, "llmworker")
+}
+
+// buildCommand compiles cmd/<name>.
+func buildCommand(t *testing.T, name string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), name)
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/"+name)
 	cmd.Dir = repo
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/llmworker: %v\n%s", err, out)
+		t.Fatalf("go build ./cmd/%s: %v\n%s", name, err, out)
 	}
 	return bin
 }
 
-// Every flag a container passes exists on the command it runs: the args
-// are parsed by the command itself (with --help appended, so it stops
-// after parsing).
+// imageCommand is the command an image of deploy/build-images.sh runs:
+// <registry>/<name>:<tag> holds cmd/<name>.
+func imageCommand(image string) string {
+	name, _, _ := strings.Cut(image[strings.LastIndex(image, "/")+1:], ":")
+	return name
+}
+
+// envNames are the variables a container sets: its env and the keys of
+// the ConfigMaps it reads whole (a Secret's keys are not in the repo).
+func envNames(t *testing.T, c corev1.Container) []string {
+	t.Helper()
+	var out []string
+	for _, e := range c.EnvFrom {
+		if e.ConfigMapRef != nil {
+			for k := range configMap(t, e.ConfigMapRef.Name) {
+				out = append(out, k)
+			}
+		}
+	}
+	for _, e := range c.Env {
+		out = append(out, e.Name)
+	}
+	return out
+}
+
+// Every flag a container passes exists on the command its image runs,
+// and every variable it sets is one that command reads: the args are
+// parsed by the command itself (with --help appended, so it stops after
+// parsing), and its help names each variable a flag defaults to.
 func TestContainerArgsAreFlagsOfTheCommand(t *testing.T) {
-	bin := buildCLI(t)
+	bins := map[string]string{}
 	n := 0
 	for _, d := range manifests(t) {
 		if d.kind != "Deployment" {
@@ -208,22 +240,42 @@ func TestContainerArgsAreFlagsOfTheCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, c := range dep.Spec.Template.Spec.Containers {
-			if !strings.Contains(c.Image, "llmworker") {
+			if !strings.HasPrefix(c.Image, "llmworker/") {
 				continue
 			}
 			n++
-			out, err := exec.Command(bin, append(slices.Clone(c.Args), "--help")...).CombinedOutput()
+			name := imageCommand(c.Image)
+			if bins[name] == "" {
+				bins[name] = buildCommand(t, name)
+			}
+			out, err := exec.Command(bins[name], append(slices.Clone(c.Args), "--help")...).CombinedOutput()
 			if err != nil || strings.Contains(string(out), "not defined") {
-				t.Errorf("%s: container %s: llmworker %s: %v\n%s", d.file, c.Name, strings.Join(c.Args, " "), err, out)
+				t.Errorf("%s: container %s: %s %s: %v\n%s", d.file, c.Name, name, strings.Join(c.Args, " "), err, out)
+				continue
+			}
+			for _, v := range envNames(t, c) {
+				if !strings.Contains(string(out), "($"+v+")") {
+					t.Errorf("%s: container %s sets %s, which %s does not read (%s --help names no ($%s))", d.file, c.Name, v, name, name, v)
+				}
 			}
 		}
 	}
-	if n < 4 {
-		t.Fatalf("%d llmworker containers, want one per service", n)
+	if n < 5 {
+		t.Fatalf("%d llmworker containers, want one per service and the gateway", n)
 	}
-	// The check can fail: a flag the command lacks is refused.
+	// The check can fail: a flag the command lacks is refused, and a
+	// variable no flag reads is not in the help.
+	bin := buildCLI(t)
 	if out, err := exec.Command(bin, "up", "--services=toolexec", "--no-such-flag", "--help").CombinedOutput(); err == nil {
 		t.Fatalf("an unknown flag passed:\n%s", out)
+	}
+	gw := bins["gateway"]
+	if gw == "" {
+		t.Fatal("no container runs the gateway image")
+	}
+	out, _ := exec.Command(gw, "--help").CombinedOutput()
+	if !strings.Contains(string(out), "($LLMW_GATEWAY_TOKENS)") || strings.Contains(string(out), "($LLMW_NO_SUCH_VARIABLE)") {
+		t.Fatalf("gateway --help does not name its variables as the check reads them:\n%s", out)
 	}
 }
 
