@@ -229,7 +229,7 @@ func (g *Gateway) handleMedia(w http.ResponseWriter, r *http.Request) {
 	}
 	data, err := st.Get(ctx, ref)
 	if errors.Is(err, media.ErrNotFound) {
-		writeError(w, fmt.Errorf("%w: %s is no longer stored (%s keeps media for its age limit)", ErrNotFound, ref, events.BucketMedia))
+		writeError(w, fmt.Errorf("%w: %s is not stored (%s keeps media for its age limit)", ErrNotFound, ref, events.BucketMedia))
 		return
 	}
 	if err != nil {

@@ -12,7 +12,7 @@
 // once when another replica frees a call or a provider's 429 cools a limit
 // down (Lease.Cooldown, with the provider's Retry-After). A replica renews
 // its leases every third of Limits.LeaseTTL while their calls run; one
-// that dies stops renewing, and the others count its calls no longer than
+// that dies stops renewing, and the others count its calls for at most
 // LeaseTTL after its last renewal.
 //
 // A call over a limit waits in this replica's queue for that limit,

@@ -89,7 +89,7 @@ func TestReplicasShareConcurrency(t *testing.T) {
 }
 
 // A replica that dies holding leases frees them when they expire: the
-// others wait no longer than the lease TTL after its last renewal.
+// others wait at most the lease TTL after its last renewal.
 func TestDeadReplicaLeasesExpire(t *testing.T) {
 	const ttl = 2 * time.Second
 	s := natstest.Start(t, natstest.Options{Provision: true})
