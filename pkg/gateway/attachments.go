@@ -159,19 +159,14 @@ func (g *Gateway) offload(ctx context.Context, parts []events.Part) error {
 // mediaStore opens LLMW_MEDIA on first use: a gateway whose clients send
 // no large attachment needs no bucket.
 func (g *Gateway) mediaStore(ctx context.Context) (*media.Store, error) {
-	g.mediaMu.Lock()
-	defer g.mediaMu.Unlock()
-	if g.media == nil {
-		st, err := media.Open(ctx, g.js)
-		if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
-			return nil, fmt.Errorf("%w: no object store %s (run llmworker provision)", turn.ErrNotProvisioned, events.BucketMedia)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("gateway: %w", err)
-		}
-		g.media = st
+	st, err := g.media.Store(ctx)
+	if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, fmt.Errorf("%w: no object store %s (run llmworker provision)", turn.ErrNotProvisioned, events.BucketMedia)
 	}
-	return g.media, nil
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	return st, nil
 }
 
 // mediaPath is where GET /api/chat/{id}/media/{ref} serves a ref of the

@@ -33,8 +33,7 @@ type Gateway struct {
 	subj   events.Subjects
 	mux    *http.ServeMux
 
-	mediaMu sync.Mutex // media
-	media   *media.Store
+	media media.Lazy // LLMW_MEDIA, opened by the first attachment that needs it
 
 	mu      sync.Mutex // closed and streams.Add
 	closed  bool
@@ -65,7 +64,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, js: js, events: st, tc: tc, subj: events.NewSubjects(cfg.Prefix), done: make(chan struct{})}
+	g := &Gateway{cfg: cfg, js: js, events: st, tc: tc, subj: events.NewSubjects(cfg.Prefix), media: media.Lazy{JS: js}, done: make(chan struct{})}
 	g.mux = http.NewServeMux()
 	g.mux.HandleFunc("POST /api/chat", g.handleChat)
 	g.mux.HandleFunc("GET /api/chat/{id}/stream", g.handleResume)

@@ -54,8 +54,7 @@ type Service struct {
 	base     context.Context
 	stopAll  context.CancelFunc
 
-	mediaMu sync.Mutex
-	media   *media.Store // opened on the first request with a ref
+	media media.Lazy // opened on the first request with a ref
 }
 
 // stream is one running completion.
@@ -88,6 +87,13 @@ func New(nc *nats.Conn, cfg Config) (*Service, error) {
 		maxPay:  cfg.MaxPayload,
 		streams: make(map[string]*stream),
 	}
+	// jetstream.New does no I/O; the bucket is opened when a request
+	// first carries a ref.
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	s.media.JS = js
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -558,23 +564,12 @@ func (s *Service) resolveMedia(ctx context.Context, req *llm.Request) *Error {
 	return newError(KindUnavailable, "media store: "+err.Error(), err)
 }
 
-// mediaGetter returns Config.Media, or opens LLMW_MEDIA once.
+// mediaGetter returns Config.Media, or LLMW_MEDIA opened once.
 func (s *Service) mediaGetter(ctx context.Context) (media.Getter, error) {
 	if s.cfg.Media != nil {
 		return s.cfg.Media, nil
 	}
-	s.mediaMu.Lock()
-	defer s.mediaMu.Unlock()
-	if s.media == nil {
-		js, err := jetstream.New(s.nc)
-		if err != nil {
-			return nil, err
-		}
-		if s.media, err = media.Open(ctx, js); err != nil {
-			return nil, err
-		}
-	}
-	return s.media, nil
+	return s.media.Store(ctx)
 }
 
 // open calls the provider, turning a panic into an error: one bad adapter

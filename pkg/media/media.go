@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -260,3 +261,28 @@ func (e *RefError) Error() string { return fmt.Sprintf("%s: %s: %v", e.Field, e.
 
 // Unwrap returns the cause (ErrNotFound, ErrCorrupt, ErrInvalidRef, …).
 func (e *RefError) Unwrap() error { return e.Err }
+
+// Lazy opens the LLMW_MEDIA store on the first call of Store and keeps it:
+// a service that never meets large media needs no bucket. The zero value
+// with JS set is ready; it is safe for concurrent use.
+type Lazy struct {
+	JS jetstream.JetStream
+
+	mu sync.Mutex
+	st *Store
+}
+
+// Store returns the opened store, opening it on the first call (a failed
+// open is tried again by the next call).
+func (l *Lazy) Store(ctx context.Context) (*Store, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.st == nil {
+		st, err := Open(ctx, l.JS)
+		if err != nil {
+			return nil, err
+		}
+		l.st = st
+	}
+	return l.st, nil
+}

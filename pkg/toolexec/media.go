@@ -25,17 +25,10 @@ func (s *Server) offloadMedia(parts []events.Part) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), mediaTimeout)
 	defer cancel()
-	s.mediaMu.Lock()
-	if s.media == nil {
-		st, err := media.Open(ctx, s.js)
-		if err != nil {
-			s.mediaMu.Unlock()
-			return err
-		}
-		s.media = st
+	st, err := s.media.Store(ctx)
+	if err != nil {
+		return err
 	}
-	st := s.media
-	s.mediaMu.Unlock()
 	if _, err := st.OffloadParts(ctx, parts, 0); err != nil {
 		return fmt.Errorf("store media: %w", err)
 	}

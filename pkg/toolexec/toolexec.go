@@ -88,8 +88,7 @@ type Server struct {
 	host     string  // this replica's host id in the catalog claims
 	cat      *Catalog
 
-	mediaMu sync.Mutex
-	media   *media.Store // opened by the first result with large media (media.go)
+	media media.Lazy // opened by the first result with large media (media.go)
 
 	mu      sync.Mutex
 	tools   map[string]*hosted
@@ -198,7 +197,7 @@ func New(nc *nats.Conn, cfg Config) (*Server, error) {
 	}
 	cfg.Provision.Prefix = cfg.Prefix
 	s := &Server{
-		nc: nc, js: js, cfg: cfg, subjects: events.NewSubjects(cfg.Prefix),
+		nc: nc, js: js, cfg: cfg, subjects: events.NewSubjects(cfg.Prefix), media: media.Lazy{JS: js},
 		source: events.Source("toolexec", cfg.Instance), log: cfg.Logger,
 		host:  nuid.Next(),
 		tools: map[string]*hosted{}, running: map[string]context.CancelCauseFunc{},

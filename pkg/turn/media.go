@@ -18,29 +18,15 @@ const mediaTimeout = time.Minute
 // and leaves their refs in place (media.Store.Offload), so that the
 // checkpoint, the session and every completion request of the turn carry
 // the ref, not the bytes; ingest resolves it. The store is opened on the
-// first request that needs it: an installation that never sees large
-// media needs no LLMW_MEDIA bucket.
+// first request that needs it (media.Lazy).
 func (s *Service) offloadMedia(ctx context.Context, msgs []events.Message) error {
 	if !media.NeedsOffload(msgs, 0) {
 		return nil
 	}
-	st, err := s.mediaStore(ctx)
+	st, err := s.media.Store(ctx)
 	if err != nil {
-		return err
+		return fmt.Errorf("turn: %w", err)
 	}
 	_, err = st.Offload(ctx, msgs, 0)
 	return err
-}
-
-func (s *Service) mediaStore(ctx context.Context) (*media.Store, error) {
-	s.mediaMu.Lock()
-	defer s.mediaMu.Unlock()
-	if s.media == nil {
-		st, err := media.Open(ctx, s.js)
-		if err != nil {
-			return nil, fmt.Errorf("turn: %w", err)
-		}
-		s.media = st
-	}
-	return s.media, nil
 }

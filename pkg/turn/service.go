@@ -66,8 +66,7 @@ type Service struct {
 	keepStop    chan struct{}
 	keepDone    chan struct{}
 
-	mediaMu sync.Mutex
-	media   *media.Store // opened by the first request with large media (media.go)
+	media media.Lazy // opened by the first request with large media (media.go)
 
 	mu       sync.Mutex
 	started  bool
@@ -100,7 +99,7 @@ func New(nc *nats.Conn, cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("turn: jetstream: %w", err)
 	}
 	s := &Service{
-		nc: nc, js: js, cfg: cfg, log: cfg.Logger, subjects: events.NewSubjects(cfg.Prefix),
+		nc: nc, js: js, cfg: cfg, log: cfg.Logger, subjects: events.NewSubjects(cfg.Prefix), media: media.Lazy{JS: js},
 		source:  events.Source("turn", cfg.Instance),
 		local:   map[string]tool.Tool{},
 		running: map[string]*turnRun{}, orphanCancels: map[string]time.Time{},
