@@ -33,7 +33,7 @@ func simpleRequest() *llm.Request {
 func TestRequestMapping(t *testing.T) {
 	srv := providertest.NewServer(t, providertest.SSE(providertest.MustLoadFixture(t, textFixture)))
 	p := newProvider(t, anthropic.Config{BaseURL: srv.URL()})
-	temp := 0.2
+	temp := 1.0 // the only temperature the API takes while thinking
 	req := &llm.Request{
 		Model: "anthropic:claude-sonnet-4-5", System: "be brief", MaxTokens: 8000, Temperature: &temp,
 		Thinking: &events.ThinkingConfig{BudgetTokens: 2048},
@@ -70,7 +70,7 @@ func TestRequestMapping(t *testing.T) {
 	// message before the newest assistant message.
 	eph := map[string]any{"type": "ephemeral"}
 	want := map[string]any{
-		"model": "claude-sonnet-4-5", "max_tokens": 8000.0, "temperature": 0.2, "stream": true,
+		"model": "claude-sonnet-4-5", "max_tokens": 8000.0, "temperature": 1.0, "stream": true,
 		"system":   []any{map[string]any{"type": "text", "text": "be brief", "cache_control": eph}},
 		"thinking": map[string]any{"type": "enabled", "budget_tokens": 2048.0},
 		"tools": []any{map[string]any{"name": "get_weather", "description": "weather for a city", "cache_control": eph,

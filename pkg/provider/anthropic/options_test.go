@@ -252,6 +252,50 @@ func TestSamplingAndWarnings(t *testing.T) {
 	}
 }
 
+// While thinking is on the Messages API refuses a temperature other than 1,
+// any top_k and a top_p below 0.95 (its extended-thinking documentation):
+// those are not sent and are warned about; accepted values are sent.
+func TestSamplingWhileThinking(t *testing.T) {
+	warned := func(s llm.Stream) []string {
+		var got []string
+		if w, ok := s.(llm.Warner); ok {
+			for _, x := range w.Warnings() {
+				got = append(got, x.Setting)
+			}
+		}
+		return got
+	}
+	temp, topP, topK := 0.3, 0.9, 40
+	for _, req := range []*llm.Request{
+		{Model: "anthropic:claude-sonnet-4-5", Thinking: &events.ThinkingConfig{BudgetTokens: 2048}},
+		{Model: "anthropic:claude-opus-4-6", ModelOptions: events.ModelOptions{ReasoningEffort: events.EffortLow}},
+		{Model: "anthropic:claude-sonnet-4-5", ModelOptions: events.ModelOptions{ReasoningEffort: events.EffortLow}},
+	} {
+		req.Messages = []events.Message{events.UserText("think")}
+		req.Temperature = &temp
+		req.ModelOptions.TopP, req.ModelOptions.TopK = &topP, &topK
+		body, s := sent(t, req)
+		for _, k := range []string{"temperature", "top_k", "top_p"} {
+			if v, ok := body[k]; ok {
+				t.Errorf("%s: %s = %v sent while thinking", req.Model, k, v)
+			}
+		}
+		if got, want := warned(s), []string{"temperature", "top_k", "top_p"}; !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: warnings for %q, want %q", req.Model, got, want)
+		}
+	}
+	one, high := 1.0, 0.97
+	req := &llm.Request{Model: "anthropic:claude-sonnet-4-5", Thinking: &events.ThinkingConfig{BudgetTokens: 2048},
+		Messages: []events.Message{events.UserText("think")}, Temperature: &one,
+		ModelOptions: events.ModelOptions{TopP: &high}}
+	body, s := sent(t, req)
+	checkField(t, body, "temperature", 1.0)
+	checkField(t, body, "top_p", 0.97)
+	if got := warned(s); len(got) != 0 {
+		t.Errorf("warnings %q for settings the API accepts while thinking", got)
+	}
+}
+
 // reasoning_effort is a thinking budget on models that think with one
 // (low 1024, medium 4096, high 16384 tokens) and adaptive thinking with
 // output_config.effort on the models that have it (Claude 4.6 and later).
@@ -310,7 +354,7 @@ func TestReasoningEffort(t *testing.T) {
 // Patch: objects merge key by key, null removes a field, anything else
 // replaces it.
 func TestProviderOptions(t *testing.T) {
-	temp := 0.3
+	temp := 1.0
 	req := simpleRequest()
 	req.Temperature = &temp
 	req.Thinking = &events.ThinkingConfig{BudgetTokens: 2048}

@@ -9,6 +9,7 @@ import (
 
 	sdk "github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
+	"github.com/anthropics/anthropic-sdk-go/packages/param"
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/llm"
@@ -108,6 +109,9 @@ func buildParams(req *llm.Request) (*request, error) {
 		p.MaxTokens = budget + DefaultMaxTokens
 	}
 	r.sampling(&req.ModelOptions)
+	if thinking {
+		r.thinkingSampling()
+	}
 	for i, t := range req.Tools {
 		tp, err := toolParam(t)
 		if err != nil {
@@ -199,6 +203,25 @@ func (r *request) sampling(o *events.ModelOptions) {
 	}
 	if o.FrequencyPenalty != nil {
 		r.warn("frequency_penalty", "not sent: the Messages API has no frequency penalty")
+	}
+}
+
+// thinkingSampling leaves out the sampling settings the Messages API
+// refuses while thinking is on: a temperature other than 1, top_k, and a
+// top_p below 0.95. Sent, they fail the whole call with a 400.
+func (r *request) thinkingSampling() {
+	p := &r.params
+	if p.Temperature.Valid() && p.Temperature.Value != 1 {
+		r.warn("temperature", fmt.Sprintf("not sent: %g is refused while thinking is on (only 1 is accepted)", p.Temperature.Value))
+		p.Temperature = param.Opt[float64]{}
+	}
+	if p.TopK.Valid() {
+		r.warn("top_k", "not sent: refused while thinking is on")
+		p.TopK = param.Opt[int64]{}
+	}
+	if p.TopP.Valid() && p.TopP.Value < 0.95 {
+		r.warn("top_p", fmt.Sprintf("not sent: %g is refused while thinking is on (0.95 to 1 is accepted)", p.TopP.Value))
+		p.TopP = param.Opt[float64]{}
 	}
 }
 
