@@ -39,10 +39,12 @@ type turnRun struct {
 	base     State // request and session prefix of the checkpoints
 	// rev is the revision of the state this run wrote last.
 	rev atomic.Uint64
-	// pending is the checkpoint being written while the model call after
-	// it is made (checkpoint); nil when none was.
-	pending atomic.Pointer[pendingWrite]
-	step    atomic.Int64
+	step     atomic.Int64
+
+	// wmu orders the run's state writes and is held while one is made
+	// (put); werr is the first that failed (guarded by wmu).
+	wmu  sync.Mutex
+	werr error
 
 	// silenced: this run must publish and write nothing more (another
 	// replica owns the turn, or it was handed off by Stop); nak says the
@@ -116,7 +118,7 @@ func (t *turnRun) flushTo(seq uint64) error {
 // (docs/architecture.md#fencing). Waiting for them would put a round trip
 // to the events stream between every step's checkpoint and its calls.
 func (t *turnRun) fence() error {
-	if err := t.settle(); err != nil {
+	if err := t.barrier(); err != nil {
 		return err
 	}
 	if t.silenced.Load() {
@@ -366,13 +368,7 @@ func (t *turnRun) writeFinal(status Status, reason, code string) error {
 	if err != nil {
 		return err
 	}
-	if t.rev.Load() == 0 {
-		kctx, cancel := context.WithTimeout(t.s.root, kvTimeout)
-		_, err = t.s.storeState(kctx, t.id, b, 0, t.s.cfg.FinishedTTL)
-		cancel()
-	} else {
-		_, err = t.update(b, t.s.cfg.FinishedTTL)
-	}
+	err = t.putEnd(b)
 	if err != nil && !isConflict(err) {
 		t.s.log.Warn("turn: write final state", "turn_id", t.id, "status", status, "err", err)
 	} else if err == nil && status == StatusAborted && code == CodeCancelled {
@@ -424,8 +420,8 @@ func (t *turnRun) recordEnd(status Status, reason, code string) error {
 // finish acts on the worker's result: final state, then the request's
 // answer.
 func (t *turnRun) finish(res *worker.Result, err error) answer {
-	_ = t.settle() // its failure silenced the run
-	if t.silenced.Load() || t.flush() != nil {
+	// The end is fenced: the checkpoints are stored, and the events.
+	if t.fence() != nil || t.flush() != nil {
 		return t.end()
 	}
 	if err != nil {
@@ -482,13 +478,6 @@ func (t *turnRun) Observe(ev worker.Event) {
 		return
 	}
 	data := ev.Data
-	if terminal(data) && t.settle() != nil {
-		// The end waits for the checkpoint being written, so that the
-		// state lags it by the final write alone: a client that sees the
-		// end and submits the id again is told the turn ended. A failed
-		// write silenced the run.
-		return
-	}
 	switch d := data.(type) {
 	case events.TurnStarted:
 		if d.Resumed && t.claimed {
@@ -522,6 +511,9 @@ func (t *turnRun) Observe(ev worker.Event) {
 		// client that submits the session's next turn when it sees the
 		// event finds this turn's transcript.
 		if t.session != "" {
+			if t.fence() != nil {
+				return // the run lost the turn, or handed it off
+			}
 			if ov := t.storeSession(d.Messages); ov != nil {
 				t.mu.Lock()
 				t.override = ov
