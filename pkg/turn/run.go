@@ -38,8 +38,8 @@ type turnRun struct {
 	fenceSeq atomic.Uint64
 	base     State // request and session prefix of the checkpoints
 	// rev is the revision of the state this run wrote last.
-	rev atomic.Uint64
-	step     atomic.Int64
+	rev  atomic.Uint64
+	step atomic.Int64
 
 	// wmu orders the run's state writes and is held while one is made
 	// (put); werr is the first that failed (guarded by wmu).

@@ -59,7 +59,7 @@ type Service struct {
 	// subject (onQueuedCancel).
 	cancelSub       *nats.Subscription
 	queuedCancelSub *nats.Subscription
-	sem          chan struct{}
+	sem             chan struct{}
 
 	watchCancel context.CancelFunc
 	fetchCancel context.CancelFunc
