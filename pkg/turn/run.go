@@ -478,6 +478,14 @@ func (t *turnRun) Observe(ev worker.Event) {
 		return
 	}
 	data := ev.Data
+	if terminal(data) && t.fence() != nil {
+		// The end is fenced: it goes out once the checkpoints are stored,
+		// so that the state lags it by the final write alone (a client
+		// that sees the end and submits the id again is told the turn
+		// ended), and once the events before it are, before the session's
+		// transcript. A run that failed it lost the turn or handed it off.
+		return
+	}
 	switch d := data.(type) {
 	case events.TurnStarted:
 		if d.Resumed && t.claimed {
@@ -511,9 +519,6 @@ func (t *turnRun) Observe(ev worker.Event) {
 		// client that submits the session's next turn when it sees the
 		// event finds this turn's transcript.
 		if t.session != "" {
-			if t.fence() != nil {
-				return // the run lost the turn, or handed it off
-			}
 			if ov := t.storeSession(d.Messages); ov != nil {
 				t.mu.Lock()
 				t.override = ov
