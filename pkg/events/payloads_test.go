@@ -366,6 +366,7 @@ func TestSubjectsOfDesign(t *testing.T) {
 		{s.TurnResume(), "llmw.turn.resume"},
 		{s.TurnCancel("t1"), "llmw.turn.cancel.t1"},
 		{s.TurnCancelAll(), "llmw.turn.cancel.*"},
+		{s.TurnCancelAny(), "llmw.turn.cancel.>"},
 		{s.Events("s1", "t1", events.ChannelText), "llmw.events.s1.t1.text"},
 		{s.Events("", "t1", events.ChannelTurn), "llmw.events._.t1.turn"},
 		{s.EventsOfTurn("t1"), "llmw.events.*.t1.>"},

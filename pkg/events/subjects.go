@@ -111,6 +111,10 @@ func (s Subjects) TurnRejectedAll() string { return s.join("turn", "rejected", "
 // TurnCancelAll is P.turn.cancel.*.
 func (s Subjects) TurnCancelAll() string { return s.join("turn", "cancel", "*") }
 
+// TurnCancelAny is P.turn.cancel.>: the cancels of one turn and the
+// subjects of more tokens after cancel, which name no single turn.
+func (s Subjects) TurnCancelAny() string { return s.join("turn", "cancel", ">") }
+
 // Events is P.events.<session_id>.<turn_id>.<channel>; an empty session is "_".
 func (s Subjects) Events(sessionID, turnID string, ch Channel) string {
 	if sessionID == "" {

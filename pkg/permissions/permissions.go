@@ -171,7 +171,7 @@ func For(role Role, prefix string) Permissions {
 			pub = append(pub, bucket(b)...)
 		}
 		pub = append(pub, mediaWrite()...)
-		sub = []string{s.TurnCancelAll(), p + ".llm.stream.>", s.ToolStoredAll(), s.ToolResultAll(), s.ToolProgressAll(), discovery, inbox}
+		sub = []string{s.TurnCancelAny(), p + ".llm.stream.>", s.ToolStoredAll(), s.ToolResultAll(), s.ToolProgressAll(), discovery, inbox}
 		responses = true
 	case Toolexec:
 		pub = []string{s.ToolResultAll(), s.ToolProgressAll()}

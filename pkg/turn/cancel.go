@@ -5,23 +5,29 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/llmworker/llmworker/internal/jsread"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook"
 )
 
-// onCancel handles P.turn.cancel.<id>: every replica gets it; the one
-// running the turn cancels it, the others settle a paused or not yet
-// started turn through the checkpoint (one of them wins by revision).
+// onCancel handles P.turn.cancel.<id> on every replica: the one running
+// the turn cancels it. The rest of a cancel is onQueuedCancel's.
 func (s *Service) onCancel(m *nats.Msg) {
 	id := events.LastToken(m.Subject)
 	if !events.ValidToken(id) {
 		return
 	}
+	s.cancelHere(id)
+}
+
+// cancelHere cancels the run of turn id on this replica, if there is one.
+func (s *Service) cancelHere(id string) bool {
 	s.mu.Lock()
 	t := s.running[id]
 	if t != nil {
@@ -30,21 +36,28 @@ func (s *Service) onCancel(m *nats.Msg) {
 	s.mu.Unlock()
 	if t != nil {
 		t.cancel(s.cancelCause(id))
-		return
 	}
-	s.settleCancel(id)
+	return t != nil
 }
 
-// onBadCancel answers a cancel whose last token is no turn id (a
-// wildcard: the subject names no single turn) with llmw.turn.rejected
-// (invalid_request) on P.turn.rejected._; its queue group makes one
-// replica answer.
-func (s *Service) onBadCancel(m *nats.Msg) {
-	if events.ValidToken(events.LastToken(m.Subject)) {
+// onQueuedCancel handles P.turn.cancel.> in the queue group ServiceName,
+// so that one replica answers each cancel: a subject that names no
+// single turn (more tokens after cancel, or one that is no turn id) is
+// answered with llmw.turn.rejected (invalid_request) on
+// P.turn.rejected._; a cancel of a turn this replica does not run is
+// settled through the turn's state (cancelIdle).
+func (s *Service) onQueuedCancel(m *nats.Msg) {
+	id, ok := strings.CutPrefix(m.Subject, s.subjects.TurnCancel(""))
+	if !ok || !events.ValidToken(id) {
+		s.rejected(events.TurnRejected{Request: events.TypeTurnCancel, Code: events.RejectInvalidRequest,
+			Reason: fmt.Sprintf("the cancel subject %q names no single turn: publish a cancel to %s, one turn id and no wildcard", m.Subject, s.subjects.TurnCancel("<turn_id>"))})
 		return
 	}
-	s.rejected(events.TurnRejected{Request: events.TypeTurnCancel, Code: events.RejectInvalidRequest,
-		Reason: fmt.Sprintf("the cancel subject %q names no single turn: publish a cancel to %s, one turn id and no wildcard", m.Subject, s.subjects.TurnCancel("<turn_id>"))})
+	// Whichever of the two handlers comes first cancels a run here; the
+	// run settles a cancel it did not apply when it ends (unregister).
+	if !s.cancelHere(id) {
+		s.settleCancel(id)
+	}
 }
 
 // settleCancel settles the cancel of a turn this replica does not run
@@ -73,72 +86,126 @@ func (s *Service) cancelCause(id string) error {
 	return fmt.Errorf("%w on %s", errCancelRequested, s.subjects.TurnCancel(id))
 }
 
-// cancelIdle handles a cancel of a turn this replica does not run: a
-// paused turn is aborted (its on_abort hooks run). For a turn id with no
-// turn the cancel is answered with llmw.turn.rejected (unknown_turn) and
-// remembered for Config.CancelTTL, since it may have overtaken its submit
-// (cancels are core NATS, submits wait in a stream): that submit then
-// ends at once with llmw.turn.aborted. A running turn is its replica's to
-// cancel. Replicas race by revision; one wins.
+// cancelAttempts bounds how often cancelIdle looks at the state again
+// after a write that conflicted (the turn started meanwhile).
+const cancelAttempts = 3
+
+// cancelIdle settles a cancel of a turn this replica does not run, by
+// the turn's state (read from the leader):
+//
+//   - none: the cancel may have overtaken its submit (cancels are core
+//     NATS, submits wait in a stream). It is written as the turn's state
+//     (StatusCancelled, expiring after Config.CancelTTL), so that the
+//     submit, on whichever replica, ends at once with llmw.turn.aborted,
+//     and answered with llmw.turn.rejected (unknown_turn).
+//   - running: its replica runs it and cancels it; if that replica died,
+//     the one that takes the turn over applies the cancel, which is
+//     written as the turn's cancel request (putCancelRequest) for it.
+//   - paused: the turn is aborted (abortPaused; its on_abort hooks run).
+//   - ended, or cancelled before it started: answered with
+//     llmw.turn.rejected (turn_ended, or unknown_turn), nothing written.
+//
+// A write that conflicts (the turn started, or another replica aborted
+// it) has the state read again.
 func (s *Service) cancelIdle(ctx context.Context, id string) {
-	st, rev, err := s.leaderState(ctx, id)
-	now := time.Now().UTC()
-	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound):
-		reason := fmt.Sprintf("no turn %q is running or paused", id)
-		if s.cfg.CancelTTL > 0 {
-			tomb := State{Version: StateVersion, Status: StatusCancelled, Owner: s.cfg.Instance,
-				Reason: "the turn was cancelled before it started", Code: CodeCancelled, Updated: now}
-			b, _ := json.Marshal(&tomb)
-			if _, err := s.storeState(ctx, id, b, 0, s.cfg.CancelTTL); err != nil {
-				return // another replica was first, or the turn just started
+	for attempt := 1; attempt <= cancelAttempts; attempt++ {
+		st, rev, err := s.leaderState(ctx, id)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			reason := fmt.Sprintf("no turn %q is running or paused", id)
+			if s.cfg.CancelTTL > 0 {
+				tomb := State{Version: StateVersion, Status: StatusCancelled, Owner: s.cfg.Instance,
+					Reason: "the turn was cancelled before it started", Code: CodeCancelled, Updated: time.Now().UTC()}
+				b, _ := json.Marshal(&tomb)
+				if _, err := s.storeState(ctx, id, b, 0, s.cfg.CancelTTL); isConflict(err) {
+					continue // the turn just started
+				} else if err != nil {
+					s.log.Warn("turn: cancel: record the cancel of a turn that has not started", "turn_id", id, "err", err)
+					return
+				}
+				reason += fmt.Sprintf("; a submit of it within %s ends at once with llmw.turn.aborted (the cancel may have overtaken it)", s.cfg.CancelTTL)
 			}
-			reason += fmt.Sprintf("; a submit of it within %s ends at once with llmw.turn.aborted (the cancel may have overtaken it)", s.cfg.CancelTTL)
-		}
-		s.rejected(events.TurnRejected{TurnID: id, Request: events.TypeTurnCancel, Code: events.RejectUnknownTurn, Reason: reason})
-	case err != nil:
-		s.log.Warn("turn: cancel: read checkpoint", "turn_id", id, "err", err)
-	case st.Status == StatusPaused && st.Checkpoint != nil:
-		s.abortPaused(ctx, id, st, rev, "the turn was cancelled while paused: "+s.cancelCause(id).Error())
-	case st.Status == StatusRunning:
-		// Its replica runs it and cancels it, unless that replica is gone:
-		// then the replica that takes the turn over applies the cancel.
-		s.rememberOrphanCancel(id)
-	case st.Status == StatusCompleted || st.Status == StatusFailed || st.Status == StatusAborted || st.Status == StatusCancelled:
-		// Nothing to cancel, but the canceller waits for an answer: the
-		// replica that rewrites the state at its revision gives it (one
-		// answer, however many replicas heard the cancel). The rewrite
-		// keeps the moment the state expires: a cancel does not hold the
-		// id longer.
-		b, _ := json.Marshal(st)
-		ttl := s.cfg.FinishedTTL
-		if st.Status == StatusCancelled {
-			ttl = s.cfg.CancelTTL
-		}
-		if ttl > 0 {
-			ttl = max(ttl-now.Sub(st.Updated), time.Second)
-		}
-		if _, err := s.storeState(ctx, id, b, rev, ttl); err != nil {
+			s.rejected(events.TurnRejected{TurnID: id, Request: events.TypeTurnCancel, Code: events.RejectUnknownTurn, Reason: reason})
+			return
+		case err != nil:
+			s.log.Warn("turn: cancel: read checkpoint", "turn_id", id, "err", err)
+			return
+		case st.Status == StatusPaused && st.Checkpoint != nil:
+			if s.abortPaused(ctx, id, st, rev, "the turn was cancelled while paused: "+s.cancelCause(id).Error()) {
+				continue // a resume or another replica was first
+			}
+			return
+		case st.Status == StatusRunning:
+			s.putCancelRequest(ctx, id)
+			return
+		case st.Status == StatusCancelled:
+			s.rejected(events.TurnRejected{TurnID: id, Request: events.TypeTurnCancel, Code: events.RejectUnknownTurn,
+				Reason: fmt.Sprintf("no turn %q is running or paused; it was already cancelled before it started", id)})
+			return
+		case st.Status.Finished():
+			s.rejected(events.TurnRejected{TurnID: id, Request: events.TypeTurnCancel, Code: events.RejectTurnEnded, Status: string(st.Status),
+				Reason: fmt.Sprintf("turn %q already ended (%s): there is nothing to cancel", id, st.Status)})
+			return
+		default:
+			s.log.Warn("turn: cancel: a state that cannot be cancelled", "turn_id", id, "status", st.Status)
 			return
 		}
-		rj := events.TurnRejected{TurnID: id, Request: events.TypeTurnCancel, Code: events.RejectTurnEnded, Status: string(st.Status),
-			Reason: fmt.Sprintf("turn %q already ended (%s): there is nothing to cancel", id, st.Status)}
-		if st.Status == StatusCancelled {
-			rj.Code, rj.Status, rj.Reason = events.RejectUnknownTurn, "", fmt.Sprintf("no turn %q is running or paused; it was already cancelled before it started", id)
-		}
-		s.rejected(rj)
 	}
 }
 
-// abortPaused ends a paused turn with llmw.turn.aborted (code cancelled).
-// The aborted state is written first, at revision rev, so that a resume
-// or another replica that was first wins; it keeps the checkpoint until
+// cancelKey is the KV key of turn id's cancel request: the turn's key
+// and a token no turn's key has (kvKey never makes a dot).
+func cancelKey(id string) string { return kvKey(id) + ".cancel" }
+
+// putCancelRequest records the cancel of a running turn that this
+// replica does not run, for the replica that takes the turn over if its
+// own replica died (takeCancelRequest): in LLMW_TURN_STATE under
+// cancelKey, expiring after Config.CancelTTL, so that it outlives this
+// replica and reaches any other. A run of the turn that registered here
+// meanwhile is cancelled directly.
+func (s *Service) putCancelRequest(ctx context.Context, id string) {
+	if s.cfg.CancelTTL > 0 {
+		rec := State{Version: StateVersion, Status: StatusCancelled, Owner: s.cfg.Instance,
+			Reason: s.cancelCause(id).Error(), Code: CodeCancelled, Updated: time.Now().UTC()}
+		b, _ := json.Marshal(&rec)
+		// A conflict: a cancel of the turn is recorded already.
+		if _, err := s.storeKey(ctx, cancelKey(id), b, 0, s.cfg.CancelTTL); err != nil && !isConflict(err) {
+			s.log.Warn("turn: cancel: record the cancel of a running turn", "turn_id", id, "err", err)
+		}
+	}
+	s.cancelHere(id)
+}
+
+// takeCancelRequest says whether the turn that a run takes over was
+// cancelled while no replica ran it (putCancelRequest), within
+// Config.CancelTTL.
+func (s *Service) takeCancelRequest(id string) bool {
+	if s.cfg.CancelTTL <= 0 {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(s.root, kvTimeout)
+	defer cancel()
+	b, _, err := jsread.KVLast(ctx, s.nc, s.pub.apiPrefix, events.BucketTurnState, cancelKey(id))
+	if err != nil {
+		if !errors.Is(err, jetstream.ErrKeyNotFound) {
+			s.log.Warn("turn: read the cancel request of a turn taken over", "turn_id", id, "err", err)
+		}
+		return false
+	}
+	var rec State
+	return json.Unmarshal(b, &rec) == nil && time.Since(rec.Updated) < s.cfg.CancelTTL
+}
+
+// abortPaused ends a paused turn with llmw.turn.aborted (code cancelled)
+// and says whether a resume or another replica was first (its first write
+// conflicted). The aborted state is written first, at revision rev, so
+// that a resume or another replica that was first wins; it keeps the checkpoint until
 // the event is stored. Then the turn's on_abort hooks run and the event is
 // published. Once it is stored the checkpoint goes; when it cannot be
 // stored the paused state is written back, so that the state never says
 // aborted without the event and a later cancel or resume finds the turn
 // as it was.
-func (s *Service) abortPaused(ctx context.Context, id string, st *State, rev uint64, reason string) {
+func (s *Service) abortPaused(ctx context.Context, id string, st *State, rev uint64, reason string) (lost bool) {
 	now := time.Now().UTC()
 	session := ""
 	if st.Request != nil {
@@ -150,10 +217,10 @@ func (s *Service) abortPaused(ctx context.Context, id string, st *State, rev uin
 	end.Status, end.Owner, end.Reason, end.Code, end.Updated = StatusAborted, s.cfg.Instance, reason, CodeCancelled, now
 	b, err := marshalState(&end)
 	if err != nil {
-		return
+		return false
 	}
 	if rev, err = s.storeState(ctx, id, b, rev, s.cfg.FinishedTTL); err != nil {
-		return // a resume or another replica was first
+		return isConflict(err) // a resume or another replica was first
 	}
 	cp := st.Checkpoint
 	obs := hook.ObserverFuncs{
@@ -173,29 +240,11 @@ func (s *Service) abortPaused(ctx context.Context, id string, st *State, rev uin
 		if b, err := marshalState(st); err == nil {
 			_, _ = s.storeState(ctx, id, b, rev, 0)
 		}
-		return
+		return false
 	}
 	end.Seq, end.Checkpoint = ep.Seq(), nil
 	if b, err := json.Marshal(&end); err == nil {
 		_, _ = s.storeState(ctx, id, b, rev, s.cfg.FinishedTTL)
 	}
-}
-
-// maxOrphanCancels bounds Service.orphanCancels: a flood of cancels for
-// running turns cannot grow a replica's memory without end.
-const maxOrphanCancels = 4096
-
-// rememberOrphanCancel keeps a cancel of a turn whose state says running
-// but that no replica runs here, for the replica that picks it up.
-func (s *Service) rememberOrphanCancel(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.orphanCancels) >= maxOrphanCancels {
-		for k, at := range s.orphanCancels {
-			if time.Since(at) >= s.cfg.CancelTTL || len(s.orphanCancels) >= maxOrphanCancels {
-				delete(s.orphanCancels, k)
-			}
-		}
-	}
-	s.orphanCancels[id] = time.Now()
+	return false
 }

@@ -12,25 +12,20 @@ import (
 // with the expected revision at every step boundary, after a flush of the
 // events it counts (its seq).
 //
-// The checkpoint before a model call is written while the call is made
-// (pendingWrite): the call and the events it streams are all that go
-// ahead of it. Neither needs it stored: a model call has no effect
-// outside the turn, the events are fenced on their own, and a replica
-// that continues from the checkpoint before makes the same call again.
-// Everything else waits for it (settle): the next checkpoint — the one
-// that lists a step's tool calls, which run only once it is stored — and
-// every side effect outside the events stream (the run's fence, the
-// session's transcript), and the run's end. A write that fails fails the
-// run there as a checkpoint that failed at once would; meanwhile it
-// silences the run and stops the model call. So the model call waits
-// for neither the flush nor the write.
+// The checkpoint before a model call is written behind (put with behind
+// set): the call and the events it streams go ahead of it. Neither needs
+// it stored: a model call has no effect outside the turn, the events are
+// fenced on their own, and a replica that continues from the checkpoint
+// before makes the same call again. What does need it waits at the run's
+// one barrier: the run's fence (fence: every tool call and hook request
+// that leaves the process, the session's transcript, the run's end), and
+// every later state write, which put orders behind it. A checkpoint that
+// lists tool calls, a pause and a checkpoint during a drain are written
+// before the worker goes on, since an in-process tool, a client that
+// resumes the pause or the replica that continues the drained turn
+// relies on them. So the model call waits for neither the flush nor the
+// write.
 func (t *turnRun) checkpoint(_ context.Context, cp *worker.Checkpoint) error {
-	if err := t.settle(); err != nil {
-		return err
-	}
-	if t.silenced.Load() {
-		return ErrOwnershipLost
-	}
 	// The events the checkpoint counts, which store flushes before it.
 	seq := t.ep.Seq()
 	st := t.base
@@ -46,24 +41,16 @@ func (t *turnRun) checkpoint(_ context.Context, cp *worker.Checkpoint) error {
 		t.mu.Unlock()
 		return err
 	}
-	if cp.Phase == worker.PhaseModel && !t.s.isDraining() {
-		p := &pendingWrite{done: make(chan struct{})}
-		t.pending.Store(p)
-		go func() {
-			defer close(p.done)
-			if p.err = t.store(b, seq); p.err != nil {
-				t.cancelF(p.err)
-			}
-		}()
-		return nil
-	}
-	if err := t.store(b, seq); err != nil {
+	draining := t.s.isDraining()
+	behind := cp.Phase == worker.PhaseModel && !draining
+	if err := t.put(b, seq, behind); err != nil {
 		return err
 	}
-	if cp.Phase == worker.PhasePaused {
+	switch {
+	case behind:
+	case cp.Phase == worker.PhasePaused:
 		t.pausing.Store(true)
-	}
-	if cp.Phase != worker.PhasePaused && t.s.isDraining() {
+	case draining:
 		t.silenced.Store(true)
 		t.nak.Store(true)
 		return ErrDraining
@@ -71,44 +58,113 @@ func (t *turnRun) checkpoint(_ context.Context, cp *worker.Checkpoint) error {
 	return nil
 }
 
-// pendingWrite is a checkpoint being written: err is its outcome once
-// done is closed.
-type pendingWrite struct {
-	done chan struct{}
-	err  error
-}
-
-// settle waits for the checkpoint being written, if any, and returns its
-// error (again at every call after a failure, when the run is silenced).
-func (t *turnRun) settle() error {
-	p := t.pending.Load()
-	if p == nil {
-		return nil
-	}
-	<-p.done
-	return p.err
-}
-
-// store writes the checkpoint b once the events up to seq, which it
-// counts, are stored.
-func (t *turnRun) store(b []byte, seq uint64) error {
-	if err := t.flushTo(seq); err != nil {
+// put writes the run's state b (a checkpoint or a claim) with the
+// expected revision, the one the run's last write stored. seq > 0: b is a
+// checkpoint counting the events up to seq, which are flushed first.
+//
+// The run's writes go one at a time, in the order they are made: each
+// takes wmu, and a write behind (behind set) keeps it until the write is
+// done, in a goroutine, while put returns. So a write waits for the one
+// before it, whose revision it expects, and barrier waits for every
+// write made so far. The first put that fails silences the run and stays
+// the answer of every later put and barrier: a conflict
+// (ErrOwnershipLost: another replica owns the turn) or a bucket that took
+// no write for RetryTimeout (ErrStateUnavailable: the turn is handed
+// off). A write behind that fails also cancels the run, which stops the
+// model call.
+func (t *turnRun) put(b []byte, seq uint64, behind bool) error {
+	t.wmu.Lock()
+	if err := t.writable(); err != nil {
+		t.wmu.Unlock()
 		return err
 	}
-	rev, err := t.update(b, 0)
-	if isConflict(err) {
-		t.silenced.Store(true)
-		t.s.log.Info("turn: another replica owns the turn; this run stops", "turn_id", t.id)
+	if !behind {
+		defer t.wmu.Unlock()
+		return t.store(b, seq)
+	}
+	go func() {
+		defer t.wmu.Unlock()
+		if err := t.store(b, seq); err != nil {
+			t.cancelF(err)
+		}
+	}()
+	return nil
+}
+
+// putEnd writes the end of the turn (b, kept for Config.FinishedTTL)
+// after the run's other writes. Its failure is the caller's to handle
+// (recordEnd): a conflict with a claim is not the end of the run.
+func (t *turnRun) putEnd(b []byte) error {
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	if t.werr != nil {
+		return t.werr
+	}
+	return t.storeRev(b, t.s.cfg.FinishedTTL)
+}
+
+// writable is nil when the run may write its state (wmu held).
+func (t *turnRun) writable() error {
+	switch {
+	case t.werr != nil:
+		return t.werr
+	case t.silenced.Load():
 		return ErrOwnershipLost
 	}
-	if err != nil {
+	return nil
+}
+
+// barrier waits for the state writes made so far and returns the first
+// put that failed. It is the fence's (fence), which everything that needs
+// the run's checkpoint stored goes through.
+func (t *turnRun) barrier() error {
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	return t.werr
+}
+
+// store makes one write for put (wmu held): the events up to seq
+// flushed, then the state at the expected revision. A failure is
+// recorded in werr and silences the run.
+func (t *turnRun) store(b []byte, seq uint64) error {
+	if seq > 0 {
+		if err := t.flushTo(seq); err != nil {
+			t.werr = err
+			return err
+		}
+	}
+	err := t.storeRev(b, 0)
+	switch {
+	case err == nil:
+		return nil
+	case isConflict(err):
+		t.s.log.Info("turn: another replica owns the turn; this run stops", "turn_id", t.id)
+		t.werr = fmt.Errorf("%w: %w", ErrOwnershipLost, err)
+	default:
 		// Not the turn's fault: hand it off, as a drain does, and let a
 		// replica that reaches the bucket continue it.
-		t.s.log.Warn("turn: checkpoint not stored; the turn is handed off", "turn_id", t.id, "err", err)
-		t.silenced.Store(true)
+		t.s.log.Warn("turn: state not stored; the turn is handed off", "turn_id", t.id, "err", err)
 		t.nak.Store(true)
-		return fmt.Errorf("%w: %w", ErrStateUnavailable, err)
+		t.werr = fmt.Errorf("%w: %w", ErrStateUnavailable, err)
 	}
-	t.rev.Store(rev)
-	return nil
+	t.silenced.Store(true)
+	return t.werr
+}
+
+// storeRev writes b at the run's revision (created when the run has
+// none) and keeps the revision it stored (wmu held).
+func (t *turnRun) storeRev(b []byte, ttl time.Duration) error {
+	var rev uint64
+	var err error
+	if t.rev.Load() == 0 {
+		kctx, cancel := context.WithTimeout(t.s.root, kvTimeout)
+		rev, err = t.s.storeState(kctx, t.id, b, 0, ttl)
+		cancel()
+	} else {
+		rev, err = t.update(b, ttl)
+	}
+	if err == nil {
+		t.rev.Store(rev)
+	}
+	return err
 }

@@ -81,6 +81,11 @@ func (s *Service) process(m *request, env *events.Envelope, submit *events.TurnR
 			return s.resume(t, st, rev, resume)
 		case actRecover:
 			telemetry.RecordRedelivery(t.ctx, "turn", "")
+			if s.takeCancelRequest(id) {
+				// Cancelled while no replica ran it: the turn ends as
+				// soon as this run continues it.
+				s.cancelHere(id)
+			}
 			return s.recover(t, st, rev)
 		case actAbortCancelled:
 			return s.abortCancelled(t, submit, rev, dg)
@@ -99,15 +104,6 @@ func (s *Service) register(t *turnRun) *turnRun {
 		return here
 	}
 	s.running[t.id] = t
-	if at, ok := s.orphanCancels[t.id]; ok {
-		delete(s.orphanCancels, t.id)
-		if time.Since(at) < s.cfg.CancelTTL {
-			// The turn was cancelled while no replica ran it: it ends as
-			// soon as this run starts it.
-			t.cancelRequested = true
-			t.cancel(s.cancelCause(t.id))
-		}
-	}
 	return nil
 }
 

@@ -56,12 +56,13 @@
 // at every step boundary with the expected revision; a revision conflict,
 // or a worker event the stream refuses (see Worker events), means another
 // replica owns the turn, and this run stops without publishing anything
-// more. The checkpoint before a model call is written while the call is
-// made (the call has no effect outside the turn, and a replica continuing
-// from the checkpoint before it makes the call again); the next
-// checkpoint, every tool call and hook request, the session's transcript
-// and the run's end wait for it, and its failure stops the call and the
-// run.
+// more. A run's state writes go one at a time, in order. The checkpoint
+// before a model call is written behind, while the call is made (the call
+// has no effect outside the turn, and a replica continuing from the
+// checkpoint before it makes the call again); the run's fence — every
+// tool call and hook request, the terminal event and the session's
+// transcript, the run's end — waits for it, and its failure stops the
+// call and the run.
 //
 // When a request is delivered, a run of its turn on this replica, or else
 // the turn's state, decides (docs/architecture.md, "A turn request's
@@ -84,17 +85,20 @@
 //
 // # Cancellation
 //
-// P.turn.cancel.<turn_id> reaches every replica. The one running the turn
-// cancels its context: the model call stops (the IngestClient publishes
-// P.llm.cancel.<request>), running remote tools are cancelled
-// (P.tool.cancel.<turn>.<call>), the on_abort hooks run and the turn ends as
-// llmw.turn.aborted with its checkpoint marked aborted. A paused turn is
-// aborted by one of the other replicas (its on_abort hooks run there); a
-// turn whose request was not picked up yet gets an aborted state, so its
-// request does nothing when it arrives. A turn whose replica died is
-// cancelled by the replica that takes it over (every replica remembers the
-// cancel for Config.CancelTTL); one that ended is answered
-// llmw.turn.rejected (turn_ended).
+// P.turn.cancel.<turn_id> reaches every replica, and one of them through
+// a queue group on P.turn.cancel.> (which answers a subject of more
+// tokens with llmw.turn.rejected, invalid_request). The replica running
+// the turn cancels its context: the model call stops (the IngestClient
+// publishes P.llm.cancel.<request>), running remote tools are cancelled
+// (P.tool.cancel.<turn>.<call>), the on_abort hooks run and the turn ends
+// as llmw.turn.aborted with its checkpoint marked aborted. For a turn it
+// does not run, the queue group's replica looks at the turn's state: a
+// paused turn is aborted there (its on_abort hooks run there); a turn id
+// with no state gets a cancelled state (Config.CancelTTL), so its submit
+// ends aborted when it arrives; the cancel of a running turn is stored
+// (Config.CancelTTL) for the replica that takes the turn over if its
+// replica died; one that ended is answered llmw.turn.rejected
+// (turn_ended), with nothing written.
 //
 // Stop drains: no more requests are fetched, running turns go on to their
 // end or their next step boundary, where the checkpoint is written and the

@@ -24,3 +24,6 @@ func HoldSender(ep *EventPublisher) (release func()) {
 
 // StateKey is the key of a turn's state in LLMW_TURN_STATE.
 func StateKey(id string) string { return kvKey(id) }
+
+// CancelKey is the key of a turn's cancel request in LLMW_TURN_STATE.
+func CancelKey(id string) string { return cancelKey(id) }

@@ -38,11 +38,13 @@ type turnRun struct {
 	fenceSeq atomic.Uint64
 	base     State // request and session prefix of the checkpoints
 	// rev is the revision of the state this run wrote last.
-	rev atomic.Uint64
-	// pending is the checkpoint being written while the model call after
-	// it is made (checkpoint); nil when none was.
-	pending atomic.Pointer[pendingWrite]
-	step    atomic.Int64
+	rev  atomic.Uint64
+	step atomic.Int64
+
+	// wmu orders the run's state writes and is held while one is made
+	// (put); werr is the first that failed (guarded by wmu).
+	wmu  sync.Mutex
+	werr error
 
 	// silenced: this run must publish and write nothing more (another
 	// replica owns the turn, or it was handed off by Stop); nak says the
@@ -116,7 +118,7 @@ func (t *turnRun) flushTo(seq uint64) error {
 // (docs/architecture.md#fencing). Waiting for them would put a round trip
 // to the events stream between every step's checkpoint and its calls.
 func (t *turnRun) fence() error {
-	if err := t.settle(); err != nil {
+	if err := t.barrier(); err != nil {
 		return err
 	}
 	if t.silenced.Load() {
@@ -366,13 +368,7 @@ func (t *turnRun) writeFinal(status Status, reason, code string) error {
 	if err != nil {
 		return err
 	}
-	if t.rev.Load() == 0 {
-		kctx, cancel := context.WithTimeout(t.s.root, kvTimeout)
-		_, err = t.s.storeState(kctx, t.id, b, 0, t.s.cfg.FinishedTTL)
-		cancel()
-	} else {
-		_, err = t.update(b, t.s.cfg.FinishedTTL)
-	}
+	err = t.putEnd(b)
 	if err != nil && !isConflict(err) {
 		t.s.log.Warn("turn: write final state", "turn_id", t.id, "status", status, "err", err)
 	} else if err == nil && status == StatusAborted && code == CodeCancelled {
@@ -424,8 +420,8 @@ func (t *turnRun) recordEnd(status Status, reason, code string) error {
 // finish acts on the worker's result: final state, then the request's
 // answer.
 func (t *turnRun) finish(res *worker.Result, err error) answer {
-	_ = t.settle() // its failure silenced the run
-	if t.silenced.Load() || t.flush() != nil {
+	// The end is fenced: the checkpoints are stored, and the events.
+	if t.fence() != nil || t.flush() != nil {
 		return t.end()
 	}
 	if err != nil {
@@ -482,11 +478,12 @@ func (t *turnRun) Observe(ev worker.Event) {
 		return
 	}
 	data := ev.Data
-	if terminal(data) && t.settle() != nil {
-		// The end waits for the checkpoint being written, so that the
-		// state lags it by the final write alone: a client that sees the
-		// end and submits the id again is told the turn ended. A failed
-		// write silenced the run.
+	if terminal(data) && t.fence() != nil {
+		// The end is fenced: it goes out once the checkpoints are stored,
+		// so that the state lags it by the final write alone (a client
+		// that sees the end and submits the id again is told the turn
+		// ended), and once the events before it are, before the session's
+		// transcript. A run that failed it lost the turn or handed it off.
 		return
 	}
 	switch d := data.(type) {

@@ -54,11 +54,12 @@ type Service struct {
 	cat       *toolexec.Catalog
 	catalog   *toolexec.CatalogWatcher
 	cons      jetstream.Consumer
-	cancelSub *nats.Subscription
-	// badCancelSub (queue group ServiceName: one replica answers) answers
-	// the cancels whose subject names no single turn.
-	badCancelSub *nats.Subscription
-	sem          chan struct{}
+	// cancelSub has every replica hear the cancels of one turn (onCancel),
+	// queuedCancelSub (queue group ServiceName) one replica every cancel
+	// subject (onQueuedCancel).
+	cancelSub       *nats.Subscription
+	queuedCancelSub *nats.Subscription
+	sem             chan struct{}
 
 	watchCancel context.CancelFunc
 	fetchCancel context.CancelFunc
@@ -75,12 +76,8 @@ type Service struct {
 	// cancelClosed: no more cancel handlers may start (Stop waits for aux).
 	cancelClosed bool
 	running      map[string]*turnRun
-	// orphanCancels are cancels of turns whose state says running on a
-	// replica that did not take them (it died, or is cut off): whichever
-	// replica picks the turn up next applies the cancel (register).
-	orphanCancels map[string]time.Time
-	turns         sync.WaitGroup
-	aux           sync.WaitGroup // cancel handlers
+	turns        sync.WaitGroup
+	aux          sync.WaitGroup // cancel handlers
 }
 
 // New returns a Service on nc. Errors match ErrNilConn or ErrInvalidConfig.
@@ -102,7 +99,7 @@ func New(nc *nats.Conn, cfg Config) (*Service, error) {
 		nc: nc, js: js, cfg: cfg, log: cfg.Logger, subjects: events.NewSubjects(cfg.Prefix), media: media.Lazy{JS: js},
 		source:  events.Source("turn", cfg.Instance),
 		local:   map[string]tool.Tool{},
-		running: map[string]*turnRun{}, orphanCancels: map[string]time.Time{},
+		running: map[string]*turnRun{},
 	}
 	s.pub = NewPublisher(nc, PublisherOptions{Prefix: cfg.Prefix, Service: "turn", Instance: cfg.Instance, RetryTimeout: cfg.RetryTimeout})
 	s.tools = toolexec.NewClient(nc, js, toolexec.ClientOptions{Prefix: cfg.Prefix, Source: s.source})
@@ -137,7 +134,7 @@ func (s *Service) Running() []string {
 
 // Start provisions the streams and buckets (idempotent), creates or binds
 // the durable consumer shared by all replicas, subscribes to
-// P.turn.cancel.* and starts consuming. It returns once serving.
+// P.turn.cancel.> and starts consuming. It returns once serving.
 // Cancelling ctx stops the setup only; the turns derive their contexts
 // from ctx's values (a root without its cancellation) and end when they
 // finish or Stop drains them.
@@ -196,7 +193,7 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.cancelSub, err = s.nc.Subscribe(s.subjects.TurnCancelAll(), s.onCancel)
 	if err == nil {
-		s.badCancelSub, err = s.nc.QueueSubscribe(s.subjects.TurnCancelAll(), ServiceName, s.onBadCancel)
+		s.queuedCancelSub, err = s.nc.QueueSubscribe(s.subjects.TurnCancelAny(), ServiceName, s.onQueuedCancel)
 		if err != nil {
 			_ = s.cancelSub.Unsubscribe()
 		}
@@ -312,7 +309,7 @@ func (s *Service) Stop(ctx context.Context) error {
 
 func (s *Service) unsubscribeCancels() {
 	_ = s.cancelSub.Unsubscribe()
-	_ = s.badCancelSub.Unsubscribe()
+	_ = s.queuedCancelSub.Unsubscribe()
 }
 
 func (s *Service) stopWatch() {

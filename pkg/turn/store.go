@@ -16,29 +16,35 @@ import (
 )
 
 // storeState is the one place a turn's state is written (KV
-// LLMW_TURN_STATE, key kvKey(id)): a compare-and-set, created when rev is
+// LLMW_TURN_STATE, key kvKey(id), through storeKey): a compare-and-set, created when rev is
 // 0, else expecting revision rev, so that of two replicas that read one
 // revision only one writes the next; with a per-key TTL when ttl > 0
 // (ended turns, see Config.FinishedTTL), so the bucket forgets them. A
 // lost race is an error isConflict reports. A run writes through
-// turnRun.update (retries) and its checkpoints through turnRun.store,
-// whose pipelined write settle waits for where a fence needs it.
+// turnRun.put and turnRun.putEnd (checkpoint.go), one write at a time
+// and in order, with turnRun.update's retries.
 //
 // jetstream.KeyValue.Update takes no TTL: an update with one is the
 // publish Update makes ($KV.<bucket>.<key>, expecting the key's last
 // revision) with the TTL header added (store_internal_test.go pins
 // what the server does with it).
 func (s *Service) storeState(ctx context.Context, id string, b []byte, rev uint64, ttl time.Duration) (uint64, error) {
+	return s.storeKey(ctx, kvKey(id), b, rev, ttl)
+}
+
+// storeKey is storeState for a key of the bucket: a turn's (kvKey) or
+// its cancel request's (cancelKey).
+func (s *Service) storeKey(ctx context.Context, key string, b []byte, rev uint64, ttl time.Duration) (uint64, error) {
 	if ttl <= 0 {
 		if rev == 0 {
-			return s.stateKV.Create(ctx, kvKey(id), b)
+			return s.stateKV.Create(ctx, key, b)
 		}
-		return s.stateKV.Update(ctx, kvKey(id), b, rev)
+		return s.stateKV.Update(ctx, key, b, rev)
 	}
 	if rev == 0 {
-		return s.stateKV.Create(ctx, kvKey(id), b, jetstream.KeyTTL(ttl))
+		return s.stateKV.Create(ctx, key, b, jetstream.KeyTTL(ttl))
 	}
-	m := &nats.Msg{Subject: "$KV." + events.BucketTurnState + "." + kvKey(id), Data: b}
+	m := &nats.Msg{Subject: "$KV." + events.BucketTurnState + "." + key, Data: b}
 	ack, err := s.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(ttl))
 	if err != nil {
 		return 0, err
@@ -108,26 +114,15 @@ func (t *turnRun) update(b []byte, ttl time.Duration) (uint64, error) {
 	}
 }
 
-// write stores st with the expected revision. An error silences the run:
-// a conflict (isConflict) means another replica owns the turn; any other
-// error, that the bucket took no write for RetryTimeout. The caller
-// answers the request.
+// write stores st, a claim of the turn, with the expected revision (put).
+// An error silences the run: a conflict (isConflict) means another
+// replica owns the turn; any other error, that the bucket took no write
+// for RetryTimeout. The caller answers the request.
 func (t *turnRun) write(st *State) error {
-	_ = t.settle() // a checkpoint being written has the revision this one expects
 	b, err := marshalState(st)
-	if err == nil {
-		var rev uint64
-		rev, err = t.update(b, 0)
-		if err == nil {
-			t.rev.Store(rev)
-			return nil
-		}
+	if err != nil {
+		t.silenced.Store(true)
+		return err
 	}
-	t.silenced.Store(true)
-	if isConflict(err) {
-		t.s.log.Info("turn: another replica owns the turn", "turn_id", t.id)
-	} else {
-		t.s.log.Warn("turn: write checkpoint", "turn_id", t.id, "err", err)
-	}
-	return err
+	return t.put(b, 0, false)
 }
