@@ -128,6 +128,10 @@ type EagerCall struct {
 	// hook's rewrite): a response made again takes the call over when it
 	// asks for the same id and tool with the same input.
 	Asked json.RawMessage `json:"asked"`
+	// Announced: llmw.tool.started went out for the call (before a later
+	// checkpoint was written), so a run that takes the call over does not
+	// send it again.
+	Announced bool `json:"announced,omitempty"`
 }
 
 // ToolOutput is what a tool execution returned: text (Content), or parts
@@ -180,7 +184,7 @@ func (c *Checkpoint) Clone() *Checkpoint {
 	if c.Eager != nil {
 		d.Eager = make([]EagerCall, len(c.Eager))
 		for i, e := range c.Eager {
-			d.Eager[i] = EagerCall{PendingCall: e.PendingCall.clone(), Asked: bytes.Clone(e.Asked)}
+			d.Eager[i] = EagerCall{PendingCall: e.PendingCall.clone(), Asked: bytes.Clone(e.Asked), Announced: e.Announced}
 		}
 	}
 	return &d

@@ -169,7 +169,10 @@ func (r *run) dispatch(k int, t tool.Tool, first bool) {
 		Step: r.eagerFor, First: first}, &ej.job)
 	r.eagerRuns[k].j = ej
 	if r.em.observed() {
-		r.em.emit(events.ToolStarted{CallID: ej.call.ID, Name: ej.call.Name, Input: ej.call.Input})
+		if !e.Announced {
+			r.em.emit(events.ToolStarted{CallID: ej.call.ID, Name: ej.call.Name, Input: ej.call.Input})
+		}
+		e.Announced = true
 	}
 	r.toolsWG.Add(1)
 	go func() {
