@@ -17,6 +17,10 @@ import (
 // ahead of it. Neither needs it stored: a model call has no effect
 // outside the turn, the events are fenced on their own, and a replica
 // that continues from the checkpoint before makes the same call again.
+// So are the checkpoints written during the model call, each listing a
+// call that starts while the model streams (worker.Checkpoint.Eager): the
+// stream goes on, and the call, published through the run's fence, goes
+// out once its checkpoint is stored.
 // Everything else waits for it (settle): the next checkpoint — the one
 // that lists a step's tool calls, which run only once it is stored — and
 // every side effect outside the events stream (the run's fence, the
