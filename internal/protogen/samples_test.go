@@ -94,6 +94,7 @@ func TestSamplesMatchSchemas(t *testing.T) {
 		events.ToolStarted{CallID: "c1", Name: "n"},
 		events.ToolProgress{CallID: "c1", Name: "n", Progress: 3, Total: 10, Message: "page 3 of 10"},
 		events.ToolSkipped{CallID: "c1", Name: "n", Hook: "h", Reason: "r"},
+		events.ToolCancelled{CallID: "c1", Name: "n", Step: 1, Reason: "the model call was made again without it"},
 		events.HookDecision{Hook: "h", Event: events.HookBeforeToolCall, Result: events.HookSkip, MS: 1.5},
 		events.HookMessage{Hook: "h", Event: events.HookOnTurnEnd, Messages: msgs[:1]},
 		events.UsageReport{Step: 1, Usage: usage, Total: usage},

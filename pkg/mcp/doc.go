@@ -25,7 +25,11 @@
 // the model sees as they are. A Gateway answers a result of parts with
 // ImageContent, blob EmbeddedResources and text. A call's deadline
 // (ServerConfig.Timeout) and a turn's cancel cancel the request, which
-// the SDK sends to the server as notifications/cancelled.
+// the SDK sends to the server as notifications/cancelled. A tool the
+// server annotates readOnlyHint or idempotentHint is a tool.Eagerer that
+// says yes (its calls may start while the model streams, the catalog's
+// eager); any other says no; ServerConfig.Eager decides for all of a
+// server's tools instead.
 //
 // # Following the servers
 //

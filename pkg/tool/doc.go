@@ -8,9 +8,24 @@
 // Schema, which together are the definition sent to the model (Definition,
 // docs/protocol.md §4), and Execute, which runs it with the model's JSON input and
 // returns the text the model reads. Optional interfaces add what executors
-// need: Timeouter (WithTimeout), Versioner (WithVersion) and InputValidator.
-// TimeoutOf, VersionOf and CatalogEntry read them (the catalog value of
-// docs/protocol.md §6).
+// need: Timeouter (WithTimeout), Versioner (WithVersion), Eagerer
+// (WithReadOnly, WithIdempotent, WithEager), CallCanceller and
+// InputValidator. TimeoutOf, VersionOf, EagerOf and CatalogEntry read
+// them (the catalog value of docs/protocol.md §6).
+//
+// # Calls that start while the model streams
+//
+// The worker starts a call as soon as its block of the model's stream
+// stopped, before the response is complete, when the tool is an Eagerer
+// that says so: WithReadOnly (the call changes nothing) and
+// WithIdempotent (a call made again with the same input changes nothing
+// more) imply it, WithEager decides over them. A call started early runs
+// for nothing when the response then fails, or the model call is made
+// again and does not ask for the call again; it is cancelled then, and
+// its result dropped. A tool with effects a repeated or needless call
+// would do harm with must not start early, which is why a tool that says
+// nothing does not (docs/architecture.md, "Calls that start while the
+// model streams").
 //
 // # Typed tools
 //

@@ -208,8 +208,9 @@ func DecodeResult(h nats.Header, data []byte) (events.ToolCallResult, error) {
 // call with Nats-Msg-Id = <turn id>.<call id>, wait for the result and
 // return it as LLMW_TOOLRESULTS stored it. An empty req.Deadline is set from
 // ctx, then timeout, then the default. Cancelling ctx publishes
-// P.tool.cancel.<turn_id>.<call_id> and returns ctx's error; no result by
-// the deadline (plus grace) is ErrToolDeadline (and cancels the call too).
+// P.tool.cancel.<turn_id>.<call_id> once ctx's fence passed and returns
+// ctx's error; no result by the deadline (plus grace) is ErrToolDeadline
+// (and cancels the call too).
 func (c *Client) Call(ctx context.Context, req events.ToolCallRequest, timeout time.Duration) (events.ToolCallResult, error) {
 	if len(req.Input) == 0 {
 		req.Input = json.RawMessage(`{}`)
@@ -312,7 +313,7 @@ func (c *Client) Call(ctx context.Context, req events.ToolCallRequest, timeout t
 		if ctx.Err() != nil {
 			// The call may be stored (and running) although its ack did
 			// not arrive before the cancel: cancel it too.
-			c.Cancel(req.TurnID, req.CallID)
+			c.cancelFenced(ctx, req)
 			return events.ToolCallResult{}, ctx.Err()
 		}
 		return events.ToolCallResult{}, fmt.Errorf("toolexec: publish call %s of tool %s: %w", req.CallID, req.Name, err)
@@ -356,7 +357,7 @@ func (c *Client) Call(ctx context.Context, req events.ToolCallRequest, timeout t
 			// Not stored: the executor gives the call back and runs it
 			// again; its next result comes on the same subject.
 		case <-ctx.Done():
-			c.Cancel(req.TurnID, req.CallID)
+			c.cancelFenced(ctx, req)
 			return events.ToolCallResult{}, ctx.Err()
 		case <-wait.C:
 			c.Cancel(req.TurnID, req.CallID)
@@ -376,6 +377,18 @@ func (c *Client) Cancel(turnID, callID string) {
 	}
 	env.Subject, env.TurnID = turnID, turnID
 	_ = c.nc.PublishMsg(cenats.NewMsg(c.subjects.ToolCancel(turnID, callID), env))
+}
+
+// cancelFenced cancels the call of a Call whose ctx ended, once ctx's
+// fence passed: a turn replica that lost the turn (its run is cancelled
+// because its events were refused) must not stop a call that the replica
+// continuing the turn publishes again and waits for; the stored result
+// would be the cancel's.
+func (c *Client) cancelFenced(ctx context.Context, req events.ToolCallRequest) {
+	if fence.Check(context.WithoutCancel(ctx)) != nil {
+		return
+	}
+	c.Cancel(req.TurnID, req.CallID)
 }
 
 // TypeToolCancel is the CloudEvent type published on
@@ -398,6 +411,9 @@ var (
 	_ tool.Tool      = (*RemoteTool)(nil)
 	_ tool.Timeouter = (*RemoteTool)(nil)
 	_ tool.Versioner = (*RemoteTool)(nil)
+	_ tool.Eagerer   = (*RemoteTool)(nil)
+
+	_ tool.CallCanceller = (*RemoteTool)(nil)
 
 	_ tool.ContentTool = (*RemoteTool)(nil)
 )
@@ -413,6 +429,22 @@ func (t *RemoteTool) Timeout() time.Duration {
 
 // Version is the catalog's version.
 func (t *RemoteTool) Version() string { return t.entry.Version }
+
+// Eager is the catalog's eager: a call may start while the model still
+// streams.
+func (t *RemoteTool) Eager() bool { return t.entry.Eager }
+
+// CancelCall implements tool.CallCanceller: it publishes
+// P.tool.cancel.<turn_id>.<call_id> once ctx's fence passed (pkg/fence:
+// a replica that lost the turn stops no call that the replica owning it
+// may be waiting for).
+func (t *RemoteTool) CancelCall(ctx context.Context, c tool.CallInfo) error {
+	if err := fence.Check(ctx); err != nil {
+		return fmt.Errorf("toolexec: call %s of tool %s not cancelled: %w", c.CallID, t.entry.Name, err)
+	}
+	t.c.Cancel(c.TurnID, c.CallID)
+	return nil
+}
 
 // Entry is the catalog entry the tool was built from.
 func (t *RemoteTool) Entry() events.ToolCatalogEntry { return t.entry }

@@ -24,7 +24,11 @@ import (
 // before the worker goes on, since an in-process tool, a client that
 // resumes the pause or the replica that continues the drained turn
 // relies on them. So the model call waits for neither the flush nor the
-// write.
+// write. The checkpoints the worker writes during the model call, each
+// listing one more call that starts while the model streams
+// (worker.Checkpoint.Eager), are written behind the same way, one after
+// the other: the call, published through the run's fence, goes out once
+// its checkpoint is stored.
 func (t *turnRun) checkpoint(_ context.Context, cp *worker.Checkpoint) error {
 	// The events the checkpoint counts, which store flushes before it.
 	seq := t.ep.Seq()

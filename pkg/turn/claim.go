@@ -88,7 +88,7 @@ func (s *Service) claimEvents(t *turnRun, st *State, sc scanned) (a answer, ok b
 			return t.answerEnd(t.writeFinal(status, reason, code), ackAnswer), false
 		}
 		t.ep = s.pub.Turn(t.id, t.session, sc.pos)
-		t.results, t.started = sc.results, sc.started
+		t.results, t.started, t.cancelled = sc.results, sc.started, sc.cancelled
 		for _, a := range sc.open {
 			_, _ = t.emit(a)
 		}
@@ -119,10 +119,10 @@ type scanned struct {
 	// open are block.abort events for the blocks left open by a replica
 	// that stopped mid-step.
 	open []events.WorkerBlockAbort
-	// results are the calls whose llmw.tool.result (or tool.started) was
-	// published after the checkpoint: the replica continuing the turn
-	// does not publish them again.
-	results, started map[string]bool
+	// results are the calls whose llmw.tool.result (or tool.started, or
+	// tool.cancelled) was published after the checkpoint: the replica
+	// continuing the turn does not publish them again.
+	results, started, cancelled map[string]bool
 	// end is the turn's terminal event, if the turn ended (a replica that
 	// had lost the turn finished it before the claim reached the stream).
 	end *events.Envelope
@@ -135,7 +135,7 @@ type scanned struct {
 func (s *Service) scanEvents(ctx context.Context, session, turnID string, after uint64) (scanned, error) {
 	ctx, cancel := context.WithTimeout(ctx, kvTimeout)
 	defer cancel()
-	sc := scanned{results: map[string]bool{}, started: map[string]bool{}}
+	sc := scanned{results: map[string]bool{}, started: map[string]bool{}, cancelled: map[string]bool{}}
 	pos, err := LastEvent(ctx, s.nc, s.cfg.Prefix, session, turnID)
 	sc.pos = pos
 	if err != nil || pos.StreamSeq == 0 {
@@ -171,12 +171,15 @@ func (s *Service) scanEvents(ctx context.Context, session, turnID string, after 
 				CallID    string           `json:"call_id"`
 			}
 			switch typ := m.Headers().Get(events.HeaderType); typ {
-			case events.TypeToolResult, events.TypeToolStarted:
+			case events.TypeToolResult, events.TypeToolStarted, events.TypeToolCancelled:
 				if json.Unmarshal(m.Data(), &b) == nil && b.CallID != "" {
-					if typ == events.TypeToolResult {
+					switch typ {
+					case events.TypeToolResult:
 						sc.results[b.CallID] = true
-					} else {
+					case events.TypeToolStarted:
 						sc.started[b.CallID] = true
+					default:
+						sc.cancelled[b.CallID] = true
 					}
 				}
 			case events.TypeTurnCompleted, events.TypeTurnFailed, events.TypeTurnAborted:

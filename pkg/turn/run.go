@@ -64,11 +64,11 @@ type turnRun struct {
 	cancelApplied atomic.Bool
 
 	// claimed: recover published llmw.turn.started (resumed) itself, so
-	// the worker's is dropped; results and started: calls whose
-	// llmw.tool.result / llmw.tool.started the previous owner published,
-	// not published again.
-	claimed          bool
-	results, started map[string]bool
+	// the worker's is dropped; results, started and cancelled: calls
+	// whose llmw.tool.result / llmw.tool.started / llmw.tool.cancelled
+	// the previous owner published, not published again.
+	claimed                     bool
+	results, started, cancelled map[string]bool
 
 	// input is the request's messages, for the turn's first
 	// llmw.turn.started (nil for a turn picked up from a checkpoint).
@@ -331,6 +331,7 @@ func (s *Service) newWorker(t *turnRun, req *events.TurnRequest, tools []tool.To
 		SessionID:             t.session,
 		Checkpoint:            t.checkpoint,
 		CheckpointToolResults: s.cfg.CheckpointToolResults,
+		NoEagerStart:          s.cfg.NoEagerStart,
 		Observer:              t,
 
 		Options:             modelOptions(t, req),
@@ -510,6 +511,10 @@ func (t *turnRun) Observe(ev worker.Event) {
 		}
 	case events.ToolCallResult:
 		if t.results[d.CallID] {
+			return
+		}
+	case events.ToolCancelled:
+		if t.cancelled[d.CallID] {
 			return
 		}
 	case events.TurnStep:

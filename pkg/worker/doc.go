@@ -38,6 +38,18 @@
 //     after_tool_call runs per result in call order as
 //     soon as that result is there. The results are appended as one tool
 //     message, in call order, and the loop goes on with step 1.
+//
+// A call of a tool that may start early (tool.EagerOf; see
+// Config.NoEagerStart) goes through step 4's before_tool_call during step
+// 3, as soon as its block stopped with a valid input, and an allowed one
+// starts on a goroutine of its own while the stream goes on (a pause
+// waits for the stream's end and pauses the turn there; an abort or a
+// hook failure ends the stream and the turn). After the stream, such
+// calls are pending calls already decided; only their results wait for
+// the step's order. A call started for a response that fails, or that a
+// model call made again does not ask for again (same id, tool and
+// input: such a call is taken over, not run again), is cancelled and
+// its result dropped: llmw.tool.cancelled.
 //  5. No tool calls: with a response format, the answer is checked first
 //     (see Structured output); then on_turn_end decides: finish (completed),
 //     continue_with_messages (the messages are appended and the model is
@@ -110,13 +122,17 @@
 // step, phase, pending calls with their decisions and known outputs or
 // results, hook variables, turn-end retry count, usage) at every step
 // boundary: before each model call (that is, after the previous step's tool
-// results were appended), after a step's before_tool_call decisions, when
-// pausing, and with Config.CheckpointToolResults after every settled tool
-// result. An error from it fails the turn (code "checkpoint"), so a turn
+// results were appended), before each call that starts while the model
+// streams (Checkpoint.Eager lists them), after a step's before_tool_call
+// decisions, when pausing, and with Config.CheckpointToolResults after
+// every settled tool result. An error from it fails the turn (code "checkpoint"), so a turn
 // service that lost its expected revision stops at once. RunFrom(ctx, cp)
 // continues a turn from a checkpoint in another process: calls with an
 // output or result in the checkpoint are not run again; a model call that
-// was under way is made again. Request ids are "<turn>-<step>", with
+// was under way is made again, and the calls it had started early are
+// taken over when its new response asks for them again (run with
+// tool.CallInfo.First false, so that a remote executor answers with the
+// stored result) or cancelled (tool.CallCanceller). Request ids are "<turn>-<step>", with
 // "-a<attempt>" for a retry of the step and "-r<restarts><random>" once the
 // turn was continued by RunFrom or Resume, so they never repeat. Tools
 // learn the ids of their call from tool.CallFrom(ctx), so a remote

@@ -30,6 +30,9 @@ type Options struct {
 	FinishedTTL  time.Duration
 	CancelTTL    time.Duration
 	RetryTimeout time.Duration
+	// NoEagerStart is turn.Config.NoEagerStart: every tool call waits for
+	// the end of the model's response.
+	NoEagerStart bool
 	// Ephemeral is turn.Config.Ephemeral: the store goes with the process
 	// (set by the stack for an embedded server's temporary store).
 	Ephemeral bool
@@ -69,6 +72,7 @@ func (s *Service) Flags(f *service.Flags) {
 	f.String(&s.DefaultTools, "default-tools", "LLMW_DEFAULT_TOOLS", "", `comma-separated tool patterns of a request without "tools" (e.g. "*")`)
 	f.Duration(&s.FinishedTTL, "finished-ttl", "LLMW_FINISHED_TTL", 0, "how long an ended turn's state is kept; its id is taken until then (0 = 24h, negative = forever)")
 	f.Duration(&s.CancelTTL, "cancel-ttl", "LLMW_CANCEL_TTL", 0, "how long a cancel of a not yet started turn waits for its submit (0 = 10m, negative = not at all)")
+	f.Bool(&s.NoEagerStart, "no-eager-start", "LLMW_NO_EAGER_START", false, "start no tool call before the model's response ended (by default a call of a read-only or idempotent tool starts as soon as its input is complete)")
 	f.Duration(&s.RetryTimeout, "retry-timeout", "LLMW_RETRY_TIMEOUT", 0, "how long a turn's events and state writes are retried while their stream has no leader before the turn is handed off (0 = 30s)")
 }
 
@@ -80,7 +84,7 @@ func (s *Service) Start(ctx context.Context, env service.Env) (service.Stopper, 
 		DefaultTools: service.SplitList(s.DefaultTools), MaxConcurrent: s.MaxConcurrent, AckWait: s.AckWait,
 		IdleTimeout: s.IdleTimeout, StepRetries: s.StepRetries, DefaultMaxSteps: s.MaxSteps,
 		FinishedTTL: s.FinishedTTL, CancelTTL: s.CancelTTL, RetryTimeout: s.RetryTimeout, Ephemeral: s.Ephemeral,
-		Provision: env.Provision(),
+		NoEagerStart: s.NoEagerStart, Provision: env.Provision(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", service.ErrUsage, err)
