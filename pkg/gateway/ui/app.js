@@ -556,8 +556,12 @@ function renderTool(m, p) {
   const d = el("div", "tool");
   d.dataset.callId = p.toolCallId;
   d.dataset.state = p.state;
+  // A call runs from its llmw.tool.started until its output: a tool that
+  // starts early runs while the answer still streams.
+  const running = !String(p.state).startsWith("output") && m.parts.some((x) => x.type === "data-llmw-tool-started" && x.data.call_id === p.toolCallId);
+  if (running) d.dataset.running = "1";
   const head = el("div", "head", p.toolName || p.type.slice(5));
-  head.append(el("span", "state", p.state));
+  head.append(el("span", "state", running ? "running" : p.state));
   d.append(head);
   const input = p.input !== undefined ? pretty(p.input) : p.inputText;
   if (input) d.append(el("pre", "input", input));
