@@ -96,7 +96,8 @@ func TestBrowserToolRunsWhileTextStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	if seen == "" {
-		t.Fatal("the page never showed the call running")
+		msgs, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`JSON.stringify(window.llmw.messages)`))
+		t.Fatalf("the page never showed the call running; messages: %s", msgs)
 	}
 	var first struct {
 		Label     string
