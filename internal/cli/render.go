@@ -230,6 +230,8 @@ func (r *Renderer) RenderEvent(e *events.Envelope, ev events.WorkerEvent) Render
 			by = " by hook " + d.Hook
 		}
 		r.line(r.style(ansiRed, "  ⊘ "+d.Name+" skipped"+by+": ") + d.Reason)
+	case events.ToolCancelled:
+		r.line(r.style(ansiDim, "  ⊘ "+d.Name+" cancelled: "+d.Reason))
 	case events.HookDecision:
 		s := fmt.Sprintf("  ⚑ hook %s (%s) → %s", d.Hook, d.Event, d.Result)
 		if d.Reason != "" {

@@ -58,6 +58,7 @@ func Entries() []Entry {
 		{"Tool started", []string{events.TypeToolStarted}, events.ToolStarted{}},
 		{"Tool progress", []string{events.TypeToolProgress}, events.ToolProgress{}},
 		{"Tool skipped", []string{events.TypeToolSkipped}, events.ToolSkipped{}},
+		{"Tool cancelled", []string{events.TypeToolCancelled}, events.ToolCancelled{}},
 		{"Hook decision", []string{events.TypeHookDecision}, events.HookDecision{}},
 		{"Hook message", []string{events.TypeHookMessage}, events.HookMessage{}},
 		{"Usage report", []string{events.TypeUsage}, events.UsageReport{}},

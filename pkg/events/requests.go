@@ -333,6 +333,11 @@ type ToolCatalogEntry struct {
 	InputSchema json.RawMessage `json:"input_schema"`
 	TimeoutMS   int64           `json:"timeout_ms,omitempty"`
 	Version     string          `json:"version,omitempty"`
+	// Eager says that a call of the tool may start while the model still
+	// streams its response, as soon as the call's input is complete: the
+	// tool only reads, or calling it again with the same input changes
+	// nothing more (docs/protocol.md §6).
+	Eager bool `json:"eager,omitempty"`
 }
 
 // Definition returns the tool definition sent to models.

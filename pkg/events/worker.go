@@ -27,6 +27,7 @@ const (
 	TypeToolProgress     = "llmw.tool.progress"
 	TypeToolResult       = "llmw.tool.result"
 	TypeToolSkipped      = "llmw.tool.skipped"
+	TypeToolCancelled    = "llmw.tool.cancelled"
 	TypeHookDecision     = "llmw.hook.decision"
 	TypeHookMessage      = "llmw.hook.message"
 	TypeUsage            = "llmw.usage"
@@ -221,6 +222,19 @@ type ToolSkipped struct {
 	CallID string `json:"call_id"`
 	Name   string `json:"name"`
 	Hook   string `json:"hook,omitempty"`
+	Reason string `json:"reason"`
+}
+
+// ToolCancelled is the data of llmw.tool.cancelled: a call that started
+// (or whose before_tool_call hooks decided) while the model still
+// streamed step Step's response, and that the response it came from no
+// longer asks for: the stream failed, the model call was made again
+// without asking for the call, or the turn ended before the response was
+// complete. The call is stopped and its result goes into no transcript.
+type ToolCancelled struct {
+	CallID string `json:"call_id"`
+	Name   string `json:"name"`
+	Step   int    `json:"step"`
 	Reason string `json:"reason"`
 }
 

@@ -28,6 +28,7 @@ import (
 //	llmw.tool.progress     tool                 ToolProgress
 //	llmw.tool.result       tool                 ToolCallResult
 //	llmw.tool.skipped      tool                 ToolSkipped
+//	llmw.tool.cancelled    tool                 ToolCancelled
 //	llmw.hook.decision     hook                 HookDecision
 //	llmw.hook.message      hook                 HookMessage
 //	llmw.usage             usage                UsageReport
@@ -71,6 +72,7 @@ func (ToolStarted) WorkerType() string      { return TypeToolStarted }
 func (ToolProgress) WorkerType() string     { return TypeToolProgress }
 func (ToolCallResult) WorkerType() string   { return TypeToolResult }
 func (ToolSkipped) WorkerType() string      { return TypeToolSkipped }
+func (ToolCancelled) WorkerType() string    { return TypeToolCancelled }
 func (HookDecision) WorkerType() string     { return TypeHookDecision }
 func (HookMessage) WorkerType() string      { return TypeHookMessage }
 func (UsageReport) WorkerType() string      { return TypeUsage }
@@ -92,6 +94,7 @@ func (ToolStarted) Channel() Channel        { return ChannelTool }
 func (ToolProgress) Channel() Channel       { return ChannelTool }
 func (ToolCallResult) Channel() Channel     { return ChannelTool }
 func (ToolSkipped) Channel() Channel        { return ChannelTool }
+func (ToolCancelled) Channel() Channel      { return ChannelTool }
 func (HookDecision) Channel() Channel       { return ChannelHook }
 func (HookMessage) Channel() Channel        { return ChannelHook }
 func (UsageReport) Channel() Channel        { return ChannelUsage }
@@ -127,6 +130,7 @@ func (ToolStarted) isWorkerEvent()      {}
 func (ToolProgress) isWorkerEvent()     {}
 func (ToolCallResult) isWorkerEvent()   {}
 func (ToolSkipped) isWorkerEvent()      {}
+func (ToolCancelled) isWorkerEvent()    {}
 func (HookDecision) isWorkerEvent()     {}
 func (HookMessage) isWorkerEvent()      {}
 func (UsageReport) isWorkerEvent()      {}
@@ -181,6 +185,8 @@ func DecodeWorkerEvent(typ string, data []byte) (WorkerEvent, error) {
 		return decodeWorker[ToolCallResult](data)
 	case TypeToolSkipped:
 		return decodeWorker[ToolSkipped](data)
+	case TypeToolCancelled:
+		return decodeWorker[ToolCancelled](data)
 	case TypeHookDecision:
 		return decodeWorker[HookDecision](data)
 	case TypeHookMessage:

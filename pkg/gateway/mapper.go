@@ -106,6 +106,10 @@ func (m *Mapper) Map(out []Chunk, ev events.WorkerEvent) []Chunk {
 		} else {
 			out = append(out, Chunk{Type: PartToolOutputError, ToolCallID: e.CallID, ErrorText: e.Reason})
 		}
+	case events.ToolCancelled:
+		// A call started while the model streamed a response that no
+		// longer asks for it: it ends without an output.
+		out = append(out, Chunk{Type: PartToolOutputError, ToolCallID: e.CallID, ErrorText: "cancelled: " + e.Reason})
 	case events.HookDecision:
 		out = append(out, dataPart(DataHookDecision, "", e))
 	case events.HookMessage:

@@ -40,6 +40,13 @@ type ServerConfig struct {
 	// it as the call's deadline; the server is sent notifications/cancelled
 	// when it passes.
 	Timeout time.Duration `yaml:"timeout"`
+	// Eager says whether calls of the server's tools may start while the
+	// model still streams (tool.Eagerer, the catalog's eager). nil: a
+	// tool's annotations decide: eager when the server says it is
+	// read-only (readOnlyHint) or idempotent (idempotentHint), not
+	// otherwise, so a tool that says nothing waits for the model's
+	// response to end.
+	Eager *bool `yaml:"eager"`
 }
 
 // CommandEnv are the variables of the host's environment a stdio server

@@ -292,7 +292,7 @@ func (s *server) refresh(ctx context.Context, sink ToolSink) {
 	var gone []string
 	var added []tool.Tool
 	for _, t := range tools {
-		if o := was[t.name]; o == nil || o.description != t.description || !bytes.Equal(o.schema, t.schema) || o.remote != t.remote {
+		if o := was[t.name]; o == nil || o.description != t.description || !bytes.Equal(o.schema, t.schema) || o.remote != t.remote || o.eager != t.eager {
 			if o != nil {
 				gone = append(gone, t.name)
 			}
@@ -454,11 +454,13 @@ type remoteTool struct {
 	description string
 	schema      json.RawMessage
 	timeout     time.Duration
+	eager       bool
 }
 
 var (
 	_ tool.Tool      = (*remoteTool)(nil)
 	_ tool.Timeouter = (*remoteTool)(nil)
+	_ tool.Eagerer   = (*remoteTool)(nil)
 
 	_ tool.ContentTool = (*remoteTool)(nil)
 )
@@ -477,13 +479,28 @@ func newRemoteTool(srv *server, t *sdk.Tool, name string) (*remoteTool, error) {
 	if desc == "" {
 		desc = t.Title
 	}
-	return &remoteTool{srv: srv, server: c.Name, remote: t.Name, name: name, description: desc, schema: schema, timeout: c.timeout()}, nil
+	return &remoteTool{srv: srv, server: c.Name, remote: t.Name, name: name, description: desc, schema: schema, timeout: c.timeout(),
+		eager: eager(c, t.Annotations)}, nil
+}
+
+// eager says whether calls of a tool with annotations a of server c may
+// start while the model still streams: as c.Eager says, else when the
+// server says the tool only reads (readOnlyHint) or that a repeated call
+// changes nothing more (idempotentHint). A call started early may run
+// for nothing (docs/architecture.md, "Tools"), which only such a tool
+// allows.
+func eager(c ServerConfig, a *sdk.ToolAnnotations) bool {
+	if c.Eager != nil {
+		return *c.Eager
+	}
+	return a != nil && (a.ReadOnlyHint || a.IdempotentHint)
 }
 
 func (t *remoteTool) Name() string                 { return t.name }
 func (t *remoteTool) Description() string          { return t.description }
 func (t *remoteTool) InputSchema() json.RawMessage { return t.schema }
 func (t *remoteTool) Timeout() time.Duration       { return t.timeout }
+func (t *remoteTool) Eager() bool                  { return t.eager }
 
 // Execute calls the tool on its server. Cancelling ctx (the call's
 // deadline, a turn's cancel) sends the server notifications/cancelled.

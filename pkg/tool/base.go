@@ -20,6 +20,7 @@ type base struct {
 	description string
 	timeout     time.Duration
 	version     string
+	eager       bool
 	validator   *Validator
 }
 
@@ -34,7 +35,11 @@ func newBase(name, description string, schema json.RawMessage, c config) (base, 
 	if err != nil {
 		return base{}, fmt.Errorf("tool %q: %w", name, err)
 	}
-	return base{name: name, description: description, timeout: c.timeout, version: c.version, validator: v}, nil
+	eager := c.readOnly || c.idempotent
+	if c.eager != nil {
+		eager = *c.eager
+	}
+	return base{name: name, description: description, timeout: c.timeout, version: c.version, eager: eager, validator: v}, nil
 }
 
 // Name implements Tool.
@@ -52,6 +57,10 @@ func (b *base) Timeout() time.Duration { return b.timeout }
 
 // Version implements Versioner: the WithVersion value, "" if none.
 func (b *base) Version() string { return b.version }
+
+// Eager implements Eagerer: WithEager's value, else whether the tool is
+// WithReadOnly or WithIdempotent.
+func (b *base) Eager() bool { return b.eager }
 
 // ValidateInput implements InputValidator: it checks input against the
 // compiled input schema. Empty input counts as {}.

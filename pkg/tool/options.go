@@ -9,9 +9,12 @@ import (
 type Option func(*config)
 
 type config struct {
-	timeout time.Duration
-	version string
-	schema  json.RawMessage
+	timeout    time.Duration
+	version    string
+	schema     json.RawMessage
+	readOnly   bool
+	idempotent bool
+	eager      *bool
 }
 
 // WithTimeout bounds one execution: Execute runs the function under a
@@ -22,6 +25,24 @@ func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = 
 // WithVersion sets the version executors publish in the tool catalog
 // (docs/protocol.md §6), read through Versioner.
 func WithVersion(v string) Option { return func(c *config) { c.version = v } }
+
+// WithReadOnly says that a call of the tool changes nothing outside it
+// (MCP's readOnlyHint): it may start while the model still streams
+// (Eager).
+func WithReadOnly() Option { return func(c *config) { c.readOnly = true } }
+
+// WithIdempotent says that calling the tool again with the same input
+// has no effect beyond the first call's (MCP's idempotentHint): it may
+// start while the model still streams (Eager).
+func WithIdempotent() Option { return func(c *config) { c.idempotent = true } }
+
+// WithEager says whether a call of the tool may start while the model
+// still streams its response, over what WithReadOnly and WithIdempotent
+// imply: WithEager(false) keeps a read-only tool waiting for the end of
+// the response, WithEager(true) starts a tool that is neither (its
+// author vouches that a call made for a response that then fails or is
+// asked again does no harm).
+func WithEager(eager bool) Option { return func(c *config) { c.eager = &eager } }
 
 // WithSchema replaces the input schema, for arguments types whose schema
 // cannot be generated (recursive types) or that need keywords struct tags

@@ -36,6 +36,29 @@ type Versioner interface {
 	Version() string
 }
 
+// Eagerer is implemented by tools that say whether a call may start while
+// the model still streams its response: as soon as the call's block
+// ended, before the model's answer is complete (WithEager, WithReadOnly,
+// WithIdempotent; toolexec's remote tools read the catalog's eager, MCP
+// tools their readOnlyHint and idempotentHint). A call started early runs
+// for nothing when the response fails or the model call is made again
+// (the model's next answer may not ask for it), so only a tool whose
+// calls may be made for nothing says true: one that reads, or one whose
+// repeated call changes nothing more (docs/architecture.md, "Tools").
+type Eagerer interface {
+	Eager() bool
+}
+
+// CallCanceller is implemented by tools whose calls run outside the
+// process that asked for them (toolexec's remote tools): CancelCall stops
+// the call c names, wherever it runs, for a turn continued from a
+// checkpoint that lists a call an earlier run of the turn started and no
+// longer needs. A call this process runs is stopped by cancelling its
+// context instead.
+type CallCanceller interface {
+	CancelCall(ctx context.Context, c CallInfo) error
+}
+
 // InputValidator is implemented by tools that can check an input without
 // running (typed and raw tools of this package). Validate uses it.
 type InputValidator interface {
@@ -58,13 +81,23 @@ func VersionOf(t Tool) string {
 	return ""
 }
 
+// EagerOf reports whether a call of t may start while the model still
+// streams (Eagerer); false when t does not say.
+func EagerOf(t Tool) bool {
+	if e, ok := t.(Eagerer); ok {
+		return e.Eager()
+	}
+	return false
+}
+
 // Definition returns the definition of t sent to models (docs/protocol.md §4).
 func Definition(t Tool) events.ToolDefinition {
 	return events.ToolDefinition{Name: t.Name(), Description: t.Description(), InputSchema: t.InputSchema()}
 }
 
 // CatalogEntry returns the value executors publish for t in the tool
-// catalog (docs/protocol.md §6), with its timeout and version when it has them.
+// catalog (docs/protocol.md §6), with its timeout, version and whether it
+// starts early (EagerOf) when it has them.
 func CatalogEntry(t Tool) events.ToolCatalogEntry {
 	return events.ToolCatalogEntry{
 		Name:        t.Name(),
@@ -72,6 +105,7 @@ func CatalogEntry(t Tool) events.ToolCatalogEntry {
 		InputSchema: t.InputSchema(),
 		TimeoutMS:   TimeoutOf(t).Milliseconds(),
 		Version:     VersionOf(t),
+		Eager:       EagerOf(t),
 	}
 }
 

@@ -398,6 +398,9 @@ var (
 	_ tool.Tool      = (*RemoteTool)(nil)
 	_ tool.Timeouter = (*RemoteTool)(nil)
 	_ tool.Versioner = (*RemoteTool)(nil)
+	_ tool.Eagerer   = (*RemoteTool)(nil)
+
+	_ tool.CallCanceller = (*RemoteTool)(nil)
 
 	_ tool.ContentTool = (*RemoteTool)(nil)
 )
@@ -413,6 +416,22 @@ func (t *RemoteTool) Timeout() time.Duration {
 
 // Version is the catalog's version.
 func (t *RemoteTool) Version() string { return t.entry.Version }
+
+// Eager is the catalog's eager: a call may start while the model still
+// streams.
+func (t *RemoteTool) Eager() bool { return t.entry.Eager }
+
+// CancelCall implements tool.CallCanceller: it publishes
+// P.tool.cancel.<turn_id>.<call_id> once ctx's fence passed (pkg/fence:
+// a replica that lost the turn stops no call that the replica owning it
+// may be waiting for).
+func (t *RemoteTool) CancelCall(ctx context.Context, c tool.CallInfo) error {
+	if err := fence.Check(ctx); err != nil {
+		return fmt.Errorf("toolexec: call %s of tool %s not cancelled: %w", c.CallID, t.entry.Name, err)
+	}
+	t.c.Cancel(c.TurnID, c.CallID)
+	return nil
+}
 
 // Entry is the catalog entry the tool was built from.
 func (t *RemoteTool) Entry() events.ToolCatalogEntry { return t.entry }

@@ -104,6 +104,12 @@ type Config struct {
 	// that a resumed turn never runs an in-process tool (Tools) again;
 	// remote tools do not need it (their results are in LLMW_TOOLRESULTS).
 	CheckpointToolResults bool
+	// NoEagerStart makes every tool call of the turns wait for the end of
+	// the model's response (worker.Config.NoEagerStart). Otherwise a call
+	// of a tool that may start early (the catalog's eager, a Go tool's
+	// tool.EagerOf) is published to toolexec, or run, as soon as its
+	// block of the stream stopped.
+	NoEagerStart bool
 
 	// FinishedTTL is how long the state of an ended turn is kept in
 	// LLMW_TURN_STATE: until then a submit of its id is answered with

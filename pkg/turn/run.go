@@ -329,6 +329,7 @@ func (s *Service) newWorker(t *turnRun, req *events.TurnRequest, tools []tool.To
 		SessionID:             t.session,
 		Checkpoint:            t.checkpoint,
 		CheckpointToolResults: s.cfg.CheckpointToolResults,
+		NoEagerStart:          s.cfg.NoEagerStart,
 		Observer:              t,
 
 		Options:             modelOptions(t, req),

@@ -113,6 +113,9 @@ func (r *run) onToolCallComplete(_ *struct{}, ev timeline.ToolUseBlockEvent) {
 	if ev.Phase != timeline.PhaseStop || ev.Server {
 		return
 	}
+	if r.eagerOn {
+		r.ready = append(r.ready, ev.Index) // see startReady
+	}
 	if len(r.em.obs) == 0 && len(r.h.toolComplete) == 0 {
 		return
 	}

@@ -59,6 +59,14 @@ type Checkpoint struct {
 	// Pending are the local tool calls of step Step, in the order the model
 	// made them (PhaseTools, and PhasePaused at before_tool_call).
 	Pending []PendingCall `json:"pending,omitempty"`
+	// Eager are the calls of model call Step+1 whose before_tool_call hooks
+	// decided, and which may have started, while its stream was still
+	// under way (PhaseModel; see Config.NoEagerStart), in the order their
+	// blocks stopped: a run that continues the checkpoint makes the model
+	// call again and takes over each call its new response asks for again
+	// (same id, tool and input) without asking the hooks again, and stops
+	// the others (llmw.tool.cancelled).
+	Eager []EagerCall `json:"eager,omitempty"`
 	// Append are messages to add after the tool results of Pending (the
 	// extra messages of a resume).
 	Append []events.Message `json:"append,omitempty"`
@@ -111,6 +119,17 @@ type PendingCall struct {
 	Result *events.ToolResult `json:"result,omitempty"`
 }
 
+// EagerCall is a call started while the model still streamed
+// (Checkpoint.Eager): the pending call as its hooks left it (allowed:
+// started; paused or done: not started) and the input the model streamed.
+type EagerCall struct {
+	PendingCall
+	// Asked is the input as the model streamed it (Call.Input may be a
+	// hook's rewrite): a response made again takes the call over when it
+	// asks for the same id and tool with the same input.
+	Asked json.RawMessage `json:"asked"`
+}
+
 // ToolOutput is what a tool execution returned: text (Content), or parts
 // with images and files (Parts; Content then holds the text of their text
 // parts).
@@ -155,21 +174,32 @@ func (c *Checkpoint) Clone() *Checkpoint {
 	if c.Pending != nil {
 		d.Pending = make([]PendingCall, len(c.Pending))
 		for i, p := range c.Pending {
-			p.Call.Input = bytes.Clone(p.Call.Input)
-			if p.Output != nil {
-				o := *p.Output
-				o.Parts = slices.Clone(o.Parts)
-				p.Output = &o
-			}
-			if p.Result != nil {
-				r := *p.Result
-				r.Parts = slices.Clone(r.Parts)
-				p.Result = &r
-			}
-			d.Pending[i] = p
+			d.Pending[i] = p.clone()
+		}
+	}
+	if c.Eager != nil {
+		d.Eager = make([]EagerCall, len(c.Eager))
+		for i, e := range c.Eager {
+			d.Eager[i] = EagerCall{PendingCall: e.PendingCall.clone(), Asked: bytes.Clone(e.Asked)}
 		}
 	}
 	return &d
+}
+
+// clone returns a deep copy of p.
+func (p PendingCall) clone() PendingCall {
+	p.Call.Input = bytes.Clone(p.Call.Input)
+	if p.Output != nil {
+		o := *p.Output
+		o.Parts = slices.Clone(o.Parts)
+		p.Output = &o
+	}
+	if p.Result != nil {
+		r := *p.Result
+		r.Parts = slices.Clone(r.Parts)
+		p.Result = &r
+	}
+	return p
 }
 
 // Validate checks that the checkpoint can be continued. Errors match
@@ -220,6 +250,31 @@ func (c *Checkpoint) Validate() error {
 		default:
 			return bad("pending[%d]: unknown state %q", i, p.State)
 		}
+	}
+	eager := map[string]bool{}
+	for i, e := range c.Eager {
+		if e.Call.ID == "" || e.Call.Name == "" {
+			return bad("eager[%d]: call id and name are required", i)
+		}
+		if eager[e.Call.ID] {
+			return bad("eager[%d]: duplicate call id %q", i, e.Call.ID)
+		}
+		eager[e.Call.ID] = true
+		if len(e.Call.Input) > 0 && !json.Valid(e.Call.Input) || len(e.Asked) > 0 && !json.Valid(e.Asked) {
+			return bad("eager[%d]: input is not valid JSON", i)
+		}
+		switch e.State {
+		case CallAllowed, CallPaused:
+		case CallDone:
+			if e.Result == nil {
+				return bad("eager[%d]: a done call needs a result", i)
+			}
+		default:
+			return bad("eager[%d]: state %q (allowed, paused or done)", i, e.State)
+		}
+	}
+	if len(c.Eager) > 0 && c.Phase != PhaseModel {
+		return bad("eager calls in phase %q (only phase model has them)", c.Phase)
 	}
 	switch c.Phase {
 	case PhaseModel:

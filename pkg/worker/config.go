@@ -99,6 +99,18 @@ type Config struct {
 	// is answered as for an unknown tool.
 	ToolNames []string
 
+	// NoEagerStart makes every tool call wait for the end of the model's
+	// response. Otherwise a call of a tool that may start early
+	// (tool.EagerOf: read-only or idempotent tools, or tools that say so)
+	// starts as soon as its block of the stream stopped with a complete
+	// input: its before_tool_call hooks run then, and the call runs while
+	// the model goes on streaming. Its result is still settled after the
+	// stream ended, in call order (after_tool_call, llmw.tool.result, the
+	// tool message), as for any call. A call started for a response that
+	// then fails, or that a model call made again does not ask for again,
+	// is stopped and its result dropped (llmw.tool.cancelled).
+	NoEagerStart bool
+
 	// MaxToolResult bounds a tool result with parts (images, files):
 	// tool.ResultSize of its text and parts, inline media as base64. A
 	// result above it is an error result naming the tool, which the model

@@ -67,6 +67,23 @@ type run struct {
 	// output is the parsed final answer of a turn with a response format,
 	// once it was checked (see checkOutput).
 	output []byte
+
+	// Early start (eager.go). eagerOn: calls may start while the model
+	// streams; ready: block indexes of local calls that stopped since
+	// startReady last looked; eagerRuns: this run's side of r.st.Eager;
+	// eagerFor: the step those calls belong to; early: per pending call,
+	// the job of one started early (until the step's results are in);
+	// eagerStep: the step's calls include some decided early; halt: the
+	// turn ends at a decision taken during the stream; stepCtx: the
+	// turn's context during the model phase, which early calls run under.
+	eagerOn   bool
+	ready     []int
+	eagerRuns []eagerRun
+	eagerFor  int
+	early     []*eagerJob
+	eagerStep bool
+	halt      *ending
+	stepCtx   context.Context
 }
 
 func (w *Worker) newRun(st *Checkpoint) *run {
@@ -78,6 +95,10 @@ func (w *Worker) newRun(st *Checkpoint) *run {
 	}
 	if r.chain == nil {
 		r.chain = &hook.Chain{}
+	}
+	r.eagerOn = !w.cfg.NoEagerStart
+	if len(st.Eager) > 0 {
+		r.eagerFor = st.Step + 1
 	}
 	r.em = &emitter{turnID: st.TurnID, sessionID: st.SessionID, obs: r.h.observers}
 	r.turn = &hook.Turn{ID: st.TurnID, SessionID: st.SessionID, Step: st.Step, Vars: hook.Variables(cloneVars(st.Vars))}
@@ -107,6 +128,10 @@ func (w *Worker) newRun(st *Checkpoint) *run {
 
 func (r *run) loop(ctx context.Context) *Result {
 	defer r.stopWorkers()
+	// Calls started early that a response no longer asked for were
+	// cancelled, and may still be ending: no tool of the turn runs after
+	// Run returned.
+	defer r.stopTools()
 	for {
 		var res *Result
 		switch r.st.Phase {
@@ -170,12 +195,18 @@ func (r *run) modelPhase(ctx context.Context) *Result {
 		usage events.UsageEvent
 		fail  *streamFailure
 	)
+	r.stepCtx = ctx
 	for attempt := 1; ; attempt++ {
 		var u events.UsageEvent
 		u, fail = r.stream(ctx, step, attempt, in.Messages)
 		usage = usage.Add(u)
-		if fail == nil || ctx.Err() != nil || !r.retryStep(ctx, step, attempt, fail) {
+		if fail == nil || ctx.Err() != nil || r.halt != nil || !r.retryStep(ctx, step, attempt, fail) {
 			break
+		}
+	}
+	if fail == nil && ctx.Err() == nil {
+		if res := r.dropOrphans(ctx); res != nil {
+			return res
 		}
 	}
 	r.st.Step = step
@@ -188,6 +219,9 @@ func (r *run) modelPhase(ctx context.Context) *Result {
 	}
 	if ctx.Err() != nil {
 		return r.cancelled(ctx)
+	}
+	if r.halt != nil {
+		return r.endWith(ctx, r.halt)
 	}
 	if fail != nil {
 		return r.end(ctx, StatusFailed, fail.turnCode(), ErrProvider, fail.reason, "", fail.cause)
@@ -279,6 +313,7 @@ func (r *run) stream(ctx context.Context, step, attempt int, msgs []events.Messa
 	r.texts.Clear()
 	r.thinks.Clear()
 	r.calls.Clear()
+	r.beginEager()
 	r.em.emit(events.TurnStep{Step: step, Attempt: attempt})
 
 	req := &llm.Request{
@@ -342,14 +377,25 @@ func (r *run) read(ctx context.Context, req *llm.Request) (events.UsageEvent, *s
 			lastErr = &e
 		}
 		r.tl.Dispatch(ev)
+		if len(r.ready) > 0 {
+			if r.startReady(ctx); r.halt != nil {
+				break
+			}
+		}
 	}
 	// A well-formed stream has closed every block; this only matters for
 	// one that was cut off, so no handler keeps half a block.
 	why := "stream ended"
-	if ctx.Err() != nil {
+	switch {
+	case ctx.Err() != nil:
 		why = "cancelled"
+	case r.halt != nil:
+		why = r.halt.reason
 	}
 	r.tl.AbortCurrentBlock(why)
+	if r.halt != nil {
+		return usage, &streamFailure{reason: "model call stopped: " + r.halt.reason, code: "cancelled", opened: true}
+	}
 
 	switch {
 	case status == events.StatusCompleted && ctx.Err() == nil:
@@ -504,12 +550,19 @@ func (r *run) syncVars() {
 // checkpoint hands the state to Config.Checkpoint; a non-nil Result means
 // the turn failed.
 func (r *run) checkpoint(ctx context.Context) *Result {
+	if e := r.checkpointEnding(ctx); e != nil {
+		return r.endWith(ctx, e)
+	}
+	return nil
+}
+
+// checkpointEnding is checkpoint for a caller that ends the turn itself.
+func (r *run) checkpointEnding(ctx context.Context) *ending {
 	if r.cfg.Checkpoint == nil {
 		return nil
 	}
 	if err := r.cfg.Checkpoint(ctx, r.st.Clone()); err != nil {
-		reason := "checkpoint failed: " + err.Error()
-		return r.end(ctx, StatusFailed, CodeCheckpoint, ErrCheckpoint, reason, "", err)
+		return &ending{status: StatusFailed, code: CodeCheckpoint, kind: ErrCheckpoint, reason: "checkpoint failed: " + err.Error(), cause: err}
 	}
 	return nil
 }
@@ -567,18 +620,42 @@ func (r *run) pause(ctx context.Context, p *Pause) *Result {
 	return res
 }
 
-func (r *run) cancelled(ctx context.Context) *Result {
-	cause := context.Cause(ctx)
-	return r.end(ctx, StatusAborted, CodeCancelled, ErrCancelled, "the turn was cancelled: "+cause.Error(), "", cause)
+// ending is how an aborted or failed turn ends (end's arguments), for a
+// decision taken where the turn cannot end at once: during a model
+// stream, whose open blocks and early calls go first.
+type ending struct {
+	status Status
+	code   string
+	kind   error
+	reason string
+	hook   string
+	cause  error
 }
 
-func (r *run) hookFailed(ctx context.Context, name string, err error) *Result {
+func (r *run) endWith(ctx context.Context, e *ending) *Result {
+	return r.end(ctx, e.status, e.code, e.kind, e.reason, e.hook, e.cause)
+}
+
+func cancelledEnding(ctx context.Context) *ending {
+	cause := context.Cause(ctx)
+	return &ending{status: StatusAborted, code: CodeCancelled, kind: ErrCancelled, reason: "the turn was cancelled: " + cause.Error(), cause: cause}
+}
+
+func hookFailedEnding(name string, err error) *ending {
 	reason := fmt.Sprintf("hook %q failed: %v", name, err)
 	var f *hook.Failure
 	if errors.As(err, &f) {
 		reason = f.Error()
 	}
-	return r.end(ctx, StatusAborted, CodeHookFailed, ErrHookAbort, reason, name, err)
+	return &ending{status: StatusAborted, code: CodeHookFailed, kind: ErrHookAbort, reason: reason, hook: name, cause: err}
+}
+
+func (r *run) cancelled(ctx context.Context) *Result {
+	return r.endWith(ctx, cancelledEnding(ctx))
+}
+
+func (r *run) hookFailed(ctx context.Context, name string, err error) *Result {
+	return r.endWith(ctx, hookFailedEnding(name, err))
 }
 
 // end finishes an aborted or failed turn: open blocks are aborted, the
@@ -587,6 +664,8 @@ func (r *run) hookFailed(ctx context.Context, name string, err error) *Result {
 func (r *run) end(ctx context.Context, status Status, code string, kind error, reason, hookName string, cause error) *Result {
 	r.stopTools()
 	if errors.Is(cause, ErrDetached) {
+		// The calls started early are the owner's now, as the turn.
+		r.st.Eager, r.eagerRuns = nil, nil
 		// The turn goes on elsewhere: no trace here (see ErrDetached).
 		r.syncVars()
 		res := r.result(StatusAborted)
@@ -595,6 +674,7 @@ func (r *run) end(ctx context.Context, status Status, code string, kind error, r
 		return res
 	}
 	r.tl.AbortCurrentBlock(reason)
+	r.dropEager(ctx, reason)
 	r.chain.RunAbort(ctx, &hook.AbortInput{Turn: r.turn, Reason: reason, Messages: cloneMessages(r.st.Messages)})
 	r.syncVars()
 	res := r.result(status)

@@ -22,6 +22,9 @@ import (
 func (r *run) pendingCalls(calls []timeline.CollectedCall) []PendingCall {
 	out := make([]PendingCall, len(calls))
 	for i, c := range calls {
+		if r.takeEager(&out[i], i, c.Index, len(calls)) {
+			continue // decided while the model streamed
+		}
 		p := PendingCall{Call: c.ToolCall(), State: CallNew}
 		switch {
 		case c.Err != nil:
@@ -33,6 +36,7 @@ func (r *run) pendingCalls(calls []timeline.CollectedCall) []PendingCall {
 		}
 		out[i] = p
 	}
+	r.st.Eager, r.eagerRuns = nil, nil
 	return out
 }
 
@@ -73,16 +77,25 @@ func (r *run) toolsPhase(ctx context.Context) *Result {
 			continue
 		}
 		gated = true
-		if res := r.gate(ctx, p); res != nil {
-			return res
+		if e := r.gate(ctx, p); e != nil {
+			return r.endWith(ctx, e)
 		}
 	}
 	for _, p := range r.st.Pending {
 		if p.State == CallPaused {
+			// The calls started early ran: the paused checkpoint keeps
+			// their outputs, so that the resumed turn does not run them
+			// again.
+			if res := r.collectEarly(ctx); res != nil {
+				return res
+			}
 			return r.pause(ctx, &Pause{Event: events.HookBeforeToolCall, Hook: p.Hook, Reason: p.Reason})
 		}
 	}
-	if gated {
+	// The checkpoint lists the step's decided calls; the ones decided
+	// while the model streamed were listed only as the step's early calls.
+	if gated || r.eagerStep {
+		r.eagerStep = false
 		if res := r.checkpoint(ctx); res != nil {
 			return res
 		}
@@ -90,6 +103,7 @@ func (r *run) toolsPhase(ctx context.Context) *Result {
 	if res := r.execute(ctx); res != nil {
 		return res
 	}
+	r.early = nil
 	parts := make([]events.Part, len(r.st.Pending))
 	for i, p := range r.st.Pending {
 		parts[i] = p.Result.Part()
@@ -101,8 +115,9 @@ func (r *run) toolsPhase(ctx context.Context) *Result {
 	return nil
 }
 
-// gate runs the before_tool_call hooks of one call.
-func (r *run) gate(ctx context.Context, p *PendingCall) *Result {
+// gate runs the before_tool_call hooks of one call; a non-nil ending
+// ends the turn.
+func (r *run) gate(ctx context.Context, p *PendingCall) *ending {
 	t, ok := r.cfg.lookup(p.Call.Name)
 	if !ok { // the tool went away since the model called it
 		r.settleError(p, r.unknownToolMessage(p.Call.Name))
@@ -121,10 +136,10 @@ func (r *run) gate(ctx context.Context, p *PendingCall) *Result {
 		call = in.Call
 	}
 	if ctx.Err() != nil {
-		return r.cancelled(ctx)
+		return cancelledEnding(ctx)
 	}
 	if out.Failed {
-		return r.hookFailed(ctx, out.Hook, out.Err)
+		return hookFailedEnding(out.Hook, out.Err)
 	}
 	switch out.Result.Action {
 	case hook.ToolSkip:
@@ -137,7 +152,7 @@ func (r *run) gate(ctx context.Context, p *PendingCall) *Result {
 	case hook.ToolAbort:
 		reason := fmt.Sprintf("before_tool_call hook %q aborted the turn at the call of tool %q (%s)%s",
 			out.Hook, p.Call.Name, p.Call.ID, suffix(out.Result.Reason))
-		return r.end(ctx, StatusAborted, CodeHookAbort, ErrHookAbort, reason, out.Hook, nil)
+		return &ending{status: StatusAborted, code: CodeHookAbort, kind: ErrHookAbort, reason: reason, hook: out.Hook}
 	case hook.ToolPause:
 		p.State = CallPaused
 		p.Hook, p.Reason = out.Hook, out.Result.Reason
@@ -239,7 +254,7 @@ func (r *run) execute(ctx context.Context) *Result {
 	inline, queued := -1, 0
 	for i := range r.st.Pending {
 		p := &r.st.Pending[i]
-		if p.State != CallAllowed || p.Output != nil {
+		if p.State != CallAllowed || p.Output != nil || r.earlyJob(i) != nil {
 			continue
 		}
 		t, ok := r.cfg.lookup(p.Call.Name)
@@ -293,7 +308,17 @@ func (r *run) execute(ctx context.Context) *Result {
 			continue
 		}
 		j := &jobs[i]
-		if j.t != nil {
+		if ej := r.earlyJob(i); ej != nil {
+			select {
+			case <-ej.fin:
+			case <-ctx.Done():
+				return r.cancelled(ctx)
+			}
+			out := ej.out
+			p.Output = &out
+			ej.cancel()
+			r.early[i] = nil
+		} else if j.t != nil {
 			for !j.finished {
 				select {
 				case k := <-done:
@@ -319,12 +344,12 @@ func (r *run) execute(ctx context.Context) *Result {
 // stopTools cancels the running tools of the step under way, if any, and
 // waits for them.
 func (r *run) stopTools() {
-	if r.cancelTools == nil {
-		return
+	r.cancelEarly()
+	if r.cancelTools != nil {
+		r.cancelTools()
+		r.cancelTools = nil
 	}
-	r.cancelTools()
 	r.toolsWG.Wait()
-	r.cancelTools = nil
 }
 
 // exec runs the job's call under its context (the step's tool context with
