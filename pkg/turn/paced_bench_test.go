@@ -89,7 +89,8 @@ type waitArgs struct {
 	MS int `json:"ms"`
 }
 
-// waitTool takes the time its input asks for (or until cancelled).
+// waitTool takes the time its input asks for (or until cancelled). It
+// only waits, so it is read-only: its calls may start early.
 func waitTool() tool.Tool {
 	return tool.Must("wait", "waits ms milliseconds", func(ctx context.Context, a waitArgs) (string, error) {
 		t := time.NewTimer(time.Duration(a.MS) * time.Millisecond)
@@ -100,7 +101,7 @@ func waitTool() tool.Tool {
 		case <-ctx.Done():
 			return "", ctx.Err()
 		}
-	})
+	}, tool.WithReadOnly())
 }
 
 // stepClock is a model that plays step for a turn's first call and
@@ -142,24 +143,32 @@ func (c *stepClock) taken() []time.Time {
 // to the next one, when the step's results are in and checkpointed — at
 // p50 and p99, beside the step's end as the timing dictates
 // (target-ms: each tool started once its input is complete;
-// serial-ms: every tool started after the stream). four-calls is
-// the 2 s stream of four calls (fourCalls), one-call one call at the
-// stream's end (oneCall).
+// serial-ms: every tool started after the stream), with calls started
+// early (eager=on) and with every call waiting for the end of the
+// response (eager=off, turn.Config.NoEagerStart). four-calls is the 2 s
+// stream of four calls (fourCalls), one-call one call at the stream's
+// end (oneCall).
 func BenchmarkPacedStep(b *testing.B) {
 	for _, sc := range []struct {
 		name string
 		step pacedStep
 	}{{"four-calls", fourCalls}, {"one-call", oneCall}} {
-		b.Run(sc.name, func(b *testing.B) { pacedBench(b, sc.step) })
+		for _, eager := range []bool{false, true} {
+			name := sc.name + "/eager=off"
+			if eager {
+				name = sc.name + "/eager=on"
+			}
+			b.Run(name, func(b *testing.B) { pacedBench(b, sc.step, eager) })
+		}
 	}
 }
 
-func pacedBench(b *testing.B, step pacedStep) {
+func pacedBench(b *testing.B, step pacedStep, eager bool) {
 	e := newEnv(b)
 	clock := &stepClock{step: step}
 	e.scripted(clock)
 	e.startToolexec(toolexec.Config{}, waitTool())
-	e.startTurn(turn.Config{})
+	e.startTurn(turn.Config{NoEagerStart: !eager})
 	te := e.turnEvents(b)
 	steps := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
