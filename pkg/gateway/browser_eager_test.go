@@ -18,9 +18,9 @@ import (
 // and the web UI shows it so: a scripted model calls the demo tool
 // get_capital (read-only, so it starts once its input is complete) at
 // 0.3 s and then writes text for three more seconds; the tool takes 1.5
-// s. The first moment the page shows the call running, the answer's text
-// is still streaming and incomplete; at the end the call has its output
-// and runs no more.
+// s. The page shows the call running while the answer's text streams,
+// before that text is complete; at the end the call has its output and
+// runs no more.
 func TestBrowserToolRunsWhileTextStreams(t *testing.T) {
 	bin := chromium()
 	if bin == "" {
@@ -61,19 +61,20 @@ func TestBrowserToolRunsWhileTextStreams(t *testing.T) {
 	); err != nil {
 		t.Fatal(err)
 	}
-	// What the page shows the first time the call is drawn running: the
-	// call's state label, the answer's text so far and whether the page
-	// holds that text as still streaming.
+	// What the page shows the first time it draws the call running while
+	// the answer's text streams: the call's state label, the text so far
+	// and whether the page holds that text as still streaming.
 	if _, err := chromedp.Run(bctx, chromedp.Evaluate[string](`(() => {
 		new MutationObserver(() => {
 			const run = document.querySelector('.msg.assistant .tool[data-running="1"]');
-			if (!run || window.__running) return;
 			const parts = window.llmw.messages.filter(m => m.role === 'assistant').flatMap(m => m.parts);
 			const texts = parts.filter(p => p.type === 'text');
+			const streaming = texts.length > 0 && texts[texts.length-1].state === 'streaming' && texts[texts.length-1].text !== '' && window.llmw.streaming;
+			if (!run || !streaming || window.__running) return;
 			window.__running = JSON.stringify({
 				label: run.querySelector('.state').textContent,
 				text: texts.map(p => p.text).join(''),
-				streaming: texts.length > 0 && texts[texts.length-1].state === 'streaming' && window.llmw.streaming,
+				streaming: streaming,
 			});
 		}).observe(document.getElementById('messages'), {childList: true, subtree: true, characterData: true});
 		return '';
@@ -97,7 +98,7 @@ func TestBrowserToolRunsWhileTextStreams(t *testing.T) {
 	}
 	if seen == "" {
 		msgs, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`JSON.stringify(window.llmw.messages)`))
-		t.Fatalf("the page never showed the call running; messages: %s", msgs)
+		t.Fatalf("the page never showed the call running while the answer streamed; messages: %s", msgs)
 	}
 	var first struct {
 		Label     string
