@@ -40,6 +40,10 @@ run ./pkg/toolexec/ ToolRoundTrip -count 3
 run ./pkg/turn/ EventPublisherDelta -count 3
 run ./pkg/cenats/ . -count 3
 
+# A tool step on a model streaming with live timing (issue 36): calls
+# started while the model streams against calls started after it, p50/p99.
+run ./pkg/turn/ PacedStep -benchtime 20x
+
 # Remote hooks (issue 5).
 run ./pkg/hook/hooknats/ RemoteHook -benchtime 3s -count 3
 

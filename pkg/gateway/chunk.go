@@ -39,6 +39,7 @@ const (
 const (
 	DataTurn         = "data-llmw-turn"
 	DataUsage        = "data-llmw-usage"
+	DataToolStarted  = "data-llmw-tool-started"
 	DataToolProgress = "data-llmw-tool-progress"
 	DataHookDecision = "data-llmw-hook-decision"
 	DataHookMessage  = "data-llmw-hook-message"

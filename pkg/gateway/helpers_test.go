@@ -42,6 +42,8 @@ type stackOpts struct {
 	// script, when set, answers the models "script:<any>" beside the
 	// replay models.
 	script *llmtest.Scripted
+	// toolDelay makes every demo tool call take this long.
+	toolDelay time.Duration
 }
 
 // startStack runs NATS and the services with the replay models and demo
@@ -52,7 +54,7 @@ func startStack(t *testing.T, o stackOpts) *cli.Stack {
 		Services: []string{cli.SvcIngest, cli.SvcToolexec, cli.SvcHookbridge, cli.SvcTurn},
 		Getenv:   func(string) string { return "" },
 		Ingest:   ingestsvc.Options{Replay: true, ReplayPace: o.pace},
-		Toolexec: toolexecsvc.Options{Replay: true},
+		Toolexec: toolexecsvc.Options{Replay: true, ReplayDelay: o.toolDelay},
 	}
 	if o.approve != "" {
 		p := filepath.Join(t.TempDir(), "hooks.yaml")

@@ -37,8 +37,7 @@ func (m *Mapper) Ended() bool { return m.ended }
 func (m *Mapper) Paused() bool { return m.paused }
 
 // Map appends the parts of one worker event to out. Events the protocol
-// has no place for (llmw.text.complete repeats the deltas,
-// llmw.tool.started is implied by tool-input-available) add nothing.
+// has no place for (llmw.text.complete repeats the deltas) add nothing.
 func (m *Mapper) Map(out []Chunk, ev events.WorkerEvent) []Chunk {
 	m.paused = false
 	switch e := ev.(type) {
@@ -84,6 +83,11 @@ func (m *Mapper) Map(out []Chunk, ev events.WorkerEvent) []Chunk {
 		} else {
 			out = append(out, Chunk{Type: PartToolInputAvailable, ToolCallID: e.ID, ToolName: e.Name, Input: jsonOrString(e.Input)})
 		}
+	case events.ToolStarted:
+		// A call may start while the model still streams (a tool that
+		// starts early) or only after the response ended: the UI tells a
+		// running call from one whose input is merely complete by this.
+		out = append(out, dataPart(DataToolStarted, "started-"+e.CallID, e))
 	case events.ToolProgress:
 		out = append(out, dataPart(DataToolProgress, "progress-"+e.CallID, e))
 	case events.ToolCallResult:

@@ -293,3 +293,46 @@ func TestCollectReportsCloseError(t *testing.T) {
 		t.Fatalf("evs = %v, err = %v", evs, err)
 	}
 }
+
+// A timed step yields each block's last event at the block's end, not
+// earlier (a tool call's input is complete then), and no later than a
+// scheduling slack; its stream stays well formed.
+func TestTimedStepYieldsBlocksAtTheirEnds(t *testing.T) {
+	const first, second = 150 * time.Millisecond, 300 * time.Millisecond
+	step := llmtest.TimedStep(
+		llmtest.Timed(first, llmtest.ToolUseBlockEvents(0, llmtest.ToolCallSpec{ID: "c1", Name: "f", Input: `{"a":1}`})),
+		llmtest.Timed(second, llmtest.TextBlockEvents(1, "a", "b", "c")),
+	)
+	p := llmtest.NewScripted(step)
+	start := time.Now()
+	s := p.MustStream(t)
+	defer s.Close()
+	var stops []time.Duration
+	var last time.Duration
+	n := 0
+	for s.Next() {
+		n++
+		last = time.Since(start)
+		if _, ok := s.Current().(events.BlockStop); ok {
+			stops = append(stops, last)
+		}
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n != len(step.Events) || len(stops) != 2 {
+		t.Fatalf("%d events with %d block stops, want %d and 2", n, len(stops), len(step.Events))
+	}
+	const slack = 100 * time.Millisecond
+	for i, want := range []time.Duration{first, second} {
+		if stops[i] < want || stops[i] > want+slack {
+			t.Errorf("block %d stopped %v after the call, want %v (+%v)", i, stops[i], want, slack)
+		}
+	}
+	if last < second || last > second+slack {
+		t.Errorf("stream ended %v after the call, want %v", last, second)
+	}
+	if err := llm.CheckWellFormed(step.Events); err != nil {
+		t.Errorf("timed step is not well formed: %v", err)
+	}
+}

@@ -253,6 +253,40 @@ func TestFaultSchedule(t *testing.T) {
 		}
 	}
 
+	// The turn replica that kill+restart kills is the owner of a call
+	// started early: a turn of the anthropic scenario is submitted, and
+	// once its slow fixed_version call (a read-only demo tool, so it
+	// starts when its input is complete, while the model may still
+	// stream) has started, the replica that started it is killed. The
+	// replica that continues the turn collects or cancels the call by its
+	// id: the call runs once (checked below), and the history has one
+	// result for it.
+	const eagerOwner = "turn-with-eager-call"
+	var eagerIDs []string
+	var killedOwner string
+	kill := func(target string) {
+		if target != eagerOwner {
+			c.kill(target)
+			return
+		}
+		mu.Lock()
+		id := fmt.Sprintf("eager-%d", len(eagerIDs))
+		ids = append(ids, id)
+		eagerIDs = append(eagerIDs, id)
+		f := c.follow(id)
+		fs = append(fs, f)
+		mu.Unlock()
+		c.submit(id, "anthropic")
+		killedOwner = instance(f.wait(time.Minute, events.TypeToolStarted))
+		t.Logf("%s: its call started on %s", id, killedOwner)
+		c.kill(killedOwner)
+	}
+	restart := func(target string) {
+		if target == eagerOwner {
+			target = killedOwner
+		}
+		c.restart(target)
+	}
 	type fault struct {
 		name        string
 		apply, heal func(target string)
@@ -261,7 +295,7 @@ func TestFaultSchedule(t *testing.T) {
 	}
 	faults := []fault{
 		{"freeze", c.pause, c.unpause, []string{"turn-1", "turn-2", "toolexec-1", "toolexec-2"}, 4 * time.Second, 8 * time.Second},
-		{"kill+restart", c.kill, c.restart, []string{"turn-1", "turn-2", "n1", "n2", "n3"}, time.Second, 4 * time.Second},
+		{"kill+restart", kill, restart, []string{eagerOwner, "n1", "n2", "n3"}, time.Second, 4 * time.Second},
 		{"sigterm+restart", c.sigterm, c.restart, []string{"turn-1", "turn-2", "toolexec-1"}, 0, time.Second},
 		{"partition", c.disconnect, c.reconnect, []string{"turn-1", "turn-2", "toolexec-2", "n1", "n2", "n3"}, 3 * time.Second, 7 * time.Second},
 	}
@@ -304,6 +338,30 @@ func TestFaultSchedule(t *testing.T) {
 		f.completed(3 * time.Minute)
 	}
 	c.requireHistory(all)
+	// No call of a turn whose owner was killed ran twice: the replica
+	// that continued the turn did not start again what the killed one had
+	// started (a call's every execution logs "slow tool start").
+	starts := map[string]int{}
+	for _, ids := range c.slowStarts() {
+		for _, id := range ids {
+			starts[id]++
+		}
+	}
+	for _, id := range eagerIDs {
+		for _, e := range c.readAll(id) {
+			if e.Type != events.TypeToolStarted {
+				continue
+			}
+			d, err := events.DecodeData[events.ToolStarted](e)
+			if err != nil {
+				t.Errorf("turn %s: llmw.tool.started: %v", id, err)
+				continue
+			}
+			if starts[d.CallID] > 1 {
+				t.Errorf("turn %s: call %s ran %d times on toolexec, want at most once", id, d.CallID, starts[d.CallID])
+			}
+		}
+	}
 	if t.Failed() {
 		t.Logf("replay this schedule with LLMW_E2E_SEED=%d LLMW_E2E_ROUNDS=%d", seed, rounds)
 	}

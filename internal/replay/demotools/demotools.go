@@ -50,7 +50,9 @@ func demo(s string) string { return s + " (" + DemoNote + ")" }
 // Tools returns the demo tools the scenarios call (get_capital,
 // get_temperature, fixed_version). They run for real on toolexec, answer
 // what the recorded tools answered (so the recorded answers fit) and say
-// so in their description and result.
+// so in their description and result. They only read canned data, so
+// they are read-only (tool.WithReadOnly): a call starts as soon as its
+// input is complete, while the model still streams.
 func Tools() []tool.Tool {
 	capital := tool.Must("get_capital", "[demo] The capital city of a country (canned demo data for the replay).",
 		func(_ context.Context, a CapitalArgs) (string, error) {
@@ -59,7 +61,7 @@ func Tools() []tool.Tool {
 				return demo("unknown country " + a.Country), nil
 			}
 			return demo(c), nil
-		})
+		}, tool.WithReadOnly())
 	temperature := tool.Must("get_temperature", "[demo] The current temperature in a city (canned demo data for the replay).",
 		func(_ context.Context, a TemperatureArgs) (string, error) {
 			t, ok := temperatures[strings.ToLower(strings.TrimSpace(a.City))]
@@ -67,11 +69,11 @@ func Tools() []tool.Tool {
 				t = "21°C"
 			}
 			return demo(t), nil
-		})
+		}, tool.WithReadOnly())
 	version := tool.Must("fixed_version", "[demo] The fixed version of the service (canned demo data for the replay).",
 		func(context.Context, NoArgs) (string, error) {
 			return demo(Version), nil
-		})
+		}, tool.WithReadOnly())
 	return []tool.Tool{capital, temperature, version}
 }
 
@@ -88,6 +90,10 @@ type slow struct {
 	tool.Tool
 	d time.Duration
 }
+
+// Eager is t's: taking longer changes nothing about whether a call may
+// start early.
+func (s slow) Eager() bool { return tool.EagerOf(s.Tool) }
 
 func (s slow) Execute(ctx context.Context, in json.RawMessage) (string, error) {
 	select {

@@ -503,9 +503,10 @@ function renderPart(m, p) {
   const r = partRenderers[p.type] || (p.toolCallId ? renderTool : null);
   if (!r) return null;
   if (partKeys[p.type]) return cached(p, m.role + partKeys[p.type](p), (old) => r(m, p, old));
-  // A tool's progress is another part, drawn in the tool.
+  // A tool's start and progress are other parts, drawn in the tool.
   const prog = p.toolCallId && m.parts.find((x) => x.type === "data-llmw-tool-progress" && x.data.call_id === p.toolCallId);
-  return cached(p, m.role + JSON.stringify(p) + (prog ? JSON.stringify(prog.data) : ""), (old) => r(m, p, old));
+  const started = p.toolCallId && m.parts.some((x) => x.type === "data-llmw-tool-started" && x.data.call_id === p.toolCallId);
+  return cached(p, m.role + JSON.stringify(p) + (prog ? JSON.stringify(prog.data) : "") + (started ? "|started" : ""), (old) => r(m, p, old));
 }
 
 // openFile opens a PDF in a new tab and downloads any other file. A blob
@@ -556,8 +557,12 @@ function renderTool(m, p) {
   const d = el("div", "tool");
   d.dataset.callId = p.toolCallId;
   d.dataset.state = p.state;
+  // A call runs from its llmw.tool.started until its output: a tool that
+  // starts early runs while the answer still streams.
+  const running = !String(p.state).startsWith("output") && m.parts.some((x) => x.type === "data-llmw-tool-started" && x.data.call_id === p.toolCallId);
+  if (running) d.dataset.running = "1";
   const head = el("div", "head", p.toolName || p.type.slice(5));
-  head.append(el("span", "state", p.state));
+  head.append(el("span", "state", running ? "running" : p.state));
   d.append(head);
   const input = p.input !== undefined ? pretty(p.input) : p.inputText;
   if (input) d.append(el("pre", "input", input));

@@ -32,6 +32,13 @@ type Script struct {
 	WaitForCancel bool
 	// Delay is waited before each event (cancelled by ctx or Close).
 	Delay time.Duration
+	// At, when set, gives the time after the Stream call at which each
+	// event is yielded (At[i] for Events[i]; events past its end follow at
+	// once): a stream with the timing of a live model, where a block ends
+	// at a known moment (TimedStep builds one). A late reader is not made
+	// to wait again: an event whose time has passed is yielded at once.
+	// Delay is not waited where At applies.
+	At []time.Duration
 	// OnCall, when set, runs at the call, before anything is played; an
 	// error fails the call. Tests use it to synchronise with the code under
 	// test or to inspect the request.
@@ -122,6 +129,41 @@ func ToolUseBlockEvents(index int, c ToolCallSpec) []events.Event {
 		evs = append(evs, events.InputJSONDelta(index, c.Input[mid:]))
 	}
 	return append(evs, events.BlockStop{Index: index, BlockType: events.BlockToolUse, StopReason: events.StopToolUse})
+}
+
+// TimedBlock is a part of a TimedStep: its events, the last of which is
+// yielded End after the call.
+type TimedBlock struct {
+	Events []events.Event
+	End    time.Duration
+}
+
+// Timed returns the block of evs (built with TextBlockEvents,
+// ToolUseBlockEvents, ...) ending at end.
+func Timed(end time.Duration, evs []events.Event) TimedBlock {
+	return TimedBlock{Events: evs, End: end}
+}
+
+// TimedStep is NewStep with the timing of a live model: the events of
+// each block are spread evenly from the end of the block before it (the
+// call, for the first) to its End, so that a tool_use block's stop (its
+// input complete) comes exactly at End; status started comes at once,
+// status completed with the last block. Ends must not decrease.
+func TimedStep(blocks ...TimedBlock) Script {
+	evs := []events.Event{events.StatusEvent{Status: events.StatusStarted}}
+	at := []time.Duration{0}
+	var from time.Duration
+	for _, b := range blocks {
+		n := len(b.Events)
+		for i, ev := range b.Events {
+			evs = append(evs, ev)
+			at = append(at, from+(b.End-from)*time.Duration(i+1)/time.Duration(n))
+		}
+		from = max(from, b.End)
+	}
+	evs = append(evs, events.StatusEvent{Status: events.StatusCompleted})
+	at = append(at, from)
+	return Script{Events: evs, At: at}
 }
 
 // TextStep is a step that answers with one text block streamed in chunks.
@@ -241,7 +283,7 @@ func (p *Scripted) Stream(ctx context.Context, req *llm.Request) (llm.Stream, er
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return &scriptStream{ctx: ctx, sc: sc, closed: make(chan struct{})}, nil
+	return &scriptStream{ctx: ctx, sc: sc, start: time.Now(), closed: make(chan struct{})}, nil
 }
 
 // Requests returns copies of the requests received so far, in call order.
@@ -272,6 +314,7 @@ func (p *Scripted) Remaining() int {
 type scriptStream struct {
 	ctx       context.Context
 	sc        Script
+	start     time.Time
 	i         int
 	cur       events.Event
 	err       error
@@ -298,8 +341,15 @@ func (s *scriptStream) Next() bool {
 		return s.end(err)
 	}
 	if s.i < len(s.sc.Events) {
-		if s.sc.Delay > 0 {
-			t := time.NewTimer(s.sc.Delay)
+		var wait time.Duration
+		switch {
+		case s.i < len(s.sc.At):
+			wait = time.Until(s.start.Add(s.sc.At[s.i]))
+		case s.sc.At == nil:
+			wait = s.sc.Delay
+		}
+		if wait > 0 {
+			t := time.NewTimer(wait)
 			defer t.Stop()
 			select {
 			case <-t.C:

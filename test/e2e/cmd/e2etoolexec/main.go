@@ -55,6 +55,9 @@ type slowTool struct {
 	log   *slog.Logger
 }
 
+// Eager is the delayed tool's (the demo tools are read-only).
+func (s slowTool) Eager() bool { return tool.EagerOf(s.Tool) }
+
 func (s slowTool) Execute(ctx context.Context, input json.RawMessage) (string, error) {
 	call, _ := tool.CallFrom(ctx)
 	s.log.Info("slow tool start", "tool", s.Name(), "call_id", call.CallID, "turn_id", call.TurnID)
