@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 
 	"github.com/llmworker/llmworker/pkg/events"
@@ -33,14 +34,18 @@ func (r *run) charge(model string, u events.UsageEvent) *float64 {
 	if !priced {
 		return nil
 	}
-	c := p.Cost(tk)
+	c := roundCost(p.Cost(tk))
 	total := c
 	if r.st.Cost != nil {
-		total += *r.st.Cost
+		total = roundCost(total + *r.st.Cost)
 	}
 	r.st.Cost = &total
 	return &c
 }
+
+// roundCost rounds to 10 decimal places: a binary float's sum of decimal
+// prices reads as the decimal amount (0.0061, not 0.006100000000000001).
+func roundCost(v float64) float64 { return math.Round(v*1e10) / 1e10 }
 
 // overBudget returns why model call step (its attempt) would pass a
 // budget, "" when it would not; the turn then ends with budget_exceeded.
@@ -93,7 +98,7 @@ func addCost(a, b *float64) *float64 {
 	}
 	s := *b
 	if a != nil {
-		s += *a
+		s = roundCost(s + *a)
 	}
 	return &s
 }
@@ -106,4 +111,4 @@ func estimateParts(input string, maxOut int64, outCost string) string {
 }
 
 // money formats an amount of the price table's currency.
-func money(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+func money(v float64) string { return strconv.FormatFloat(roundCost(v), 'f', -1, 64) }

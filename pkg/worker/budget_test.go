@@ -79,7 +79,7 @@ func TestMaxTotalTokensStopsBeforeTheCallThatWouldPassIt(t *testing.T) {
 			}
 		}
 		failed := rec.ofType(events.TypeTurnFailed)
-		if len(failed) != 1 || failed[0].(events.TurnEnded).Code != "budget_exceeded" {
+		if len(failed) != 1 || failed[0].(events.TurnFailed).Code != "budget_exceeded" {
 			t.Fatalf("failed events %v", failed)
 		}
 	}
@@ -229,6 +229,27 @@ func TestBudgetCountsFromTheCheckpoint(t *testing.T) {
 		rep := rec.ofType(events.TypeUsage)
 		if len(rep) != 1 || !near(*rep[0].(events.UsageReport).TotalCost, 0.0201) || res.Cost == nil || !near(*res.Cost, 0.0201) {
 			t.Fatalf("reports %s cost %v", jsonString(t, rep), res.Cost)
+		}
+	}
+}
+
+// A retry is a model call too: attempt 2 of call 1 is counted at attempt
+// 1's 1000 input tokens plus max_tokens 100, after attempt 1 used 1010.
+func TestBudgetChecksEveryAttempt(t *testing.T) {
+	for _, tc := range []struct {
+		budget int64
+		calls  int
+	}{{2110, 2}, {2109, 1}} {
+		broken := script{evs: []events.Event{started(), usage(1000, 10),
+			events.ErrorEvent{Code: "stream_error", Message: "connection reset"}, events.StatusEvent{Status: events.StatusFailed}}}
+		p := newScripted(broken, textStep("hi"))
+		w := mustNew(t, worker.Config{Provider: p, Model: "test:m", MaxTokens: 100, MaxTotalTokens: tc.budget, StepAttempts: 2})
+		res := mustRun(t, w, events.UserText("hi"))
+		if len(p.requests()) != tc.calls {
+			t.Fatalf("budget %d: %d calls (%s %s)", tc.budget, len(p.requests()), res.Status, res.Reason)
+		}
+		if tc.calls == 1 && (res.Code != "budget_exceeded" || !strings.Contains(res.Reason, "model call 1 (attempt 2)") || !strings.Contains(res.Reason, "attempt 1 failed")) {
+			t.Fatalf("code %q reason %s", res.Code, res.Reason)
 		}
 	}
 }
