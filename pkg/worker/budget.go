@@ -17,7 +17,7 @@ const costSlack = 1e-9
 
 // charge counts the usage u of one model call of model against the
 // turn's budgets: the tokens (price.Tokens.Total), the input of the last
-// call (the estimate of the next one's, see budgetCheck) and, when the
+// call (the estimate of the next one's, see overBudget) and, when the
 // table has a price of model, the cost. It returns the call's cost, nil
 // when unpriced.
 func (r *run) charge(model string, u events.UsageEvent) *float64 {

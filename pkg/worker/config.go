@@ -123,7 +123,8 @@ type Config struct {
 	// MaxTotalTokens and MaxCost are the turn's budgets (0 = none;
 	// negative is invalid): the turn fails with code "budget_exceeded"
 	// instead of making a model call (an attempt included) that would pass
-	// one, counted as budget.go's budgetCheck says (docs/protocol.md §5
+	// one: when the turn's tokens (cost) so far, plus the input of its last
+	// call and MaxTokens, are more than the budget (docs/protocol.md §5
 	// "Budgets"). MaxCost is in Prices' currency and needs a price of
 	// Model.
 	MaxTotalTokens int64
