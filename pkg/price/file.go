@@ -42,7 +42,7 @@ func (f *File) Table() *Table { return f.cur.Load() }
 // Reload reads the file again when its modification time or size
 // changed. A file that cannot be read or parsed leaves the table as it
 // was and returns the error (the next Reload tries again); changed says
-// that a new table is in force.
+// that the table read from it is in force.
 func (f *File) Reload() (changed bool, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
