@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -150,8 +151,14 @@ type TurnRequest struct {
 	// OutputRepairs is how many times a final answer that does not fit
 	// ResponseFormat is sent back to the model with the violation before
 	// the turn fails with invalid_output. Unset means 1; 0 means none.
-	OutputRepairs *int           `json:"output_repairs,omitempty"`
-	Metadata      map[string]any `json:"metadata,omitempty"`
+	OutputRepairs *int `json:"output_repairs,omitempty"`
+	// MaxTotalTokens and MaxCost are the turn's budgets (0: none): the
+	// turn fails with budget_exceeded instead of making a model call that
+	// would pass one (docs/protocol.md §5 "Budgets"). MaxCost is in the
+	// price table's currency and needs a price of Model.
+	MaxTotalTokens int64          `json:"max_total_tokens,omitempty"`
+	MaxCost        float64        `json:"max_cost,omitempty"`
+	Metadata       map[string]any `json:"metadata,omitempty"`
 }
 
 // Repairs returns OutputRepairs, or 1 when it is unset.
@@ -204,6 +211,12 @@ func (r TurnRequest) Validate() error {
 	}
 	if r.OutputRepairs != nil && *r.OutputRepairs < 0 {
 		return invalidf("output_repairs", "must not be negative")
+	}
+	if r.MaxTotalTokens < 0 {
+		return invalidf("max_total_tokens", "must not be negative, got %d", r.MaxTotalTokens)
+	}
+	if !(r.MaxCost >= 0) || math.IsInf(r.MaxCost, 1) {
+		return invalidf("max_cost", "must be a finite number not below 0, got %v", r.MaxCost)
 	}
 	return r.ModelOptions.Validate()
 }

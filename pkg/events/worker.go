@@ -100,6 +100,9 @@ type TurnCompleted struct {
 	// Output is the final answer parsed as JSON, for a turn with a
 	// response_format; it fits the format's schema.
 	Output json.RawMessage `json:"output,omitempty"`
+	// Cost is what the turn's model calls cost, in the price table's
+	// currency, when the turn service has a price of the model.
+	Cost *float64 `json:"cost,omitempty"`
 }
 
 // TurnWarning is the data of llmw.turn.warning: settings of a model call
@@ -115,7 +118,7 @@ type TurnWarning struct {
 type TurnEnded struct {
 	Reason string `json:"reason"`
 	// Code is a short machine-readable code, one of TurnEndCodes.
-	Code string `json:"code,omitempty" jsonschema:"enum=cancelled,enum=hook_abort,enum=hook_cancel,enum=hook_failed,enum=max_steps,enum=max_turn_end_retries,enum=checkpoint,enum=invalid_output,enum=invalid_request,enum=unknown_tool,enum=too_large,enum=internal,enum=provider_error,enum=missing_api_key,enum=provider_auth,enum=unknown_provider,enum=unknown_model,enum=duplicate_request,enum=payload_too_large,enum=provider_setup,enum=shutting_down,enum=rate_limited,enum=provider_unavailable,enum=unsupported_content,enum=refusal,enum=content_filter,enum=prompt_blocked"`
+	Code string `json:"code,omitempty" jsonschema:"enum=cancelled,enum=hook_abort,enum=hook_cancel,enum=hook_failed,enum=max_steps,enum=max_turn_end_retries,enum=budget_exceeded,enum=checkpoint,enum=invalid_output,enum=invalid_request,enum=unknown_tool,enum=too_large,enum=internal,enum=provider_error,enum=missing_api_key,enum=provider_auth,enum=unknown_provider,enum=unknown_model,enum=duplicate_request,enum=payload_too_large,enum=provider_setup,enum=shutting_down,enum=rate_limited,enum=provider_unavailable,enum=unsupported_content,enum=refusal,enum=content_filter,enum=prompt_blocked"`
 }
 
 // TurnEndCodes are the codes of llmw.turn.failed and llmw.turn.aborted
@@ -123,7 +126,7 @@ type TurnEnded struct {
 // each is used. A code a turn can end with is added here and there.
 var TurnEndCodes = []string{
 	// the turn loop (worker.Code*)
-	"cancelled", "hook_abort", "hook_cancel", "hook_failed", "max_steps", "max_turn_end_retries", "checkpoint", "invalid_output",
+	"cancelled", "hook_abort", "hook_cancel", "hook_failed", "max_steps", "max_turn_end_retries", "budget_exceeded", "checkpoint", "invalid_output",
 	// the turn service (turn.Code*)
 	"invalid_request", "unknown_tool", "too_large", "internal",
 	// a model call that failed: provider_error, or the kind its error
@@ -265,6 +268,11 @@ type UsageReport struct {
 	Step  int        `json:"step"`
 	Usage UsageEvent `json:"usage"`
 	Total UsageEvent `json:"total"`
+	// Cost and TotalCost are what the step's model call (its attempts)
+	// and the turn's model calls so far cost, in the price table's
+	// currency, when the turn service has a price of the model.
+	Cost      *float64 `json:"cost,omitempty"`
+	TotalCost *float64 `json:"total_cost,omitempty"`
 }
 
 func appendInt(b []byte, i int) []byte {

@@ -11,6 +11,7 @@ import (
 	"github.com/llmworker/llmworker/pkg/hook"
 	"github.com/llmworker/llmworker/pkg/ingest"
 	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/price"
 	"github.com/llmworker/llmworker/pkg/provision"
 	"github.com/llmworker/llmworker/pkg/tool"
 )
@@ -100,6 +101,12 @@ type Config struct {
 	// DefaultMaxSteps bounds the model calls of a request without
 	// max_steps (0 = worker.DefaultMaxSteps).
 	DefaultMaxSteps int
+	// Prices prices the model calls of the turns (price.File follows a
+	// file): the cost in llmw.usage and llmw.turn.completed, and what a
+	// request's max_cost is held to. Each run of a turn takes the table in
+	// force when it starts. A request with max_cost whose model has no
+	// price fails with invalid_request. nil prices nothing.
+	Prices price.Source
 	// CheckpointToolResults also checkpoints after every tool result, so
 	// that a resumed turn never runs an in-process tool (Tools) again;
 	// remote tools do not need it (their results are in LLMW_TOOLRESULTS).

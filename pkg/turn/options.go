@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/price"
 	"github.com/llmworker/llmworker/pkg/worker"
 )
 
@@ -41,6 +42,14 @@ func workerCode(err error) string {
 		return CodeInvalidRequest
 	}
 	return CodeInternal
+}
+
+// prices is the price table in force (nil without Config.Prices).
+func (s *Service) prices() *price.Table {
+	if s.cfg.Prices == nil {
+		return nil
+	}
+	return s.cfg.Prices.Table()
 }
 
 // maxToolResult bounds a tool result with media by what one NATS message

@@ -338,6 +338,10 @@ func (s *Service) newWorker(t *turnRun, req *events.TurnRequest, tools []tool.To
 		ToolChoiceEveryStep: req.ToolChoiceEveryStep,
 		OutputRepairs:       outputRepairs(req),
 		MaxToolResult:       s.maxToolResult(),
+
+		MaxTotalTokens: req.MaxTotalTokens,
+		MaxCost:        req.MaxCost,
+		Prices:         s.prices(),
 	})
 }
 

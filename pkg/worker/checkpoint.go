@@ -79,6 +79,15 @@ type Checkpoint struct {
 	OutputRepairs int `json:"output_repairs,omitempty"`
 	// Usage is the usage total so far.
 	Usage events.UsageEvent `json:"usage"`
+	// Tokens and Cost are what the turn's model calls counted against
+	// Config.MaxTotalTokens (price.Tokens.Total) and cost so far (nil
+	// while no call was priced); LastInput and LastInputCost are the
+	// input tokens, cached or not, of the last call that reported usage
+	// and their cost: the estimate of the next call's input (budget.go).
+	Tokens        int64    `json:"tokens,omitempty"`
+	Cost          *float64 `json:"cost,omitempty"`
+	LastInput     int64    `json:"last_input,omitempty"`
+	LastInputCost float64  `json:"last_input_cost,omitempty"`
 	// StopReason is the stop reason of the last model response.
 	StopReason events.StopReason `json:"stop_reason"`
 	// Pause says why the turn is paused (PhasePaused).
@@ -171,6 +180,7 @@ func (c *Checkpoint) Clone() *Checkpoint {
 		d.Vars = maps.Clone(c.Vars)
 	}
 	d.Usage = cloneUsage(c.Usage)
+	d.Cost = clonePtr(c.Cost)
 	if c.Pause != nil {
 		p := *c.Pause
 		d.Pause = &p
@@ -223,6 +233,9 @@ func (c *Checkpoint) Validate() error {
 	}
 	if c.Step < 0 || c.TurnEndRetries < 0 || c.OutputRepairs < 0 {
 		return bad("negative step, turn_end_retries or output_repairs")
+	}
+	if c.Tokens < 0 || c.LastInput < 0 || c.LastInputCost < 0 || c.Cost != nil && *c.Cost < 0 {
+		return bad("negative tokens, cost, last_input or last_input_cost")
 	}
 	if err := events.ValidateMessages("messages", c.Messages); err != nil {
 		return bad("%v", err)
@@ -328,14 +341,16 @@ func cloneMessages(msgs []events.Message) []events.Message {
 	return out
 }
 
-func cloneUsage(u events.UsageEvent) events.UsageEvent {
-	cp := func(p *int64) *int64 {
-		if p == nil {
-			return nil
-		}
-		v := *p
-		return &v
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
 	}
+	v := *p
+	return &v
+}
+
+func cloneUsage(u events.UsageEvent) events.UsageEvent {
+	cp := clonePtr[int64]
 	return events.UsageEvent{
 		InputTokens:              cp(u.InputTokens),
 		OutputTokens:             cp(u.OutputTokens),

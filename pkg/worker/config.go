@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"math"
 	"path"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook"
 	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/price"
 	"github.com/llmworker/llmworker/pkg/tool"
 )
 
@@ -130,6 +132,19 @@ type Config struct {
 	// on_turn_end hooks: 0 means DefaultMaxTurnEndRetries, NoRetries (any
 	// negative value) none.
 	MaxTurnEndRetries int
+	// MaxTotalTokens and MaxCost are the turn's budgets (0 = none;
+	// negative is invalid): the turn fails with code "budget_exceeded"
+	// instead of making a model call (an attempt included) that would pass
+	// one: when the turn's tokens (cost) so far, plus the input of its last
+	// call and MaxTokens, are more than the budget (docs/protocol.md §5
+	// "Budgets"). MaxCost is in Prices' currency and needs a price of
+	// Model.
+	MaxTotalTokens int64
+	MaxCost        float64
+	// Prices prices the model calls: with a price of Model, llmw.usage,
+	// llmw.turn.completed and Result carry the cost. nil prices nothing.
+	Prices *price.Table
+
 	// StepAttempts is how often a model call is made within a step before
 	// its failure fails the turn: 0 or 1 means once. A new attempt starts
 	// from nothing: the failed one's open blocks are aborted, its finished
@@ -215,6 +230,9 @@ func resolve(cfg Config) (*resolved, error) {
 	default:
 		r.maxRetries = cfg.MaxTurnEndRetries
 	}
+	if err := checkBudgets(cfg); err != nil {
+		return nil, err
+	}
 	r.attempts = max(cfg.StepAttempts, 1)
 	switch {
 	case cfg.OutputRepairs < 0:
@@ -268,6 +286,25 @@ func resolve(cfg Config) (*resolved, error) {
 			Problem: `is "required", but the turn offers no tools`})
 	}
 	return r, nil
+}
+
+func checkBudgets(cfg Config) error {
+	bad := func(field, problem string) error {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, &events.FieldError{Field: field, Problem: problem})
+	}
+	if cfg.MaxTotalTokens < 0 {
+		return bad("max_total_tokens", fmt.Sprintf("must not be negative, got %d", cfg.MaxTotalTokens))
+	}
+	if !(cfg.MaxCost >= 0) || math.IsInf(cfg.MaxCost, 1) {
+		return bad("max_cost", fmt.Sprintf("must be a finite number not below 0, got %v", cfg.MaxCost))
+	}
+	if _, ok := cfg.Prices.Lookup(cfg.Model); cfg.MaxCost > 0 && !ok {
+		if cfg.Prices.Len() == 0 {
+			return bad("max_cost", fmt.Sprintf("needs a price of model %q, and the turn service has no price table (--prices)", cfg.Model))
+		}
+		return bad("max_cost", fmt.Sprintf("needs a price of model %q, which the price table (%d models) does not have", cfg.Model, cfg.Prices.Len()))
+	}
+	return nil
 }
 
 // offered reports whether the tool called name is offered to the model.

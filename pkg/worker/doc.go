@@ -8,7 +8,10 @@
 // call):
 //
 //  1. Step limit: past Config.MaxSteps model calls the turn fails with code
-//     "max_steps".
+//     "max_steps". Budgets: a call that would pass Config.MaxTotalTokens
+//     or Config.MaxCost (the turn's tokens or cost so far, plus the last
+//     call's input and MaxTokens) fails it with code "budget_exceeded",
+//     checked again before every further attempt of the call.
 //  2. Checkpoint (Config.Checkpoint), then on_message_send: the hooks may
 //     rewrite the context sent to the model (not the transcript) or cancel
 //     the call (aborted, code "hook_cancel").
@@ -66,8 +69,8 @@
 // Run returns an error only when it could not start (invalid messages);
 // how the turn ended is Result.Status, with Reason (for a person), Code,
 // Hook and Err (a *TurnError matching ErrCancelled, ErrHookAbort,
-// ErrMaxSteps, ErrMaxTurnEndRetries, ErrProvider, ErrCheckpoint or
-// ErrInvalidOutput).
+// ErrMaxSteps, ErrMaxTurnEndRetries, ErrBudgetExceeded, ErrProvider,
+// ErrCheckpoint or ErrInvalidOutput).
 //
 // # Model options
 //

@@ -55,6 +55,10 @@ var (
 	// MaxTurnEndRetries times (status failed, code "max_turn_end_retries").
 	ErrMaxTurnEndRetries = errors.New("worker: max_turn_end_retries reached")
 
+	// ErrBudgetExceeded: the next model call would pass the turn's
+	// MaxTotalTokens or MaxCost (status failed, code "budget_exceeded").
+	ErrBudgetExceeded = errors.New("worker: budget exceeded")
+
 	// ErrProvider: the model call failed (the provider returned an error,
 	// or the stream ended failed or was cancelled by the provider) on every
 	// attempt (status failed, code "provider_error" or the kind its error

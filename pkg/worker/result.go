@@ -34,6 +34,9 @@ const (
 	CodeMaxTurnEndRetries = "max_turn_end_retries"
 	CodeProviderError     = "provider_error"
 	CodeCheckpoint        = "checkpoint"
+	// CodeBudgetExceeded: the next model call would pass
+	// Config.MaxTotalTokens or Config.MaxCost.
+	CodeBudgetExceeded = "budget_exceeded"
 	// CodeInvalidOutput: the final answer did not fit
 	// Config.Options.ResponseFormat, also after Config.OutputRepairs
 	// repair steps; the reason names the first violation.
@@ -57,6 +60,9 @@ type Result struct {
 	// Usage is the token usage summed over the steps of the turn
 	// (including earlier runs of a resumed turn).
 	Usage events.UsageEvent
+	// Cost is what the turn's model calls cost, in Config.Prices'
+	// currency; nil when the model has no price.
+	Cost *float64
 	// Steps is the number of model calls made so far in the turn.
 	Steps int
 	// Output is the final answer parsed as JSON, for a completed turn
@@ -78,7 +84,7 @@ type Result struct {
 
 // Err returns nil for a completed or paused turn and otherwise a *TurnError
 // matching one of ErrCancelled, ErrHookAbort, ErrMaxSteps,
-// ErrMaxTurnEndRetries, ErrProvider, ErrCheckpoint and ErrInvalidOutput.
+// ErrMaxTurnEndRetries, ErrBudgetExceeded, ErrProvider, ErrCheckpoint and ErrInvalidOutput.
 func (r *Result) Err() error {
 	if r == nil || r.err == nil {
 		return nil

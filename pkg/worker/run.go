@@ -160,6 +160,9 @@ func (r *run) modelPhase(ctx context.Context) *Result {
 		}
 		return r.end(ctx, StatusFailed, CodeMaxSteps, ErrMaxSteps, reason, r.continueHook, nil)
 	}
+	if why := r.overBudget(r.st.Step+1, 1); why != "" {
+		return r.budgetExceeded(ctx, why)
+	}
 	if res := r.checkpoint(ctx); res != nil {
 		return res
 	}
@@ -193,13 +196,22 @@ func (r *run) modelPhase(ctx context.Context) *Result {
 	}
 	var (
 		usage events.UsageEvent
+		cost  *float64
 		fail  *streamFailure
+		over  string // why the next attempt would pass a budget
 	)
 	r.stepCtx = ctx
 	for attempt := 1; ; attempt++ {
+		if attempt > 1 {
+			if over = r.overBudget(step, attempt); over != "" {
+				over += "; attempt " + strconv.Itoa(attempt-1) + " failed: " + fail.reason
+				break
+			}
+		}
 		var u events.UsageEvent
 		u, fail = r.stream(ctx, step, attempt, in.Messages)
 		usage = usage.Add(u)
+		cost = addCost(cost, r.charge(r.cfg.Model, u))
 		if fail == nil || ctx.Err() != nil || r.halt != nil || !r.retryStep(ctx, step, attempt, fail) {
 			break
 		}
@@ -212,7 +224,7 @@ func (r *run) modelPhase(ctx context.Context) *Result {
 	r.st.Step = step
 	r.st.Usage = r.st.Usage.Add(usage)
 	if usage != (events.UsageEvent{}) {
-		r.em.emit(events.UsageReport{Step: step, Usage: usage, Total: cloneUsage(r.st.Usage)})
+		r.em.emit(events.UsageReport{Step: step, Usage: usage, Total: cloneUsage(r.st.Usage), Cost: cost, TotalCost: clonePtr(r.st.Cost)})
 	}
 	for _, f := range r.h.turnEnd {
 		f(step)
@@ -222,6 +234,9 @@ func (r *run) modelPhase(ctx context.Context) *Result {
 	}
 	if r.halt != nil {
 		return r.endWith(ctx, r.halt)
+	}
+	if over != "" {
+		return r.budgetExceeded(ctx, over)
 	}
 	if fail != nil {
 		return r.end(ctx, StatusFailed, fail.turnCode(), ErrProvider, fail.reason, "", fail.cause)
@@ -571,7 +586,7 @@ func (r *run) result(status Status) *Result {
 	return &Result{
 		TurnID: r.st.TurnID, SessionID: r.st.SessionID, Status: status,
 		Messages: cloneMessages(r.st.Messages), StopReason: r.st.StopReason,
-		Usage: cloneUsage(r.st.Usage), Steps: r.st.Step,
+		Usage: cloneUsage(r.st.Usage), Cost: clonePtr(r.st.Cost), Steps: r.st.Step,
 	}
 }
 
@@ -587,7 +602,7 @@ func (r *run) complete() *Result {
 	}
 	if r.em.observed() { // the copies are the observers' own
 		r.em.emit(events.TurnCompleted{Messages: cloneMessages(res.Messages), StopReason: res.StopReason, Usage: cloneUsage(res.Usage),
-			Output: slices.Clone(r.output)})
+			Output: slices.Clone(r.output), Cost: clonePtr(res.Cost)})
 	}
 	return res
 }

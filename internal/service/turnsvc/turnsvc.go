@@ -14,6 +14,7 @@ import (
 	"github.com/llmworker/llmworker/internal/service"
 	"github.com/llmworker/llmworker/pkg/hook"
 	"github.com/llmworker/llmworker/pkg/hook/hooknats"
+	"github.com/llmworker/llmworker/pkg/price"
 	"github.com/llmworker/llmworker/pkg/turn"
 )
 
@@ -36,7 +37,17 @@ type Options struct {
 	// Ephemeral is turn.Config.Ephemeral: the store goes with the process
 	// (set by the stack for an embedded server's temporary store).
 	Ephemeral bool
+	// Prices is a price table file (pkg/price: JSON, or YAML named
+	// *.yaml or *.yml), read again when it changes.
+	Prices string
+	// PricesReload is how often the price table file is checked for
+	// changes (0 = DefaultPricesReload).
+	PricesReload time.Duration
 }
+
+// DefaultPricesReload is how often the price table file is checked for
+// changes.
+const DefaultPricesReload = 5 * time.Second
 
 // Service is the turn service.
 type Service struct {
@@ -73,23 +84,35 @@ func (s *Service) Flags(f *service.Flags) {
 	f.Duration(&s.FinishedTTL, "finished-ttl", "LLMW_FINISHED_TTL", 0, "how long an ended turn's state is kept; its id is taken until then (0 = 24h, negative = forever)")
 	f.Duration(&s.CancelTTL, "cancel-ttl", "LLMW_CANCEL_TTL", 0, "how long a cancel of a not yet started turn waits for its submit (0 = 10m, negative = not at all)")
 	f.Bool(&s.NoEagerStart, "no-eager-start", "LLMW_NO_EAGER_START", false, "start no tool call before the model's response ended (by default a call of a read-only or idempotent tool starts as soon as its input is complete)")
+	f.String(&s.Prices, "prices", "LLMW_PRICES", "", "price table file (JSON, or YAML as *.yaml): per model the price of a million input, cached input, cache-creation and output tokens; costs in llmw.usage and what max_cost holds turns to; read again when it changes")
 	f.Duration(&s.RetryTimeout, "retry-timeout", "LLMW_RETRY_TIMEOUT", 0, "how long a turn's events and state writes are retried while their stream has no leader before the turn is handed off (0 = 30s)")
 }
 
 // Start starts the hook registry watcher and the turn service.
 func (s *Service) Start(ctx context.Context, env service.Env) (service.Stopper, error) {
 	chain := &hook.Chain{}
+	var prices price.Source
+	stopPrices := func() {}
+	if s.Prices != "" {
+		f, err := price.NewFile(s.Prices)
+		if err != nil {
+			return nil, fmt.Errorf("%w: --prices: %w", service.ErrUsage, err)
+		}
+		prices, stopPrices = f, s.followPrices(f, env)
+	}
 	svc, err := turn.New(env.NC, turn.Config{
 		Prefix: env.Prefix, Instance: env.Instance, Logger: env.Log, Hooks: chain,
 		DefaultTools: service.SplitList(s.DefaultTools), MaxConcurrent: s.MaxConcurrent, AckWait: s.AckWait,
 		IdleTimeout: s.IdleTimeout, StepRetries: s.StepRetries, DefaultMaxSteps: s.MaxSteps,
 		FinishedTTL: s.FinishedTTL, CancelTTL: s.CancelTTL, RetryTimeout: s.RetryTimeout, Ephemeral: s.Ephemeral,
-		NoEagerStart: s.NoEagerStart, Provision: env.Provision(),
+		NoEagerStart: s.NoEagerStart, Provision: env.Provision(), Prices: prices,
 	})
 	if err != nil {
+		stopPrices()
 		return nil, fmt.Errorf("%w: %w", service.ErrUsage, err)
 	}
 	if err := svc.Start(ctx); err != nil {
+		stopPrices()
 		return nil, err
 	}
 	// Start provisioned LLMW_HOOKS; keep the chain in sync with it.
@@ -103,12 +126,51 @@ func (s *Service) Start(ctx context.Context, env service.Env) (service.Stopper, 
 	if err != nil {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		return nil, errors.Join(err, svc.Stop(sctx))
+		err = errors.Join(err, svc.Stop(sctx))
+		stopPrices()
+		return nil, err
 	}
 	s.Watcher = w
 	return service.StopFunc(func(ctx context.Context) error {
 		err := svc.Stop(ctx)
+		stopPrices()
 		// After the drain: draining turns keep their hooks.
 		return errors.Join(err, w.Stop())
 	}), nil
+}
+
+// followPrices reads the price table file again every PricesReload while
+// it changes; a file that does not parse is logged and the table in
+// force stays. stop ends the following.
+func (s *Service) followPrices(f *price.File, env service.Env) (stop func()) {
+	every := s.PricesReload
+	if every <= 0 {
+		every = DefaultPricesReload
+	}
+	env.Log.Info("prices: price table loaded", "file", f.Path(), "models", f.Table().Len())
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		var lastErr string
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			changed, err := f.Reload()
+			switch {
+			case err != nil && err.Error() != lastErr: // once per fault, not per tick
+				lastErr = err.Error()
+				env.Log.Error("prices: price table file not applied, the table in force stays", "file", f.Path(), "err", err)
+			case err != nil:
+			case changed:
+				lastErr = ""
+				env.Log.Info("prices: price table file applied", "file", f.Path(), "models", f.Table().Len())
+			}
+		}
+	}()
+	return func() { close(done); <-exited }
 }
