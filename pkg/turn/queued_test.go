@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/ingest"
 	"github.com/llmworker/llmworker/pkg/llm/llmtest"
@@ -17,10 +19,12 @@ import (
 // llmw.turn.queued on the turn's subject while it waits, and the step's
 // first delta comes after it, once the limit lets the call through.
 func TestQueuedCallShowsOnTheTurnBeforeItsFirstDelta(t *testing.T) {
-	s := natstest.Start(t, natstest.Options{Provision: true})
-	e := &env{t: t, url: s.URL(), emb: s.Embedded, nc: s.NC, js: s.JS}
+	e := newEnv(t)
 	ctx := natstest.Context(t)
-	lim, err := quota.New(ctx, s.JS, quota.Config{Replica: "ingest-a", Logger: quietLogger(), Limits: quota.Limits{
+	if _, err := e.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: events.BucketQuota}); err != nil {
+		t.Fatal(err)
+	}
+	lim, err := quota.New(ctx, e.js, quota.Config{Replica: "ingest-a", Logger: quietLogger(), Limits: quota.Limits{
 		Limits: []quota.Limit{{Key: "test", Concurrent: 1}},
 	}})
 	if err != nil {
