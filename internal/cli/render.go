@@ -266,6 +266,12 @@ func (r *Renderer) RenderEvent(e *events.Envelope, ev events.WorkerEvent) Render
 			r.line("   " + c.ID + "  " + c.Name + " " + Truncate(compactJSON(c.Input), r.limit()))
 		}
 		out.State, out.Paused = StatePaused, &d
+	case events.TurnQueued:
+		s := "… waiting for the provider's limits"
+		if d.Position > 0 {
+			s += fmt.Sprintf(" (position %d)", d.Position)
+		}
+		r.line(r.style(ansiDim, s))
 	case events.TurnWarning:
 		for _, w := range d.Warnings {
 			r.line(r.style(ansiDim, "  ⚠ "+w.Setting+" not sent: ") + w.Message)

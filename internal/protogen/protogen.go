@@ -49,6 +49,7 @@ func Entries() []Entry {
 		{"Turn failed / aborted", []string{events.TypeTurnFailed, events.TypeTurnAborted}, events.TurnEnded{}},
 		{"Turn rejected", []string{events.TypeTurnRejected}, events.TurnRejected{}},
 		{"Turn warning", []string{events.TypeTurnWarning}, events.TurnWarning{}},
+		{"Turn queued", []string{events.TypeTurnQueued}, events.TurnQueued{}},
 		{"Worker block start", []string{events.TypeBlockStart}, events.WorkerBlockStart{}},
 		{"Worker block delta", []string{events.TypeBlockDelta}, events.WorkerBlockDelta{}},
 		{"Worker block stop", []string{events.TypeBlockStop}, events.WorkerBlockStop{}},

@@ -84,6 +84,7 @@ func TestSamplesMatchSchemas(t *testing.T) {
 		events.TurnEnded{Reason: "r", Code: "max_steps"},
 		events.TurnRejected{TurnID: "t-01", Request: events.TypeTurnSubmit, Code: events.RejectTurnExists, Reason: "r", Status: "completed"},
 		events.TurnWarning{Step: 1, Model: "openai:gpt", Warnings: []events.Warning{{Setting: "top_k", Message: "openai has no top_k"}}},
+		events.TurnQueued{Step: 2, Attempt: 1, Model: "anthropic:claude-sonnet-4-5", Position: 3},
 		events.TurnCompleted{Messages: msgs, StopReason: events.StopEndTurn, Usage: usage, Output: json.RawMessage(`{"city":"Oslo"}`)},
 		events.WorkerBlockStart{BlockStart: events.BlockStart{Index: 0, BlockType: events.BlockText}, Step: 1},
 		events.WorkerBlockDelta{BlockDelta: events.ThinkingDelta(0, "x"), Step: 2},

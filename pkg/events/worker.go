@@ -15,6 +15,7 @@ const (
 	TypeTurnFailed    = "llmw.turn.failed"
 	TypeTurnAborted   = "llmw.turn.aborted"
 	TypeTurnWarning   = "llmw.turn.warning"
+	TypeTurnQueued    = "llmw.turn.queued"
 
 	TypeBlockStart       = "llmw.block.start"
 	TypeBlockDelta       = "llmw.block.delta"
@@ -111,6 +112,20 @@ type TurnWarning struct {
 	Step     int       `json:"step"`
 	Model    string    `json:"model,omitempty"`
 	Warnings []Warning `json:"warnings"`
+}
+
+// TurnQueued is the data of llmw.turn.queued: a step's model call waits
+// for provider limits that ingest replicas share (docs/protocol.md §3,
+// "Queued"). It comes after the step's llmw.turn.step and before the
+// call's first block; the call starts when a limit lets it through.
+type TurnQueued struct {
+	Step int `json:"step"`
+	// Attempt counts retries of the same step from 1.
+	Attempt int    `json:"attempt,omitempty"`
+	Model   string `json:"model,omitempty"`
+	// Position is the call's place in the queue of the ingest replica
+	// that holds it (1 = next) when it began to wait; 0 when unknown.
+	Position int `json:"position,omitempty"`
 }
 
 // TurnEnded is the data of llmw.turn.failed and llmw.turn.aborted: a reason

@@ -18,6 +18,7 @@ import (
 //	llmw.turn.failed       turn                 TurnFailed
 //	llmw.turn.aborted      turn                 TurnAborted
 //	llmw.turn.warning      turn                 TurnWarning
+//	llmw.turn.queued       turn                 TurnQueued
 //	llmw.block.start       text|thinking|tool   WorkerBlockStart
 //	llmw.block.delta       text|thinking|tool   WorkerBlockDelta
 //	llmw.block.stop        text|thinking|tool   WorkerBlockStop
@@ -62,6 +63,7 @@ func (TurnCompleted) WorkerType() string    { return TypeTurnCompleted }
 func (TurnFailed) WorkerType() string       { return TypeTurnFailed }
 func (TurnAborted) WorkerType() string      { return TypeTurnAborted }
 func (TurnWarning) WorkerType() string      { return TypeTurnWarning }
+func (TurnQueued) WorkerType() string       { return TypeTurnQueued }
 func (WorkerBlockStart) WorkerType() string { return TypeBlockStart }
 func (WorkerBlockDelta) WorkerType() string { return TypeBlockDelta }
 func (WorkerBlockStop) WorkerType() string  { return TypeBlockStop }
@@ -85,6 +87,7 @@ func (TurnCompleted) Channel() Channel      { return ChannelTurn }
 func (TurnFailed) Channel() Channel         { return ChannelTurn }
 func (TurnAborted) Channel() Channel        { return ChannelTurn }
 func (TurnWarning) Channel() Channel        { return ChannelTurn }
+func (TurnQueued) Channel() Channel         { return ChannelTurn }
 func (e WorkerBlockStart) Channel() Channel { return BlockChannel(e.BlockType) }
 func (e WorkerBlockStop) Channel() Channel  { return BlockChannel(e.BlockType) }
 func (e WorkerBlockAbort) Channel() Channel { return BlockChannel(e.BlockType) }
@@ -120,6 +123,7 @@ func (TurnCompleted) isWorkerEvent()    {}
 func (TurnFailed) isWorkerEvent()       {}
 func (TurnAborted) isWorkerEvent()      {}
 func (TurnWarning) isWorkerEvent()      {}
+func (TurnQueued) isWorkerEvent()       {}
 func (WorkerBlockStart) isWorkerEvent() {}
 func (WorkerBlockDelta) isWorkerEvent() {}
 func (WorkerBlockStop) isWorkerEvent()  {}
@@ -165,6 +169,8 @@ func DecodeWorkerEvent(typ string, data []byte) (WorkerEvent, error) {
 		return decodeWorker[TurnAborted](data)
 	case TypeTurnWarning:
 		return decodeWorker[TurnWarning](data)
+	case TypeTurnQueued:
+		return decodeWorker[TurnQueued](data)
 	case TypeBlockStart:
 		return decodeWorker[WorkerBlockStart](data)
 	case TypeBlockDelta:

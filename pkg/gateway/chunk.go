@@ -47,6 +47,7 @@ const (
 	DataResumed      = "data-llmw-resumed"
 	DataBlockAbort   = "data-llmw-block-abort"
 	DataWarning      = "data-llmw-warning"
+	DataQueued       = "data-llmw-queued"
 	DataOutput       = "data-llmw-output"
 )
 

@@ -130,6 +130,10 @@ func (m *Mapper) Map(out []Chunk, ev events.WorkerEvent) []Chunk {
 		out = append(out, dataPart(DataResumed, "", e))
 	case events.TurnWarning:
 		out = append(out, dataPart(DataWarning, "", e))
+	case events.TurnQueued:
+		// One id per step and attempt: a UI shows the latest wait of
+		// each call, and the call's first part ends it.
+		out = append(out, dataPart(DataQueued, "queued-"+itoa(e.Step)+"-"+itoa(max(e.Attempt, 1)), e))
 	case events.TurnCompleted:
 		if e.Output != nil {
 			out = append(out, Chunk{Type: DataOutput, ID: "output", Data: e.Output})

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -166,6 +167,7 @@ func (c *Client) Stream(ctx context.Context, req *llm.Request) (llm.Stream, erro
 // group was subscribed, and was cancelled.
 func (c *Client) open(ctx context.Context, req *llm.Request, legacy bool) (_ *ingestStream, retry bool, err error) {
 	s := &ingestStream{c: c, ctx: ctx, reqID: req.RequestID, q: newStreamQueue(c.o.Buffer)}
+	s.q.onQueued = llm.QueuedFunc(ctx)
 	if err := c.route(s); err != nil {
 		return nil, false, err // not routed: nothing to release
 	}
@@ -326,9 +328,15 @@ type ingestStream struct {
 	done     bool // a terminal status was received or synthesized
 	received bool // ingest itself sent the terminal status
 	closed   bool
+	began    bool // Next was called
 }
 
 func (s *ingestStream) Next() bool {
+	if !s.began {
+		// A queued status's callback ends before the stream's first event.
+		s.began = true
+		s.q.queuedWG.Wait()
+	}
 	for {
 		if len(s.pending) > 0 {
 			s.cur, s.pending = s.pending[0], s.pending[1:]
@@ -490,6 +498,7 @@ func (s *ingestStream) Close() error {
 	s.done = true
 	s.pending = nil
 	s.release()
+	s.q.queuedWG.Wait()
 	return nil
 }
 
@@ -503,6 +512,11 @@ type streamQueue struct {
 	head  int
 	max   int
 	ready chan struct{} // signalled when msgs becomes non-empty
+
+	// onQueued takes the queued statuses (llm.WithQueued) instead of
+	// the reader; queuedWG counts the calls still running.
+	onQueued func(events.StatusEvent)
+	queuedWG sync.WaitGroup
 }
 
 func newStreamQueue(max int) *streamQueue {
@@ -510,6 +524,9 @@ func newStreamQueue(max int) *streamQueue {
 }
 
 func (q *streamQueue) push(m *nats.Msg) {
+	if q.onQueued != nil && q.takeQueued(m) {
+		return
+	}
 	q.mu.Lock()
 	n := len(q.msgs) - q.head
 	if n < q.max {
@@ -522,6 +539,39 @@ func (q *streamQueue) push(m *nats.Msg) {
 		default:
 		}
 	}
+}
+
+// queuedValue is in the JSON of a queued status (binary data or
+// structured body) and, since quotes inside a JSON string are escaped, in
+// no string that only contains the word.
+var queuedValue = []byte(`"` + events.StatusQueued + `"`)
+
+// takeQueued passes m to onQueued, on a goroutine of its own so that the
+// subscription's callback never waits for it, when m is a queued status;
+// it reports whether it was one. The status arrives while the requester
+// still waits for ingest's reply, which comes once the call may start.
+func (q *streamQueue) takeQueued(m *nats.Msg) bool {
+	if t := m.Header[events.HeaderType]; len(t) > 0 && (t[0] != events.TypeLLMStatus || len(m.Header[events.HeaderSeq]) > 0) {
+		return false // binary mode: anything but a status without seq
+	}
+	if !bytes.Contains(m.Data, queuedValue) {
+		return false
+	}
+	env, err := events.DecodeEnvelope(m.Header, m.Data)
+	if err != nil || env.Type != events.TypeLLMStatus || env.Seq != 0 {
+		return false
+	}
+	ev, err := events.DecodeStreamEvent(env.Type, env.Data)
+	st, ok := ev.(events.StatusEvent)
+	if err != nil || !ok || st.Status != events.StatusQueued {
+		return false
+	}
+	q.queuedWG.Add(1)
+	go func() {
+		defer q.queuedWG.Done()
+		q.onQueued(st)
+	}()
+	return true
 }
 
 // pop returns the oldest queued message, or nil.

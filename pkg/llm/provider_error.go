@@ -3,7 +3,11 @@ package llm
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
+	"strconv"
+	"strings"
+	"time"
 )
 
 // ErrorKind classifies why a provider call failed, in terms a caller can
@@ -74,6 +78,10 @@ type APIError struct {
 	ErrKind ErrorKind
 	// Err is the adapter's error.
 	Err error
+	// Wait is how long the provider asked the caller to wait before the
+	// next call (its Retry-After, ParseRetryAfter); 0 when it said
+	// nothing.
+	Wait time.Duration
 }
 
 var _ ProviderError = (*APIError)(nil)
@@ -99,6 +107,38 @@ func (e *APIError) Kind() ErrorKind {
 
 // HTTPStatus returns Status.
 func (e *APIError) HTTPStatus() int { return e.Status }
+
+// RetryAfter returns Wait: the provider's Retry-After, 0 when it sent
+// none. Ingest's shared limits (pkg/quota) cool a limit down for that
+// long on every replica after a 429.
+func (e *APIError) RetryAfter() time.Duration { return e.Wait }
+
+// ParseRetryAfter reads how long a provider's answer asks the caller to
+// wait: the retry-after-ms header (milliseconds, as OpenAI and Azure
+// OpenAI send it), else retry-after in seconds or as an HTTP date
+// (RFC 9110 §10.2.3), counted from now. It returns 0 when h has neither,
+// when neither parses, and for a date already passed.
+func ParseRetryAfter(h http.Header, now time.Time) time.Duration {
+	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 && ms < math.MaxInt64/float64(time.Millisecond) {
+			return time.Duration(ms * float64(time.Millisecond))
+		}
+	}
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil {
+		if s > 0 && s < math.MaxInt64/float64(time.Second) {
+			return time.Duration(s * float64(time.Second))
+		}
+		return 0
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
 
 // Retryable reports whether the kind is one that may pass: a rate limit
 // or an unavailable provider.

@@ -82,7 +82,10 @@
 // forced on every call never lets the model answer. A named tool the turn
 // does not offer is refused by New. Settings the provider does not have
 // are not sent; when the stream reports them (llm.Warner), the worker
-// sends one llmw.turn.warning for the step.
+// sends one llmw.turn.warning for the step. A model call that waits for
+// provider limits shared by ingest replicas (llm.WithQueued, which the
+// worker sets while events are observed) gives llmw.turn.queued while it
+// waits.
 //
 // # Structured output
 //

@@ -348,6 +348,13 @@ func (r *run) stream(ctx context.Context, step, attempt int, msgs []events.Messa
 		}
 		span.SetAttributes(telemetry.GenAIInputMessages.String(telemetry.InputMessages(msgs)))
 	}
+	if r.em.observed() {
+		// A call that waits for shared provider limits (ingest's Client)
+		// says so while it waits.
+		ctx = llm.WithQueued(ctx, func(st events.StatusEvent) {
+			r.em.emit(events.TurnQueued{Step: step, Attempt: attempt, Model: r.cfg.Model, Position: st.Position})
+		})
+	}
 	start := time.Now()
 	r.firstChunk, r.completed = time.Time{}, events.StatusEvent{}
 	usage, f := r.read(ctx, req)

@@ -107,12 +107,7 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) (llm.Stream, er
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("anthropic: %w", ctx.Err())
 		}
-		var apiErr *sdk.Error
-		status := 0
-		if errors.As(err, &apiErr) {
-			status = apiErr.StatusCode
-		}
-		return nil, llm.NewAPIError(status, fmt.Errorf("%w: %w", ErrRequestFailed, err))
+		return nil, requestError(err)
 	}
 	st := newStream(ctx, rctx, cancel, s, p.idle)
 	st.output, st.warnings = r.output, r.warnings
@@ -135,4 +130,19 @@ func apiErrorInfo(err error) (code, msg string) {
 		return code, msg
 	}
 	return "stream_error", err.Error()
+}
+
+// requestError wraps an error the SDK returned before the stream started
+// in an *llm.APIError with the HTTP status and the provider's Retry-After
+// (retry-after, of the last answer after the SDK's own retries).
+func requestError(err error) *llm.APIError {
+	var apiErr *sdk.Error
+	e := llm.NewAPIError(0, fmt.Errorf("%w: %w", ErrRequestFailed, err))
+	if errors.As(err, &apiErr) {
+		e.Status = apiErr.StatusCode
+		if apiErr.Response != nil {
+			e.Wait = llm.ParseRetryAfter(apiErr.Response.Header, time.Now())
+		}
+	}
+	return e
 }

@@ -195,6 +195,11 @@ func classify(err error) error {
 		return &llm.APIError{ErrKind: llm.KindMissingAPIKey, Err: fmt.Errorf("%w: %w", ErrMissingCredentials, err)}
 	}
 	e := llm.NewAPIError(status, fmt.Errorf("%w: %w", ErrRequestFailed, err))
+	if re != nil && re.Response != nil {
+		// Bedrock's throttling answers carry no Retry-After (the
+		// cooldown default applies); a proxy in front of it may send one.
+		e.Wait = llm.ParseRetryAfter(re.Response.Header, time.Now())
+	}
 	if errors.As(err, &ae) {
 		switch ae.ErrorCode() {
 		case "ThrottlingException", "ServiceQuotaExceededException":

@@ -2,6 +2,9 @@ package gemini
 
 import (
 	"errors"
+	"strconv"
+	"strings"
+	"time"
 
 	"google.golang.org/genai"
 )
@@ -30,6 +33,34 @@ var (
 
 // apiStatus is the HTTP status of a genai.APIError in err's chain (the SDK
 // returns it by value or by pointer), 0 when there is none.
+// retryDelay is the wait a google.rpc.RetryInfo among the error's details
+// asks for ("retryDelay": "37s", a protobuf Duration in JSON), which is
+// how the Gemini API says how long to wait after a 429; 0 when none.
+func retryDelay(err error) time.Duration {
+	var details []map[string]any
+	var v genai.APIError
+	var p *genai.APIError
+	switch {
+	case errors.As(err, &v):
+		details = v.Details
+	case errors.As(err, &p):
+		details = p.Details
+	}
+	for _, d := range details {
+		if t, _ := d["@type"].(string); !strings.HasSuffix(t, "google.rpc.RetryInfo") {
+			continue
+		}
+		s, _ := d["retryDelay"].(string)
+		if n, err := strconv.ParseFloat(strings.TrimSuffix(s, "s"), 64); err == nil && strings.HasSuffix(s, "s") && n > 0 && n < float64(maxRetryDelay/time.Second) {
+			return time.Duration(n * float64(time.Second))
+		}
+	}
+	return 0
+}
+
+// maxRetryDelay bounds a retryDelay that is read (a day).
+const maxRetryDelay = 24 * time.Hour
+
 func apiStatus(err error) int {
 	var v genai.APIError
 	if errors.As(err, &v) {

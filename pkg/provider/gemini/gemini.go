@@ -132,7 +132,12 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) (llm.Stream, er
 		if errors.Is(context.Cause(rctx), errIdle) {
 			return nil, llm.NewAPIError(0, fmt.Errorf("%w: no response within %s", ErrRequestFailed, p.idle))
 		}
-		return nil, llm.NewAPIError(apiStatus(err), fmt.Errorf("%w: %w", ErrRequestFailed, err))
+		e := llm.NewAPIError(apiStatus(err), fmt.Errorf("%w: %w", ErrRequestFailed, err))
+		e.Wait = time.Duration(tp.wait.Load())
+		if e.Wait == 0 {
+			e.Wait = retryDelay(err)
+		}
+		return nil, e
 	}
 	s.first, s.firstErr, s.firstOK = resp, err, ok
 	s.warnings = r.warnings

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/llmworker/llmworker/pkg/llm"
 )
 
 // The genai SDK retries only when HTTPOptions.RetryOptions is set, and then
@@ -42,12 +44,14 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 				tp.opened.Store(true)
 				resp.Body = &tapBody{rc: resp.Body, t: tp}
 			}
+			tp.refused(resp)
 			return resp, err
 		}
 		delay, ok := retryAfter(resp)
 		if !ok {
 			delay = backoff(attempt)
 		} else if delay > maxRetryAfter {
+			tp.refused(resp)
 			return resp, err
 		}
 		if resp != nil {
@@ -122,6 +126,16 @@ func backoff(attempt int) time.Duration {
 type tap struct {
 	opened        atomic.Bool // a 2xx response body was handed to the SDK
 	finishMessage atomic.Pointer[string]
+	// wait is the Retry-After of the answer that refused the request,
+	// which genai's APIError does not keep.
+	wait atomic.Int64
+}
+
+// refused keeps the Retry-After of resp when it refused the request.
+func (t *tap) refused(resp *http.Response) {
+	if t != nil && resp != nil && resp.StatusCode/100 != 2 {
+		t.wait.Store(int64(llm.ParseRetryAfter(resp.Header, time.Now())))
+	}
 }
 
 type tapKey struct{}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -130,7 +131,9 @@ func NewAzure(cfg AzureConfig) (llm.Provider, error) {
 
 // AzureDeployments adapts an OpenAI adapter to Azure's model strings:
 // the model after the "provider:" prefix is the deployment, sent as the
-// request's model (which the azure package moves into the path). A
+// request's model (which the azure package moves into the path), and
+// provider_options["azure"] (["azure-responses"]) applied as the wrapped
+// adapter's own key, which it replaces when both are given. A
 // request Azure's prompt filter refuses (HTTP 400, error code
 // content_filter) becomes a stream that fails with error code
 // prompt_blocked, as a blocked prompt is on the other providers, rather
@@ -139,12 +142,27 @@ func AzureDeployments(p llm.Provider) llm.Provider { return &azureDeployments{p:
 
 type azureDeployments struct{ p llm.Provider }
 
+// azureOptionKeys are the provider_options keys of the Azure model
+// prefixes and those of the adapters they wrap, which also work.
+var azureOptionKeys = map[string]string{"azure": Prefix, "azure-responses": "openai-responses"}
+
 func (a *azureDeployments) Stream(ctx context.Context, req *llm.Request) (llm.Stream, error) {
 	if req == nil {
 		return a.p.Stream(ctx, req)
 	}
 	r := *req
-	_, r.Model = events.SplitModel(req.Model)
+	var prefix string
+	prefix, r.Model = events.SplitModel(req.Model)
+	if own, ok := req.ProviderOptions[prefix]; ok {
+		if inner, ok := azureOptionKeys[prefix]; ok {
+			// Azure's own key: the inner adapter reads its own, which
+			// the Azure key replaces.
+			opts := maps.Clone(req.ProviderOptions)
+			delete(opts, prefix)
+			opts[inner] = own
+			r.ModelOptions.ProviderOptions = opts
+		}
+	}
 	s, err := a.p.Stream(ctx, &r)
 	if err != nil {
 		if msg, ok := promptFiltered(err); ok {

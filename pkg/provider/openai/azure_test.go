@@ -181,3 +181,33 @@ func TestAzureBearerTokenAndMissing(t *testing.T) {
 		t.Errorf("kind %s", k)
 	}
 }
+
+// provider_options under "azure" reach the body of an azure: call, as
+// "openai" does, and win over "openai" when both are given.
+func TestAzureProviderOptionsKey(t *testing.T) {
+	body, _, _, _ := azureFixture(t, "text-prompt-filter-results-usage_gpt-4o.sse")
+	srv := providertest.NewServer(t, providertest.SSE(body))
+	azureEnv(t, srv, "azure-key-1", "")
+	p, err := openai.NewAzure(openai.AzureConfig{MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		opts map[string]json.RawMessage
+		want string
+	}{
+		{map[string]json.RawMessage{"azure": json.RawMessage(`{"user":"from-azure"}`)}, "from-azure"},
+		{map[string]json.RawMessage{"openai": json.RawMessage(`{"user":"from-openai"}`)}, "from-openai"},
+		{map[string]json.RawMessage{"openai": json.RawMessage(`{"user":"from-openai"}`), "azure": json.RawMessage(`{"user":"from-azure"}`)}, "from-azure"},
+	} {
+		req := providertest.SimpleRequest("azure:my-gpt4o")
+		req.ProviderOptions = c.opts
+		providertest.MustRun(t, p, req)
+		var sent struct {
+			User string `json:"user"`
+		}
+		if err := json.Unmarshal(srv.LastRequest().Body, &sent); err != nil || sent.User != c.want {
+			t.Errorf("provider_options %s: user %q in the body, want %q", c.opts, sent.User, c.want)
+		}
+	}
+}

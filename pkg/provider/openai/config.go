@@ -137,8 +137,8 @@ func EffortForBudget(budget int) shared.ReasoningEffort {
 
 // RequestError wraps an error the SDK returned before the stream started
 // with ErrRequestFailed, naming the HTTP status and the API's message, in
-// an *llm.APIError that carries the status. A context error is returned as
-// is.
+// an *llm.APIError that carries the status and the provider's
+// Retry-After. A context error is returned as is.
 func RequestError(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
@@ -150,10 +150,16 @@ func RequestError(err error) error {
 			msg = strings.TrimSpace(apiErr.RawJSON())
 		}
 		status := fmt.Sprintf("%d %s", apiErr.StatusCode, http.StatusText(apiErr.StatusCode))
+		e := llm.NewAPIError(apiErr.StatusCode, fmt.Errorf("%w: HTTP %s: %w", ErrRequestFailed, status, err))
 		if msg != "" {
-			return llm.NewAPIError(apiErr.StatusCode, fmt.Errorf("%w: HTTP %s: %s: %w", ErrRequestFailed, status, msg, err))
+			e.Err = fmt.Errorf("%w: HTTP %s: %s: %w", ErrRequestFailed, status, msg, err)
 		}
-		return llm.NewAPIError(apiErr.StatusCode, fmt.Errorf("%w: HTTP %s: %w", ErrRequestFailed, status, err))
+		if apiErr.Response != nil {
+			// retry-after-ms or retry-after, of the last answer after
+			// the SDK's own retries.
+			e.Wait = llm.ParseRetryAfter(apiErr.Response.Header, time.Now())
+		}
+		return e
 	}
 	return llm.NewAPIError(0, fmt.Errorf("%w: %w", ErrRequestFailed, err))
 }

@@ -58,3 +58,24 @@ func TestAzureResponses(t *testing.T) {
 		t.Errorf("%+v, want failed with prompt_blocked", got)
 	}
 }
+
+// provider_options under "azure-responses" reach the body of an
+// azure-responses: call.
+func TestAzureResponsesProviderOptionsKey(t *testing.T) {
+	srv := providertest.NewServer(t, providertest.SSE(providertest.MustLoadFixture(t, filepath.Join("openai-responses", "text_gpt-4o.sse"))))
+	t.Setenv(openai.EnvAzureEndpoint, srv.URL())
+	t.Setenv(openai.EnvAzureAPIKey, "azure-key-2")
+	p, err := openairesponses.NewAzure(openai.AzureConfig{MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := providertest.SimpleRequest("azure-responses:my-deployment")
+	req.ProviderOptions = map[string]json.RawMessage{"azure-responses": json.RawMessage(`{"user":"from-azure"}`)}
+	providertest.MustRun(t, p, req)
+	var sent struct {
+		User string `json:"user"`
+	}
+	if err := json.Unmarshal(srv.LastRequest().Body, &sent); err != nil || sent.User != "from-azure" {
+		t.Errorf("user %q in the body, want from-azure", sent.User)
+	}
+}
