@@ -72,4 +72,3 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
-

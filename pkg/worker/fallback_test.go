@@ -46,7 +46,9 @@ func (p *byModel) calls() []string {
 	return slices.Clone(p.models)
 }
 
-func status(code int) script { return script{err: llm.NewAPIError(code, errors.New(http.StatusText(code)))} }
+func status(code int) script {
+	return script{err: llm.NewAPIError(code, errors.New(http.StatusText(code)))}
+}
 
 const primary, second, third = "anthropic:claude", "openai:gpt", "gemini:flash"
 
