@@ -134,9 +134,9 @@ type TurnRequest struct {
 	Model     string `json:"model"`
 	// FallbackModels are tried in order when a step's model call fails
 	// with a retryable failure before its first delta (docs/protocol.md
-	// §5, "Fallbacks"); nil takes the turn service's default list, an
-	// empty list none.
-	FallbackModels    []string        `json:"fallback_models,omitempty"`
+	// §5, "Fallbacks"); nil (omitted) takes the turn service's default
+	// list, an empty list (written as []) none.
+	FallbackModels    []string        `json:"fallback_models,omitzero"`
 	System            string          `json:"system,omitempty"`
 	Messages          []Message       `json:"messages"`
 	Tools             []string        `json:"tools,omitempty"`
