@@ -150,7 +150,7 @@ func (c *Config) withDefaults() error {
 	if c.MaxConcurrent < 0 || c.AckWait < 0 || c.MaxDeliver < 0 || c.DefaultMaxSteps < 0 || c.StreamBuffer < 0 || c.RetryTimeout < 0 {
 		return fmt.Errorf("%w: negative bound", ErrInvalidConfig)
 	}
-	if err := events.ValidateFallbackModels("fallback models", "", c.FallbackModels); err != nil {
+	if err := events.ValidateFallbackModels("FallbackModels", "", c.FallbackModels); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	seen := map[string]bool{}

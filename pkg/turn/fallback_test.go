@@ -152,11 +152,12 @@ func TestFallbackModels(t *testing.T) {
 		}
 	})
 
-	t.Run("an exhausted list ends with the last model's code", func(t *testing.T) {
+	t.Run("a rate limit falls back; an exhausted list ends with the last model's code", func(t *testing.T) {
 		c := clouds{
-			anthropic: providertest.NewServer(t, providertest.Status(529, "", overloaded)),
-			openai: providertest.NewServer(t, providertest.Status(http.StatusTooManyRequests, "",
-				`{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}`)),
+			anthropic: providertest.NewServer(t, providertest.Status(http.StatusTooManyRequests, "",
+				`{"type":"error","error":{"type":"rate_limit_error","message":"Number of request tokens has exceeded your per-minute rate limit"}}`)),
+			openai: providertest.NewServer(t, providertest.Status(http.StatusServiceUnavailable, "",
+				`{"error":{"message":"The server is overloaded","type":"server_error"}}`)),
 		}
 		e := newEnv(t)
 		e.startIngest(c.factories())
@@ -166,7 +167,7 @@ func TestFallbackModels(t *testing.T) {
 		// The service's default list.
 		e.submit(events.TurnRequest{TurnID: id, Model: claude, Messages: []events.Message{events.UserText("hi")}, Tools: []string{}})
 		end := w.waitEnd()
-		if end.Type != events.TypeTurnFailed || decode[events.TurnEnded](t, end).Code != string(ingest.KindRateLimited) {
+		if end.Type != events.TypeTurnFailed || decode[events.TurnEnded](t, end).Code != string(ingest.KindUnavailable) {
 			t.Fatalf("end %s %s", end.Type, end.Data)
 		}
 		if a, o := len(c.anthropic.Requests()), len(c.openai.Requests()); a != 1 || o != 1 {
