@@ -181,10 +181,11 @@ func (r *run) modelPhase(ctx context.Context) *Result {
 		if fail == nil || ctx.Err() != nil {
 			break
 		}
-		if r.retryStep(ctx, r.stepFailure(step, tries, at, fail)) {
+		sf := r.stepFailure(step, tries, at, fail)
+		if r.retryStep(ctx, sf) {
 			continue
 		}
-		if !r.fallback(at, fail, r.stepFailure(step, tries, at, fail)) {
+		if !r.fallback(at, sf) {
 			break
 		}
 		at, tries = at+1, 0
@@ -295,8 +296,8 @@ func (r *run) retryStep(ctx context.Context, sf StepFailure) bool {
 // fallback reports whether the step goes on with the model after the one
 // at index at (Config.FallbackModels): there is one, the failed call had
 // streamed no block, and the policy (Config.Fallback) takes the failure.
-func (r *run) fallback(at int, f *streamFailure, sf StepFailure) bool {
-	if at+1 >= len(r.cfg.models) || f.output {
+func (r *run) fallback(at int, sf StepFailure) bool {
+	if at+1 >= len(r.cfg.models) || sf.Output {
 		return false
 	}
 	if r.cfg.Fallback != nil {
