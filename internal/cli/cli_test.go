@@ -579,7 +579,10 @@ func TestRenderer(t *testing.T) {
 	}
 	long := strings.Repeat("x", 400)
 	steps := []*events.Envelope{
+		env(events.TypeTurnStarted, events.TurnStarted{TurnID: "t1", Model: "anthropic:claude"}),
+		env(events.TypeTurnStep, events.TurnStep{Step: 1, Attempt: 1, Model: "anthropic:claude"}),
 		env(events.TypeTurnStep, events.TurnStep{Step: 1, Attempt: 2}),
+		env(events.TypeTurnStep, events.TurnStep{Step: 1, Attempt: 3, Model: "openai:gpt"}),
 		env(events.TypeToolSkipped, events.ToolSkipped{CallID: "c1", Name: "shell", Hook: "no-shell", Reason: "no shell here"}),
 		env(events.TypeHookDecision, events.HookDecision{Hook: "h", Event: events.HookBeforeToolCall, Result: events.HookAbort, Reason: "timeout", Failed: true, MS: 12}),
 		env(events.TypeToolResult, events.ToolCallResult{CallID: "c2", Name: "read_file", Content: long, DurationMS: 3}),
@@ -598,6 +601,7 @@ func TestRenderer(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{
 		"↻ step 1: retrying the model call (attempt 2)",
+		"↪ step 1: falling back from anthropic:claude to openai:gpt",
 		"⊘ shell skipped by hook no-shell: no shell here",
 		"⚑ hook h (before_tool_call) → abort: timeout [hook failed] (12.0 ms)",
 		"← read_file (3 ms): " + strings.Repeat("x", 300) + "… (100 more chars)",

@@ -62,6 +62,7 @@ type Renderer struct {
 	thinking map[string]bool // open thinking blocks (step/index)
 	turn     string
 	usage    *events.UsageEvent
+	model    string // the model of the turn's last model call
 }
 
 // NewRenderer writes to w, with ANSI styles when color is true.
@@ -161,7 +162,7 @@ func (r *Renderer) RenderEvent(e *events.Envelope, ev events.WorkerEvent) Render
 	blockKey := func(step, index int) string { return strconv.Itoa(step) + "/" + strconv.Itoa(index) }
 	switch d := ev.(type) {
 	case events.TurnStarted:
-		r.usage = nil
+		r.usage, r.model = nil, d.Model
 		if r.Headers {
 			r.header(d.TurnID, d.SessionID, d.Model)
 		}
@@ -169,8 +170,14 @@ func (r *Renderer) RenderEvent(e *events.Envelope, ev events.WorkerEvent) Render
 			r.line(r.style(ansiDim, "(turn resumed from its checkpoint)"))
 		}
 	case events.TurnStep:
-		if d.Attempt > 1 {
+		switch {
+		case d.Model != "" && r.model != "" && d.Model != r.model:
+			r.line(r.style(ansiDim, fmt.Sprintf("↪ step %d: falling back from %s to %s", d.Step, r.model, d.Model)))
+		case d.Attempt > 1:
 			r.line(r.style(ansiDim, fmt.Sprintf("↻ step %d: retrying the model call (attempt %d)", d.Step, d.Attempt)))
+		}
+		if d.Model != "" {
+			r.model = d.Model
 		}
 	case events.WorkerBlockStart:
 		switch d.BlockType {

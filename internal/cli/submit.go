@@ -30,7 +30,7 @@ func runTurnSubmit(ctx context.Context, env *Env, args []string) error {
 	var (
 		conn                     connFlags
 		file, id, model, session string
-		system, tools            string
+		system, tools, fallback  string
 		prompts, attach          stringList
 		schema                   string
 		asJSON                   bool
@@ -43,6 +43,7 @@ func runTurnSubmit(ctx context.Context, env *Env, args []string) error {
 	fs.StringVar(&id, "id", "", "turn id (default: the file's, else a new one)")
 	fs.StringVar(&model, "model", "", "provider:model (default: the file's, else $LLMW_MODEL)")
 	fs.StringVar(&session, "session", "", "session id")
+	fs.StringVar(&fallback, "fallback", "", `fallback models, comma-separated provider:model, tried in order when the model fails before answering; "none" = none (default: the file's, else the service's)`)
 	fs.StringVar(&system, "system", "", "system prompt")
 	fs.StringVar(&tools, "tools", "", `tools offered: names or patterns, comma-separated; "*" = every tool; "none" = no tools`)
 	fs.Var(&prompts, "prompt", "a user message (repeatable)")
@@ -95,6 +96,18 @@ func runTurnSubmit(ctx context.Context, env *Env, args []string) error {
 		for t := range strings.SplitSeq(tools, ",") {
 			if t = strings.TrimSpace(t); t != "" {
 				req.Tools = append(req.Tools, t)
+			}
+		}
+	}
+	switch fallback {
+	case "":
+	case "none":
+		req.FallbackModels = []string{}
+	default:
+		req.FallbackModels = nil
+		for m := range strings.SplitSeq(fallback, ",") {
+			if m = strings.TrimSpace(m); m != "" {
+				req.FallbackModels = append(req.FallbackModels, m)
 			}
 		}
 	}

@@ -104,14 +104,17 @@ func deltaSchema(withStep bool) *jsonschema.Schema {
 	return &jsonschema.Schema{OneOf: alts, Description: "exactly one of text, thinking and input_json"}
 }
 
+// origin describes events.Part.Origin.
+const origin = "the provider prefix that made the part; sent only to models of that prefix"
+
 func partSchema() *jsonschema.Schema {
 	constant := func(v string) *jsonschema.Schema { return &jsonschema.Schema{Const: v} }
 	anyJSON := &jsonschema.Schema{Description: "any JSON value (an object for tool input)"}
 	b := &jsonschema.Schema{Type: "boolean"}
 	return &jsonschema.Schema{OneOf: []*jsonschema.Schema{
-		obj([]string{"type", "text"}, "type", constant("text"), "text", str(""), "signature", str("opaque provider data that must round-trip")),
-		obj([]string{"type", "thinking"}, "type", constant("thinking"), "thinking", str(""), "signature", str("opaque provider data that must round-trip"), "redacted", b),
-		obj([]string{"type", "id", "name", "input"}, "type", constant("tool_use"), "id", str(""), "name", str(""), "input", anyJSON, "signature", str("opaque provider data that must round-trip")),
+		obj([]string{"type", "text"}, "type", constant("text"), "text", str(""), "signature", str("opaque provider data that must round-trip"), "origin", str(origin)),
+		obj([]string{"type", "thinking"}, "type", constant("thinking"), "thinking", str(""), "signature", str("opaque provider data that must round-trip"), "redacted", b, "origin", str(origin)),
+		obj([]string{"type", "id", "name", "input"}, "type", constant("tool_use"), "id", str(""), "name", str(""), "input", anyJSON, "signature", str("opaque provider data that must round-trip"), "origin", str(origin)),
 		obj([]string{"type", "tool_use_id", "content"}, "type", constant("tool_result"), "tool_use_id", str(""), "content", resultContentSchema(), "is_error", b),
 		mediaSchema("image", events.ImageMediaTypes),
 		mediaSchema("file", events.FileMediaTypes),

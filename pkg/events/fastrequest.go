@@ -145,18 +145,19 @@ func (r *fastReader) parts() ([]Part, bool) {
 		p := Part{Type: PartType(typ)}
 		switch p.Type {
 		case PartText:
-			ok = r.field(`,"text":`, &p.Text) && r.optField(`,"signature":`, &p.Signature)
+			ok = r.field(`,"text":`, &p.Text) && r.optField(`,"signature":`, &p.Signature) && r.optField(`,"origin":`, &p.Origin)
 		case PartThinking:
 			ok = r.field(`,"thinking":`, &p.Thinking) && r.optField(`,"signature":`, &p.Signature)
 			if ok && r.lit(`,"redacted":true`) {
 				p.Redacted = true
 			}
+			ok = ok && r.optField(`,"origin":`, &p.Origin)
 		case PartToolUse:
 			ok = r.field(`,"id":`, &p.ID) && r.field(`,"name":`, &p.Name) && r.lit(`,"input":`)
 			if ok {
 				p.Input, ok = r.raw()
 			}
-			ok = ok && r.optField(`,"signature":`, &p.Signature)
+			ok = ok && r.optField(`,"signature":`, &p.Signature) && r.optField(`,"origin":`, &p.Origin)
 		case PartToolResult:
 			ok = r.field(`,"tool_use_id":`, &p.ToolUseID) && r.field(`,"content":`, &p.Content)
 			switch {

@@ -38,9 +38,9 @@ type Message struct {
 
 // Part is one content part. Which fields are meaningful depends on Type:
 //
-//	text:        Text (Signature: opaque provider data, e.g. a Gemini thought signature)
-//	thinking:    Thinking, Signature, Redacted
-//	tool_use:    ID, Name, Input (Signature as for text)
+//	text:        Text (Signature: opaque provider data, e.g. a Gemini thought signature), Origin
+//	thinking:    Thinking, Signature, Redacted, Origin
+//	tool_use:    ID, Name, Input (Signature as for text), Origin
 //	tool_result: ToolUseID, Content or Parts, IsError
 //	image, file: MediaType, one of Data, URL and Ref (with Size), Filename (file)
 //
@@ -49,11 +49,17 @@ type Message struct {
 // parts, for readers that want text only). MarshalJSON writes only the
 // fields of the part's type.
 type Part struct {
-	Type      PartType        `json:"type" jsonschema:"enum=text,enum=thinking,enum=tool_use,enum=tool_result,enum=image,enum=file"`
-	Text      string          `json:"text,omitempty"`
-	Thinking  string          `json:"thinking,omitempty"`
-	Signature string          `json:"signature,omitempty"`
-	Redacted  bool            `json:"redacted,omitempty"`
+	Type      PartType `json:"type" jsonschema:"enum=text,enum=thinking,enum=tool_use,enum=tool_result,enum=image,enum=file"`
+	Text      string   `json:"text,omitempty"`
+	Thinking  string   `json:"thinking,omitempty"`
+	Signature string   `json:"signature,omitempty"`
+	Redacted  bool     `json:"redacted,omitempty"`
+	// Origin is the provider prefix of the model that made the part
+	// ("anthropic" of "anthropic:claude-sonnet-4-5"), on a part that
+	// carries data only that provider reads: a thinking part, a part with
+	// a Signature. Requests to another provider leave that data out
+	// (llm.ForProvider); "" sends the part to every provider.
+	Origin    string          `json:"origin,omitempty"`
 	ID        string          `json:"id,omitempty"`
 	Name      string          `json:"name,omitempty"`
 	Input     json.RawMessage `json:"input,omitempty"`
@@ -309,7 +315,7 @@ func AppendWithMessages(b []byte, v any, msgs []Message) ([]byte, error) {
 
 // size is about the length of the part's JSON.
 func (p *Part) size() int {
-	n := 48 + len(p.Text) + len(p.Thinking) + len(p.Content) + len(p.Input) + len(p.Signature) + len(p.ID) + len(p.Name) + len(p.ToolUseID) +
+	n := 48 + len(p.Text) + len(p.Thinking) + len(p.Content) + len(p.Input) + len(p.Signature) + len(p.Origin) + len(p.ID) + len(p.Name) + len(p.ToolUseID) +
 		len(p.Data) + len(p.URL) + len(p.Ref) + len(p.MediaType) + len(p.Filename)
 	for i := range p.Parts {
 		n += p.Parts[i].size()
@@ -333,6 +339,7 @@ func (p Part) AppendJSON(b []byte) ([]byte, error) {
 		b = append(b, `,"text":`...)
 		b = AppendJSONString(b, p.Text)
 		b = appendOptString(b, "signature", p.Signature)
+		b = appendOptString(b, "origin", p.Origin)
 	case PartThinking:
 		b = append(b, `,"thinking":`...)
 		b = AppendJSONString(b, p.Thinking)
@@ -340,6 +347,7 @@ func (p Part) AppendJSON(b []byte) ([]byte, error) {
 		if p.Redacted {
 			b = append(b, `,"redacted":true`...)
 		}
+		b = appendOptString(b, "origin", p.Origin)
 	case PartToolUse:
 		b = append(b, `,"id":`...)
 		b = AppendJSONString(b, p.ID)
@@ -354,6 +362,7 @@ func (p Part) AppendJSON(b []byte) ([]byte, error) {
 		}
 		b = append(b, in...)
 		b = appendOptString(b, "signature", p.Signature)
+		b = appendOptString(b, "origin", p.Origin)
 	case PartToolResult:
 		b = append(b, `,"tool_use_id":`...)
 		b = AppendJSONString(b, p.ToolUseID)

@@ -130,9 +130,14 @@ func (r CompletionReply) Validate() error {
 
 // TurnRequest is the data of llmw.turn.submit (docs/protocol.md §5).
 type TurnRequest struct {
-	TurnID            string          `json:"turn_id"`
-	SessionID         string          `json:"session_id,omitempty"`
-	Model             string          `json:"model"`
+	TurnID    string `json:"turn_id"`
+	SessionID string `json:"session_id,omitempty"`
+	Model     string `json:"model"`
+	// FallbackModels are tried in order when a step's model call fails
+	// with a retryable failure before its first delta (docs/protocol.md
+	// §5, "Fallbacks"); nil (omitted) takes the turn service's default
+	// list, an empty list (written as []) none.
+	FallbackModels    []string        `json:"fallback_models,omitzero"`
 	System            string          `json:"system,omitempty"`
 	Messages          []Message       `json:"messages"`
 	Tools             []string        `json:"tools,omitempty"`
@@ -186,6 +191,9 @@ func (r TurnRequest) Validate() error {
 	if p, m := SplitModel(r.Model); p == "" || m == "" {
 		return invalidf("model", "must be provider:model (e.g. openai:gpt-4.1-mini), got %q", r.Model)
 	}
+	if err := ValidateFallbackModels("fallback_models", r.Model, r.FallbackModels); err != nil {
+		return err
+	}
 	if r.Messages == nil {
 		return missing("messages")
 	}
@@ -219,6 +227,29 @@ func (r TurnRequest) Validate() error {
 		return invalidf("max_cost", "must be a finite number not below 0, got %v", r.MaxCost)
 	}
 	return r.ModelOptions.Validate()
+}
+
+// MaxFallbackModels bounds a fallback list: each model on it may cost a
+// step its retries before the next is tried.
+const MaxFallbackModels = 8
+
+// ValidateFallbackModels checks a fallback list (field names it in the
+// error): at most MaxFallbackModels entries, each provider:model, none
+// the primary model or an earlier entry.
+func ValidateFallbackModels(field, primary string, models []string) error {
+	if len(models) > MaxFallbackModels {
+		return invalidf(field, "names %d models, at most %d are allowed", len(models), MaxFallbackModels)
+	}
+	for i, m := range models {
+		f := field + "[" + itoa(i) + "]"
+		if p, name := SplitModel(m); p == "" || name == "" {
+			return invalidf(f, "must be provider:model (e.g. openai:gpt-4.1-mini), got %q", m)
+		}
+		if m == primary || slices.Contains(models[:i], m) {
+			return invalidf(f, "repeats model %q", m)
+		}
+	}
+	return nil
 }
 
 // DecisionKind is what a person decided about a paused tool call.

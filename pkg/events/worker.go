@@ -77,8 +77,12 @@ type TurnStarted struct {
 // TurnStep is the data of llmw.turn.step: one LLM request.
 type TurnStep struct {
 	Step int `json:"step"`
-	// Attempt counts retries of the same step from 1.
+	// Attempt counts the model calls of the same step from 1 (retries and
+	// fallbacks).
 	Attempt int `json:"attempt,omitempty"`
+	// Model is the model this call asks (provider:model): the turn's model
+	// or, after a fallback, the fallback model in use.
+	Model string `json:"model,omitempty"`
 }
 
 // TurnPaused is the data of llmw.turn.paused.
@@ -280,7 +284,9 @@ type HookMessage struct {
 
 // UsageReport is the data of llmw.usage.
 type UsageReport struct {
-	Step  int        `json:"step"`
+	Step int `json:"step"`
+	// Model is the model that answered the step (provider:model).
+	Model string     `json:"model,omitempty"`
 	Usage UsageEvent `json:"usage"`
 	Total UsageEvent `json:"total"`
 	// Cost and TotalCost are what the step's model call (its attempts)

@@ -435,6 +435,10 @@ func (s *Service) run(ctx context.Context, st *stream, p llm.Provider, r *reques
 		st.cancel()
 	}()
 
+	// What only another provider reads (a part whose origin names it: a
+	// thinking signature, encrypted reasoning) is left out here, on the
+	// way to every adapter, which then sees only data it can read.
+	r.req.Messages = llm.ForProvider(r.req.Messages, r.provider)
 	// Media the request carries as refs become bytes here, the one place
 	// that sends them on: the requester's messages held only the refs.
 	if err := s.resolveMedia(ctx, &r.req); err != nil {

@@ -98,6 +98,11 @@ type Config struct {
 	// error reply). nil = DefaultRetryable.
 	Retryable func(code string) bool
 
+	// FallbackModels are the fallback models (provider:model) of a request
+	// without fallback_models, the request's own model left out
+	// (docs/protocol.md §5, "Fallbacks"); nil: none.
+	FallbackModels []string
+
 	// DefaultMaxSteps bounds the model calls of a request without
 	// max_steps (0 = worker.DefaultMaxSteps).
 	DefaultMaxSteps int
@@ -157,6 +162,9 @@ func (c *Config) withDefaults() error {
 	}
 	if c.MaxConcurrent < 0 || c.AckWait < 0 || c.MaxDeliver < 0 || c.DefaultMaxSteps < 0 || c.StreamBuffer < 0 || c.RetryTimeout < 0 {
 		return fmt.Errorf("%w: negative bound", ErrInvalidConfig)
+	}
+	if err := events.ValidateFallbackModels("FallbackModels", "", c.FallbackModels); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	seen := map[string]bool{}
 	for _, t := range c.Tools {

@@ -31,7 +31,10 @@
 //     again up to StepRetries times within its step (the worker's
 //     Config.RetryStep), after block.abort events for its partial blocks
 //     and a new llmw.turn.step with the attempt number; the failed
-//     attempt's finished blocks are dropped; hooks are Config.Hooks, a chain shared with whoever
+//     attempt's finished blocks are dropped; a step that still failed
+//     before its first block goes on with the request's fallback_models
+//     (else Config.FallbackModels) on a retryable failure or a rate
+//     limit; hooks are Config.Hooks, a chain shared with whoever
 //     keeps it in sync with LLMW_HOOKS;
 //   - publishes every worker event on P.events.<session|_>.<turn>.<channel>
 //     (stream LLMW_EVENTS) with a seq that counts per turn across channels,

@@ -5,10 +5,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/ingest"
 	"github.com/llmworker/llmworker/pkg/llm"
 	"github.com/llmworker/llmworker/pkg/worker"
@@ -65,6 +68,39 @@ func (s *Service) retryStep(f worker.StepFailure) (time.Duration, bool) {
 		d = time.Second
 	}
 	return d, true
+}
+
+// fallback is the worker's worker.Config.Fallback: a step whose calls
+// failed before their first block goes on with the next fallback model
+// when the failure is one a retry may get past (Config.Retryable) or a
+// rate limit, which the provider's SDK has retried already. An invalid
+// request, a refusal or missing credentials would fail on the next model
+// the same way, or say something the turn's client must act on.
+func (s *Service) fallback(f worker.StepFailure) bool {
+	code := f.Code
+	if f.Err != nil {
+		code = openErrorCode(f.Err)
+	}
+	return s.cfg.Retryable(code) || slices.Contains(rateLimitCodes, strings.ToLower(code))
+}
+
+// rateLimitCodes are the codes of a rate limit: ingest's error reply
+// (429, rate_limited) and the stream error events of the providers.
+var rateLimitCodes = []string{"429", string(ingest.KindRateLimited), "rate_limit_error", "rate_limit_exceeded"}
+
+// fallbackModels is the fallback list of a turn request: its own, else
+// Config.FallbackModels without the request's model.
+func (s *Service) fallbackModels(req *events.TurnRequest) []string {
+	if req.FallbackModels != nil {
+		return req.FallbackModels
+	}
+	var out []string
+	for _, m := range s.cfg.FallbackModels {
+		if m != req.Model {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // openErrorCode classifies an error of Provider.Stream for Retryable.

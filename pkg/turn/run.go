@@ -327,6 +327,8 @@ func (s *Service) newWorker(t *turnRun, req *events.TurnRequest, tools []tool.To
 		MaxTurnEndRetries:     retries,
 		StepAttempts:          s.cfg.StepRetries + 1,
 		RetryStep:             s.retryStep,
+		FallbackModels:        req.FallbackModels,
+		Fallback:              s.fallback,
 		TurnID:                t.id,
 		SessionID:             t.session,
 		Checkpoint:            t.checkpoint,

@@ -44,6 +44,10 @@ func (s *Service) abortCancelled(t *turnRun, req *events.TurnRequest, rev uint64
 func (s *Service) fresh(t *turnRun, req *events.TurnRequest, dg string) (a answer, again bool) {
 	t.session = req.SessionID
 	t.ep = s.turnEvents(t.id, t.session)
+	// The fallback list is fixed when the turn starts, with the request
+	// kept in its state: a replica that continues the turn, whatever its
+	// own default, tries the same models.
+	req.FallbackModels = s.fallbackModels(req)
 	stripped := *req
 	stripped.Messages = []events.Message{} // in the checkpoint; [] keeps the value valid against the turn request schema
 	t.base = State{Version: StateVersion, Request: &stripped, RequestDigest: dg}

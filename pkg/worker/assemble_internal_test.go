@@ -21,7 +21,7 @@ func TestAssembleFromOrdersByBlockIndex(t *testing.T) {
 		{Index: 5, ID: "srv", Name: "web", Server: true, Input: json.RawMessage(`{}`)},
 		{Index: 2, ID: "a", Name: "t", Input: json.RawMessage(`{"x":1}`), Signature: "s2"},
 	}
-	msg, calls := assembleFrom(texts, thinks, collected)
+	msg, calls := assembleFrom("", texts, thinks, collected)
 	want := events.Message{Role: events.RoleAssistant, Content: []events.Part{
 		{Type: events.PartThinking, Thinking: "hmm", Signature: "sig"},
 		{Type: events.PartText, Text: "before"},
@@ -38,7 +38,7 @@ func TestAssembleFromOrdersByBlockIndex(t *testing.T) {
 	}
 
 	// Only server calls: nothing to run.
-	_, calls = assembleFrom(nil, nil, []timeline.CollectedCall{{Index: 0, ID: "srv", Server: true}})
+	_, calls = assembleFrom("", nil, nil, []timeline.CollectedCall{{Index: 0, ID: "srv", Server: true}})
 	if calls != nil {
 		t.Fatalf("calls %+v, want none", calls)
 	}
@@ -47,7 +47,7 @@ func TestAssembleFromOrdersByBlockIndex(t *testing.T) {
 	for i := 39; i >= 0; i-- {
 		many = append(many, timeline.CollectedText{Index: i, Text: string(rune('a' + i%26))})
 	}
-	msg, _ = assembleFrom(many, nil, nil)
+	msg, _ = assembleFrom("", many, nil, nil)
 	for i, p := range msg.Content {
 		if p.Text != string(rune('a'+i%26)) {
 			t.Fatalf("part %d = %q", i, p.Text)

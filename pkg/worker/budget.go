@@ -56,7 +56,7 @@ func roundCost(v float64) float64 { return math.Round(v*1e10) / 1e10 }
 // before the first call), plus max_tokens of output when the turn sets
 // it; its cost is that input at the last call's prices and max_tokens at
 // the output price (docs/protocol.md §5 "Budgets").
-func (r *run) overBudget(step, attempt int) string {
+func (r *run) overBudget(step, attempt int, model string) string {
 	call := "model call " + strconv.Itoa(step)
 	if attempt > 1 {
 		call += " (attempt " + strconv.Itoa(attempt) + ")"
@@ -70,7 +70,7 @@ func (r *run) overBudget(step, attempt int) string {
 		}
 	}
 	if b := r.cfg.MaxCost; b > 0 {
-		p, _ := r.cfg.Prices.Lookup(r.cfg.Model) // resolve made sure of it
+		p, _ := r.cfg.Prices.Lookup(model) // resolve made sure of it
 		outCost := p.Cost(price.Tokens{Output: maxOut})
 		next := r.st.LastInputCost + outCost
 		var used float64

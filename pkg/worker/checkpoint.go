@@ -54,6 +54,10 @@ type Checkpoint struct {
 	Phase     Phase  `json:"phase"`
 	// Step is the number of model calls made so far.
 	Step int `json:"step"`
+	// Model is the fallback model (Config.FallbackModels) in use since a
+	// step fell back to it: the turn's later steps start on it. "" is
+	// Config.Model.
+	Model string `json:"model,omitempty"`
 	// Messages is the transcript so far (input included).
 	Messages []events.Message `json:"messages"`
 	// Pending are the local tool calls of step Step, in the order the model

@@ -156,6 +156,22 @@ type Config struct {
 	// cut short by the turn's context. nil makes every failed call again
 	// at once.
 	RetryStep func(f StepFailure) (wait time.Duration, retry bool)
+	// FallbackModels are the models (provider:model) a step goes on with,
+	// in order, when its call on Model fails and StepAttempts or RetryStep
+	// make no more calls on it: when the failed call streamed no block
+	// (once a block reached the observers, a switch would show a second
+	// answer) and Fallback takes the failure. The next model gets its own
+	// StepAttempts; llmw.turn.step and llmw.usage name the model. A turn
+	// stays on the model that answered a step for its later steps
+	// (Checkpoint.Model): a model's reasoning goes on with its own
+	// steps, a provider that is overloaded is not asked first at every
+	// step, and the transcript a model continues is one it wrote.
+	// Each must be provider:model, distinct and not Model; at most
+	// events.MaxFallbackModels.
+	FallbackModels []string
+	// Fallback, if set, decides whether a failed step goes on with the
+	// next of FallbackModels; nil is DefaultFallback.
+	Fallback func(f StepFailure) bool
 	// IdleTimeout fails a model call when the provider sends nothing for
 	// that long (0 = DefaultIdleTimeout, negative = no limit). A stream that
 	// is llm.WellFormed already keeps its own limit.
@@ -184,8 +200,14 @@ type Config struct {
 
 // StepFailure is a failed model call, as Config.RetryStep sees it.
 type StepFailure struct {
-	// Step and Attempt number the call (both from 1).
+	// Step numbers the call's step and Attempt the call among the step's
+	// calls on the model in use (both from 1).
 	Step, Attempt int
+	// Model is the model the call asked (provider:model).
+	Model string
+	// Output is true when the call's stream had started a block before
+	// it failed.
+	Output bool
 	// Code is the code of the stream's error event; "cancelled" when the
 	// provider cancelled the stream, llm.CodeProviderFailed when it failed
 	// without saying why, "" when the call could not be opened (see Err).
@@ -195,9 +217,25 @@ type StepFailure struct {
 	Err error
 }
 
+// DefaultFallback is the Fallback of a Config without one: a call that
+// could not be opened goes on with the next model when its error names
+// a rate limit or an unavailable provider (llm.KindRateLimited,
+// llm.KindUnavailable) or no kind (a transport failure); a stream that
+// failed does unless its code is a refusal, a content filter or a
+// blocked prompt (StreamFailureCodes) or names an invalid request.
+func DefaultFallback(f StepFailure) bool {
+	if f.Err != nil {
+		k, ok := llm.KindOf(f.Err)
+		return !ok || k == llm.KindRateLimited || k == llm.KindUnavailable
+	}
+	return !slices.Contains(StreamFailureCodes, f.Code) && !strings.HasPrefix(f.Code, "invalid_request")
+}
+
 // resolved is a validated Config with defaults applied.
 type resolved struct {
 	Config
+	// models are Model and FallbackModels, in order.
+	models      []string
 	byName      map[string]tool.Tool
 	maxSteps    int
 	maxRetries  int
@@ -214,6 +252,10 @@ func resolve(cfg Config) (*resolved, error) {
 		return nil, ErrNoProvider
 	}
 	r := &resolved{Config: cfg, byName: make(map[string]tool.Tool, len(cfg.Tools))}
+	if err := events.ValidateFallbackModels("fallback_models", cfg.Model, cfg.FallbackModels); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	r.models = append([]string{cfg.Model}, cfg.FallbackModels...)
 	switch {
 	case cfg.MaxSteps < 0:
 		return nil, fmt.Errorf("%w: max_steps must not be negative, got %d", ErrInvalidConfig, cfg.MaxSteps)
@@ -298,11 +340,17 @@ func checkBudgets(cfg Config) error {
 	if !(cfg.MaxCost >= 0) || math.IsInf(cfg.MaxCost, 1) {
 		return bad("max_cost", fmt.Sprintf("must be a finite number not below 0, got %v", cfg.MaxCost))
 	}
-	if _, ok := cfg.Prices.Lookup(cfg.Model); cfg.MaxCost > 0 && !ok {
-		if cfg.Prices.Len() == 0 {
-			return bad("max_cost", fmt.Sprintf("needs a price of model %q, and the turn service has no price table (--prices)", cfg.Model))
+	if cfg.MaxCost > 0 {
+		// Every model the turn may call, its fallbacks too, is priced.
+		for _, m := range append([]string{cfg.Model}, cfg.FallbackModels...) {
+			if _, ok := cfg.Prices.Lookup(m); ok {
+				continue
+			}
+			if cfg.Prices.Len() == 0 {
+				return bad("max_cost", fmt.Sprintf("needs a price of model %q, and the turn service has no price table (--prices)", m))
+			}
+			return bad("max_cost", fmt.Sprintf("needs a price of model %q, which the price table (%d models) does not have", m, cfg.Prices.Len()))
 		}
-		return bad("max_cost", fmt.Sprintf("needs a price of model %q, which the price table (%d models) does not have", cfg.Model, cfg.Prices.Len()))
 	}
 	return nil
 }

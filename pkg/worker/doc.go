@@ -21,10 +21,15 @@
 //     dispatched through a Timeline with a TextBlockCollector,
 //     ThinkingBlockCollector and ToolCallCollector, from which the
 //     assistant message is rebuilt in block-index order (text and thinking
-//     with their signatures, tool_use with its signature). Calls of
+//     with their signatures, tool_use with its signature; thinking and
+//     signed parts carry the provider's prefix as their Origin). Calls of
 //     provider-run (server) tools are neither run nor kept. A failed stream
 //     is tried again up to Config.StepAttempts times (as Config.RetryStep
-//     allows), each attempt from nothing, then fails the turn with the
+//     allows), each attempt from nothing; then, when the last attempt
+//     failed before its first block and Config.Fallback takes the failure,
+//     the step goes on with the next of Config.FallbackModels (the turn's
+//     later steps start on the model that answered, Checkpoint.Model);
+//     else it fails the turn with the
 //     provider's message; the code is the kind the error names
 //     (llm.KindOf: "missing_api_key", "rate_limited", ...), a decline the
 //     stream reported ("refusal", "content_filter", "prompt_blocked"), else

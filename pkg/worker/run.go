@@ -33,7 +33,8 @@ type run struct {
 	thinks *timeline.ThinkingBlockCollector
 	calls  *timeline.ToolCallCollector
 
-	step       int // the step being streamed, for block events
+	step       int    // the step being streamed, for block events
+	model      string // the model of the call under way
 	stopReason events.StopReason
 	// continueHook is the on_turn_end hook whose continue_with_messages led
 	// to the next model call, for the max_steps reason.
@@ -160,7 +161,7 @@ func (r *run) modelPhase(ctx context.Context) *Result {
 		}
 		return r.end(ctx, StatusFailed, CodeMaxSteps, ErrMaxSteps, reason, r.continueHook, nil)
 	}
-	if why := r.overBudget(r.st.Step+1, 1); why != "" {
+	if why := r.overBudget(r.st.Step+1, 1, r.cfg.models[r.modelIndex()]); why != "" {
 		return r.budgetExceeded(ctx, why)
 	}
 	if res := r.checkpoint(ctx); res != nil {
@@ -194,6 +195,7 @@ func (r *run) modelPhase(ctx context.Context) *Result {
 	for _, f := range r.h.turnStart {
 		f(step)
 	}
+	at := r.modelIndex()
 	var (
 		usage events.UsageEvent
 		cost  *float64
@@ -201,20 +203,31 @@ func (r *run) modelPhase(ctx context.Context) *Result {
 		over  string // why the next attempt would pass a budget
 	)
 	r.stepCtx = ctx
-	for attempt := 1; ; attempt++ {
+	// attempt counts the step's calls (its request ids and llmw.turn.step),
+	// tries those on the model in use (StepAttempts, RetryStep).
+	for attempt, tries := 1, 1; ; attempt, tries = attempt+1, tries+1 {
 		if attempt > 1 {
-			if over = r.overBudget(step, attempt); over != "" {
+			if over = r.overBudget(step, attempt, r.cfg.models[at]); over != "" {
 				over += "; attempt " + strconv.Itoa(attempt-1) + " failed: " + fail.reason
 				break
 			}
 		}
 		var u events.UsageEvent
-		u, fail = r.stream(ctx, step, attempt, in.Messages)
+		u, fail = r.stream(ctx, step, attempt, r.cfg.models[at], in.Messages)
 		usage = usage.Add(u)
-		cost = addCost(cost, r.charge(r.cfg.Model, u))
-		if fail == nil || ctx.Err() != nil || r.halt != nil || !r.retryStep(ctx, step, attempt, fail) {
+		cost = addCost(cost, r.charge(r.cfg.models[at], u))
+		if fail == nil || ctx.Err() != nil || r.halt != nil {
 			break
 		}
+		sf := r.stepFailure(step, tries, at, fail)
+		if r.retryStep(ctx, sf) {
+			continue
+		}
+		if !r.fallback(at, sf) {
+			break
+		}
+		at, tries = at+1, 0
+		r.st.Model = r.cfg.models[at]
 	}
 	if fail == nil && ctx.Err() == nil {
 		if res := r.dropOrphans(ctx); res != nil {
@@ -224,7 +237,7 @@ func (r *run) modelPhase(ctx context.Context) *Result {
 	r.st.Step = step
 	r.st.Usage = r.st.Usage.Add(usage)
 	if usage != (events.UsageEvent{}) {
-		r.em.emit(events.UsageReport{Step: step, Usage: usage, Total: cloneUsage(r.st.Usage), Cost: cost, TotalCost: clonePtr(r.st.Cost)})
+		r.em.emit(events.UsageReport{Step: step, Model: r.cfg.models[at], Usage: usage, Total: cloneUsage(r.st.Usage), Cost: cost, TotalCost: clonePtr(r.st.Cost)})
 	}
 	for _, f := range r.h.turnEnd {
 		f(step)
@@ -265,6 +278,9 @@ type streamFailure struct {
 	cause  error
 	code   string // see StepFailure.Code
 	opened bool   // the call was opened; cause is not Provider.Stream's
+	// output: the stream had started a block (its first delta reached
+	// the turn's observers) before it failed.
+	output bool
 }
 
 // turnCode is the code a turn that ends with this failure reports: the
@@ -289,19 +305,25 @@ func (f *streamFailure) turnCode() string {
 // answer, which retrying will not change.
 var StreamFailureCodes = []string{"refusal", "content_filter", "prompt_blocked"}
 
-// retryStep reports whether the model call that failed is made again,
-// after Config.RetryStep's wait; false when StepAttempts are spent, the
-// policy declines or ctx ended during the wait.
-func (r *run) retryStep(ctx context.Context, step, attempt int, f *streamFailure) bool {
-	if attempt >= r.cfg.attempts {
+// stepFailure is the failed call f of step as RetryStep and Fallback see
+// it: tries is its number on the model at index at.
+func (r *run) stepFailure(step, tries, at int, f *streamFailure) StepFailure {
+	sf := StepFailure{Step: step, Attempt: tries, Model: r.cfg.models[at], Code: f.code, Output: f.output}
+	if !f.opened {
+		sf.Err = f.cause
+	}
+	return sf
+}
+
+// retryStep reports whether the model call that failed is made again on
+// the same model, after Config.RetryStep's wait; false when StepAttempts
+// are spent, the policy declines or ctx ended during the wait.
+func (r *run) retryStep(ctx context.Context, sf StepFailure) bool {
+	if sf.Attempt >= r.cfg.attempts {
 		return false
 	}
 	if r.cfg.RetryStep == nil {
 		return true
-	}
-	sf := StepFailure{Step: step, Attempt: attempt, Code: f.code}
-	if !f.opened {
-		sf.Err = f.cause
 	}
 	wait, ok := r.cfg.RetryStep(sf)
 	if !ok {
@@ -320,19 +342,46 @@ func (r *run) retryStep(ctx context.Context, step, attempt int, f *streamFailure
 	}
 }
 
+// fallback reports whether the step goes on with the model after the one
+// at index at (Config.FallbackModels): there is one, the failed call had
+// streamed no block, and the policy (Config.Fallback) takes the failure.
+func (r *run) fallback(at int, sf StepFailure) bool {
+	if at+1 >= len(r.cfg.models) || sf.Output {
+		return false
+	}
+	if r.cfg.Fallback != nil {
+		return r.cfg.Fallback(sf)
+	}
+	return DefaultFallback(sf)
+}
+
+// modelIndex is the index in Config.Model and FallbackModels of the model
+// a step starts on: the one that answered the turn's last step
+// (Checkpoint.Model), the turn's model when that is not on the list (a
+// checkpoint continued with another configuration).
+func (r *run) modelIndex() int {
+	if r.st.Model == "" {
+		return 0
+	}
+	if i := slices.Index(r.cfg.models, r.st.Model); i >= 0 {
+		return i
+	}
+	return 0
+}
+
 // stream makes one model call and reads its stream through the Timeline.
 // It returns the usage of the call and, if the call failed, why.
-func (r *run) stream(ctx context.Context, step, attempt int, msgs []events.Message) (events.UsageEvent, *streamFailure) {
-	r.step = step
+func (r *run) stream(ctx context.Context, step, attempt int, model string, msgs []events.Message) (events.UsageEvent, *streamFailure) {
+	r.step, r.model = step, model
 	r.stopReason = ""
 	r.texts.Clear()
 	r.thinks.Clear()
 	r.calls.Clear()
 	r.beginEager()
-	r.em.emit(events.TurnStep{Step: step, Attempt: attempt})
+	r.em.emit(events.TurnStep{Step: step, Attempt: attempt, Model: model})
 
 	req := &llm.Request{
-		RequestID: r.requestID(step, attempt), Model: r.cfg.Model, System: r.cfg.System,
+		RequestID: r.requestID(step, attempt), Model: model, System: r.cfg.System,
 		Messages: msgs, Tools: r.definitions(), MaxTokens: r.cfg.MaxTokens,
 		Temperature: r.cfg.Temperature, Thinking: r.cfg.Thinking,
 		ModelOptions: r.cfg.Options,
@@ -352,7 +401,7 @@ func (r *run) stream(ctx context.Context, step, attempt int, msgs []events.Messa
 		// A call that waits for shared provider limits (ingest's Client)
 		// says so while it waits.
 		ctx = llm.WithQueued(ctx, func(st events.StatusEvent) {
-			r.em.emit(events.TurnQueued{Step: step, Attempt: attempt, Model: r.cfg.Model, Position: st.Position})
+			r.em.emit(events.TurnQueued{Step: step, Attempt: attempt, Model: model, Position: st.Position})
 		})
 	}
 	start := time.Now()
@@ -373,7 +422,7 @@ func (r *run) read(ctx context.Context, req *llm.Request) (events.UsageEvent, *s
 	if w, ok := src.(llm.Warner); ok && r.warned < r.step {
 		if ws := w.Warnings(); len(ws) > 0 {
 			r.warned = r.step
-			r.em.emit(events.TurnWarning{Step: r.step, Model: r.cfg.Model, Warnings: slices.Clone(ws)})
+			r.em.emit(events.TurnWarning{Step: r.step, Model: r.model, Warnings: slices.Clone(ws)})
 		}
 	}
 	s := llm.Normalize(ctx, src, llm.NormalizeOptions{IdleTimeout: llm.Limit(r.cfg.IdleTimeout, DefaultIdleTimeout)})
@@ -381,6 +430,7 @@ func (r *run) read(ctx context.Context, req *llm.Request) (events.UsageEvent, *s
 	var (
 		status  events.StreamStatus
 		lastErr *events.ErrorEvent
+		output  bool
 	)
 	for s.Next() {
 		ev := s.Current()
@@ -388,6 +438,8 @@ func (r *run) read(ctx context.Context, req *llm.Request) (events.UsageEvent, *s
 			r.firstChunk = time.Now()
 		}
 		switch e := ev.(type) {
+		case events.BlockStart, events.BlockDelta:
+			output = true
 		case events.UsageEvent:
 			usage = usage.Merge(e)
 		case events.StatusEvent:
@@ -427,11 +479,11 @@ func (r *run) read(ctx context.Context, req *llm.Request) (events.UsageEvent, *s
 		if lastErr.Code != "" {
 			reason += " (" + lastErr.Code + ")"
 		}
-		return usage, &streamFailure{reason: reason, cause: fmt.Errorf("%s: %s", lastErr.Code, lastErr.Message), code: lastErr.Code, opened: true}
+		return usage, &streamFailure{reason: reason, cause: fmt.Errorf("%s: %s", lastErr.Code, lastErr.Message), code: lastErr.Code, opened: true, output: output}
 	case status == events.StatusCancelled && ctx.Err() == nil:
-		return usage, &streamFailure{reason: "model call failed: the provider cancelled the stream", code: "cancelled", opened: true}
+		return usage, &streamFailure{reason: "model call failed: the provider cancelled the stream", code: "cancelled", opened: true, output: output}
 	}
-	return usage, &streamFailure{reason: "model call failed: the stream ended without a result", code: llm.CodeProviderFailed, opened: true}
+	return usage, &streamFailure{reason: "model call failed: the stream ended without a result", code: llm.CodeProviderFailed, opened: true, output: output}
 }
 
 // definitions are the tools offered to the model call. Without a
@@ -472,13 +524,17 @@ func (r *run) requestID(step, attempt int) string {
 // are left out: they were answered inside the response, and a tool_use
 // without a local tool_result would be rejected in the next request.
 func (r *run) assemble() (events.Message, []timeline.CollectedCall) {
-	return assembleFrom(r.texts.TakeBlocks(), r.thinks.TakeCollected(), r.calls.TakeCollected())
+	origin, _ := events.SplitModel(r.model)
+	return assembleFrom(origin, r.texts.TakeBlocks(), r.thinks.TakeCollected(), r.calls.TakeCollected())
 }
 
 // assembleFrom is assemble of collected blocks (taken, or copies looked
 // at for a span's gen_ai.output.messages): the slices are the caller's
-// own, and collected is reused for the calls it returns.
-func assembleFrom(texts []timeline.CollectedText, thinks []timeline.CollectedThinking, collected []timeline.CollectedCall) (events.Message, []timeline.CollectedCall) {
+// own, and collected is reused for the calls it returns. origin (the
+// provider prefix of the model that answered) marks the parts only that
+// provider reads: thinking, and parts with a signature
+// (events.Part.Origin).
+func assembleFrom(origin string, texts []timeline.CollectedText, thinks []timeline.CollectedThinking, collected []timeline.CollectedCall) (events.Message, []timeline.CollectedCall) {
 	n := len(texts) + len(thinks) + len(collected)
 	content := make([]events.Part, 0, n)
 	var small [16]int
@@ -487,12 +543,12 @@ func assembleFrom(texts []timeline.CollectedText, thinks []timeline.CollectedThi
 		index = make([]int, 0, n)
 	}
 	for _, b := range texts {
-		content = append(content, events.Part{Type: events.PartText, Text: b.Text, Signature: b.Signature})
+		content = append(content, events.Part{Type: events.PartText, Text: b.Text, Signature: b.Signature, Origin: signed(origin, b.Signature)})
 		index = append(index, b.Index)
 	}
 	for _, b := range thinks {
 		content = append(content, events.Part{Type: events.PartThinking, Thinking: b.Thinking,
-			Signature: b.Signature, Redacted: b.Thinking == "" && b.Signature != ""})
+			Signature: b.Signature, Redacted: b.Thinking == "" && b.Signature != "", Origin: origin})
 		index = append(index, b.Index)
 	}
 	calls := collected[:0]
@@ -502,7 +558,7 @@ func assembleFrom(texts []timeline.CollectedText, thinks []timeline.CollectedThi
 		}
 		calls = append(calls, c)
 		content = append(content, events.Part{Type: events.PartToolUse, ID: c.ID, Name: c.Name,
-			Input: c.Input, Signature: c.Signature})
+			Input: c.Input, Signature: c.Signature, Origin: signed(origin, c.Signature)})
 		index = append(index, c.Index)
 	}
 	// A stable insertion sort of both by block index: the parts are few
@@ -518,6 +574,14 @@ func assembleFrom(texts []timeline.CollectedText, thinks []timeline.CollectedThi
 		calls = nil
 	}
 	return events.Message{Role: events.RoleAssistant, Content: content}, calls
+}
+
+// signed is origin for a part with a signature, else "".
+func signed(origin, signature string) string {
+	if signature == "" {
+		return ""
+	}
+	return origin
 }
 
 // turnEnd runs on_turn_end after a response without tool calls, once

@@ -86,7 +86,7 @@ func (r *run) startChat(ctx context.Context, step, attempt int) (context.Context
 	if !telemetry.Tracing() {
 		return ctx, telemetry.NoSpan
 	}
-	provider, model := splitModel(r.cfg.Model)
+	provider, model := splitModel(r.model)
 	attrs := []attribute.KeyValue{
 		telemetry.GenAIOperationName.String(telemetry.OpChat),
 		telemetry.TurnID.String(r.st.TurnID),
@@ -121,7 +121,7 @@ func (r *run) startChat(ctx context.Context, step, attempt int) (context.Context
 // and ends the span.
 func (r *run) endChat(ctx context.Context, span trace.Span, start time.Time, usage events.UsageEvent, f *streamFailure) {
 	defer span.End()
-	provider, model := splitModel(r.cfg.Model)
+	provider, model := splitModel(r.model)
 	c := telemetry.Chat{Provider: provider, Model: model, Usage: usage, Duration: time.Since(start)}
 	if !r.firstChunk.IsZero() {
 		c.FirstChunk = r.firstChunk.Sub(start)
@@ -147,7 +147,7 @@ func (r *run) endChat(ctx context.Context, span trace.Span, start time.Time, usa
 		span.SetAttributes(telemetry.GenAIResponseFinishReasons.StringSlice([]string{string(r.stopReason)}))
 	}
 	if telemetry.CaptureContent() && f == nil {
-		msg, _ := assembleFrom(r.texts.Blocks(), r.thinks.Collected(), r.calls.Collected())
+		msg, _ := assembleFrom("", r.texts.Blocks(), r.thinks.Collected(), r.calls.Collected())
 		span.SetAttributes(telemetry.GenAIOutputMessages.String(telemetry.OutputMessages(msg, string(r.stopReason))))
 	}
 	if f != nil {

@@ -76,7 +76,7 @@ func TestTextTurnEventsOneToOne(t *testing.T) {
 	if d := evs[0].Data.(events.TurnStarted); !reflect.DeepEqual(d, events.TurnStarted{TurnID: "t1", SessionID: "s1", Model: "test:m"}) {
 		t.Fatalf("turn.started %+v", d)
 	}
-	if d := evs[1].Data.(events.TurnStep); d != (events.TurnStep{Step: 1, Attempt: 1}) {
+	if d := evs[1].Data.(events.TurnStep); d != (events.TurnStep{Step: 1, Attempt: 1, Model: "test:m"}) {
 		t.Fatalf("turn.step %+v", d)
 	}
 	if got := jsonString(t, evs[3].Data); got != `{"index":0,"text":"Hel","step":1}` {
@@ -88,7 +88,7 @@ func TestTextTurnEventsOneToOne(t *testing.T) {
 	if d := evs[6].Data.(events.TextComplete); d != (events.TextComplete{Step: 1, Index: 0, Text: "Hello"}) {
 		t.Fatalf("text.complete %+v", d)
 	}
-	if got := jsonString(t, evs[7].Data); got != `{"step":1,"usage":{"input_tokens":10,"output_tokens":2},"total":{"input_tokens":10,"output_tokens":2}}` {
+	if got := jsonString(t, evs[7].Data); got != `{"step":1,"model":"test:m","usage":{"input_tokens":10,"output_tokens":2},"total":{"input_tokens":10,"output_tokens":2}}` {
 		t.Fatalf("usage json %s", got)
 	}
 	done := evs[8].Data.(events.TurnCompleted)
@@ -202,12 +202,13 @@ func TestMultiStepToolLoopRequests(t *testing.T) {
 		}
 	}
 	// The second request carries the first response back: thinking with its
-	// signature, text, both tool_use parts in block order, then one tool
-	// message with the results in call order.
+	// signature and its origin (the model's provider), text, both
+	// tool_use parts in block order, then one tool message with the
+	// results in call order.
 	want2 := []events.Message{
 		events.UserText("weather?"),
 		{Role: events.RoleAssistant, Content: []events.Part{
-			events.ThinkingPart("I should check", "sig-1"),
+			{Type: events.PartThinking, Thinking: "I should check", Signature: "sig-1", Origin: "test"},
 			events.TextPart("Checking."),
 			events.ToolUsePart("c1", "get_weather", json.RawMessage(`{"city":"Oslo"}`)),
 			events.ToolUsePart("c2", "get_weather", json.RawMessage(`{"city":"Rome"}`)),

@@ -28,9 +28,12 @@ type Options struct {
 	// DefaultTools are comma-separated tool patterns of a request without
 	// "tools" (e.g. "*").
 	DefaultTools string
-	FinishedTTL  time.Duration
-	CancelTTL    time.Duration
-	RetryTimeout time.Duration
+	// FallbackModels are comma-separated provider:model strings: the
+	// fallback models of a request without fallback_models.
+	FallbackModels string
+	FinishedTTL    time.Duration
+	CancelTTL      time.Duration
+	RetryTimeout   time.Duration
 	// NoEagerStart is turn.Config.NoEagerStart: every tool call waits for
 	// the end of the model's response.
 	NoEagerStart bool
@@ -81,6 +84,7 @@ func (s *Service) Flags(f *service.Flags) {
 	f.Int(&s.StepRetries, "step-retries", "LLMW_STEP_RETRIES", 0, "retries of a model call that failed in transport (0 = 2, negative = none)")
 	f.Int(&s.MaxSteps, "max-steps", "LLMW_MAX_STEPS", 0, "model calls of a request without max_steps (0 = 20)")
 	f.String(&s.DefaultTools, "default-tools", "LLMW_DEFAULT_TOOLS", "", `comma-separated tool patterns of a request without "tools" (e.g. "*")`)
+	f.String(&s.FallbackModels, "fallback-models", "LLMW_FALLBACK_MODELS", "", `comma-separated provider:model strings a step of a request without "fallback_models" goes on with, in order, when its model fails before answering (rate limited, overloaded)`)
 	f.Duration(&s.FinishedTTL, "finished-ttl", "LLMW_FINISHED_TTL", 0, "how long an ended turn's state is kept; its id is taken until then (0 = 24h, negative = forever)")
 	f.Duration(&s.CancelTTL, "cancel-ttl", "LLMW_CANCEL_TTL", 0, "how long a cancel of a not yet started turn waits for its submit (0 = 10m, negative = not at all)")
 	f.Bool(&s.NoEagerStart, "no-eager-start", "LLMW_NO_EAGER_START", false, "start no tool call before the model's response ended (by default a call of a read-only or idempotent tool starts as soon as its input is complete)")
@@ -102,7 +106,7 @@ func (s *Service) Start(ctx context.Context, env service.Env) (service.Stopper, 
 	}
 	svc, err := turn.New(env.NC, turn.Config{
 		Prefix: env.Prefix, Instance: env.Instance, Logger: env.Log, Hooks: chain,
-		DefaultTools: service.SplitList(s.DefaultTools), MaxConcurrent: s.MaxConcurrent, AckWait: s.AckWait,
+		DefaultTools: service.SplitList(s.DefaultTools), FallbackModels: service.SplitList(s.FallbackModels), MaxConcurrent: s.MaxConcurrent, AckWait: s.AckWait,
 		IdleTimeout: s.IdleTimeout, StepRetries: s.StepRetries, DefaultMaxSteps: s.MaxSteps,
 		FinishedTTL: s.FinishedTTL, CancelTTL: s.CancelTTL, RetryTimeout: s.RetryTimeout, Ephemeral: s.Ephemeral,
 		NoEagerStart: s.NoEagerStart, Provision: env.Provision(), Prices: prices,
