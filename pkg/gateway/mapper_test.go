@@ -48,6 +48,8 @@ func TestMapperTable(t *testing.T) {
 			[]string{`{"type":"tool-output-error","toolCallId":"c1","errorText":"skipped by no-rm"}`}},
 		{"started", []events.WorkerEvent{events.ToolStarted{CallID: "c1", Name: "slow", Input: json.RawMessage(`{"n":1}`)}},
 			[]string{`{"type":"data-llmw-tool-started","id":"started-c1","data":{"call_id":"c1","name":"slow","input":{"n":1}}}`}},
+		{"cancelled while the model streamed", []events.WorkerEvent{events.ToolCancelled{CallID: "c1", Name: "look", Step: 1, Reason: "the model call failed"}},
+			[]string{`{"type":"tool-output-error","toolCallId":"c1","errorText":"cancelled: the model call failed"}`}},
 		{"progress", []events.WorkerEvent{events.ToolProgress{CallID: "c1", Name: "slow", Progress: 1, Total: 4}, events.ToolProgress{CallID: "c1", Name: "slow", Progress: 2, Total: 4}},
 			[]string{`{"type":"data-llmw-tool-progress","id":"progress-c1","data":{"call_id":"c1","name":"slow","progress":1,"total":4}}`, `{"type":"data-llmw-tool-progress","id":"progress-c1","data":{"call_id":"c1","name":"slow","progress":2,"total":4}}`}},
 		{"hooks", []events.WorkerEvent{events.HookDecision{Hook: "h", Event: events.HookBeforeToolCall, Result: "deny", CallID: "c1"}, events.HookMessage{Hook: "h", Event: events.HookOnTurnEnd, Messages: []events.Message{events.AssistantText("note")}}},

@@ -183,9 +183,10 @@ type Config struct {
 	SessionID string
 
 	// Checkpoint, if set, receives the turn's state at every step
-	// boundary: before each model call, after the before_tool_call hooks of
-	// a step decided, and when the turn pauses (with CheckpointToolResults
-	// also after each settled tool result). An error fails the turn with
+	// boundary: before each model call, before each call that starts while
+	// the model streams (Checkpoint.Eager; see NoEagerStart), after the
+	// before_tool_call hooks of a step decided, and when the turn pauses
+	// (with CheckpointToolResults also after each settled tool result). An error fails the turn with
 	// code "checkpoint". It runs on the Run goroutine; the checkpoint is the
 	// callee's to keep.
 	Checkpoint func(ctx context.Context, cp *Checkpoint) error

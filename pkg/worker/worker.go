@@ -168,7 +168,8 @@ func (w *Worker) OnTurnStart(f func(step int)) {
 }
 
 // OnTurnEnd registers f to be called when the model call of a step has
-// ended (its stream read to the end, before its tools run).
+// ended (its stream read to the end, before its tools run; calls that
+// started while the model streamed may be running).
 func (w *Worker) OnTurnEnd(f func(step int)) {
 	if f != nil {
 		w.register(func(h *handlers) { h.turnEnd = append(h.turnEnd, f) })
