@@ -26,6 +26,10 @@
 // URL layout works. Config.Pace makes the replay providers stream each
 // delta at a model's speed (the commands' --replay-pace, DefaultPace per
 // token unless set), so a person watching sees the answer being written.
+// The recordings keep no time of their own (internal/fixtures/MANIFEST.md:
+// response bodies only, no per-chunk timestamps), so that rate is their
+// timing; a benchmark that needs a block to end at a given moment scripts
+// its stream with llmtest.TimedStep instead.
 //
 // # Use
 //
