@@ -184,7 +184,7 @@ func (r *run) dispatch(k int, t tool.Tool, first bool) {
 
 // dropOrphans stops the calls of earlier responses of the step that the
 // response which completed it did not ask for again. The checkpoint that
-// no longer lists them is written first: a run that continues the turn
+// leaves them out is written first: a run that continues the turn
 // must not take over a call this one stopped.
 func (r *run) dropOrphans(ctx context.Context) *Result {
 	n := 0

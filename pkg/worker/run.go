@@ -129,7 +129,7 @@ func (w *Worker) newRun(st *Checkpoint) *run {
 
 func (r *run) loop(ctx context.Context) *Result {
 	defer r.stopWorkers()
-	// Calls started early that a response no longer asked for were
+	// Calls started early that a later response did not ask for again were
 	// cancelled, and may still be ending: no tool of the turn runs after
 	// Run returned.
 	defer r.stopTools()
