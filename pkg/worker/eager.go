@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/timeline"
 	"github.com/llmworker/llmworker/pkg/tool"
@@ -59,6 +61,10 @@ func (r *run) beginEager() {
 // checkpoint, the turn's cancel) is left in r.halt, and the stream is
 // read no further.
 func (r *run) startReady(ctx context.Context) {
+	// A call's hooks belong to the turn, not to the model call during
+	// whose stream they run: their spans go under the turn's span
+	// (invoke_agent), as those of a call that starts after the stream.
+	ctx = trace.ContextWithSpan(ctx, trace.SpanFromContext(r.stepCtx))
 	cs := r.calls.Collected()
 	for _, index := range r.ready {
 		for i := len(cs) - 1; i >= 0; i-- {
