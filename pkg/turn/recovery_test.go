@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/llmworker/llmworker/internal/poll"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook"
 	"github.com/llmworker/llmworker/pkg/llm"
@@ -228,7 +230,18 @@ func TestCancelOfATurnWhoseReplicaDied(t *testing.T) {
 	e.submit(events.TurnRequest{TurnID: id, Model: "test:m", Messages: []events.Message{events.UserText("go")}})
 	w.waitFor("the answer streaming", func(evs []ev) bool { return count(evs, events.TypeBlockDelta) > 0 })
 	e.startTurn(turn.Config{Instance: "b", AckWait: time.Second})
+	cid, err := ncA.GetClientID()
+	if err != nil {
+		t.Fatal(err)
+	}
 	ncA.Close() // a is gone with the turn
+	// The cancel goes out once the server has dropped a's subscriptions:
+	// one that reaches a replica as it dies is lost, as any core NATS
+	// message (docs/protocol.md, "Cancel").
+	poll.Until(t, 5*time.Second, "a's connection closed at the server", func() bool {
+		cz, err := e.emb.Server.Connz(&server.ConnzOptions{CID: cid})
+		return err == nil && len(cz.Conns) == 0
+	})
 	if err := e.nc.Publish(e.subj.TurnCancel(id), nil); err != nil {
 		t.Fatal(err)
 	}
