@@ -72,17 +72,6 @@ type keyState struct {
 	kick       chan struct{} // news for the loop: a release, a change, a waiter left
 	held       map[string]part
 	releases   []*pendingRelease // for the loop's next write
-
-	// What this replica reserved in the record for calls to come
-	// (allowance.go): places (lease ids in held, no call on them) and
-	// credit in the current slot; refunds are credits of past slots to
-	// give back with the next write.
-	ready    []string
-	keeping  int // releases whose lease becomes ready once written
-	credit   credit
-	refunds  []credit
-	inflight int   // calls holding a part of this limit
-	perCall  int64 // the token estimate of a recent call
 }
 
 // part is a lease on one limit.
@@ -91,11 +80,6 @@ type part struct {
 	id        string
 	slotStart int64
 	estimate  int64
-	// fast: the call started on a ready place without a write, and its
-	// request is recorded when it ends; credited: it used credit
-	// (creditTokens of it), which that write gives back.
-	fast, credited bool
-	creditTokens   int64
 }
 
 // New opens the LLMW_QUOTA bucket and follows it: the config key and the
@@ -217,28 +201,6 @@ func (l *Limiter) Close() error {
 	for _, rel := range rels {
 		_ = l.releaseNow(ctx, rel)
 	}
-	// The credit left goes back too.
-	refunds := map[*keyState][]credit{}
-	l.mu.Lock()
-	for _, ks := range l.keys {
-		rf := ks.refunds
-		if c := ks.credit; c.reqs > 0 || c.tokens > 0 {
-			rf = append(rf, c)
-		}
-		ks.refunds, ks.credit = nil, credit{}
-		if len(rf) > 0 {
-			refunds[ks] = rf
-		}
-	}
-	l.mu.Unlock()
-	for ks, rf := range refunds {
-		_ = l.mutate(ctx, ks, func(r *record, _ time.Time) bool {
-			for _, c := range rf {
-				r.unreserve(c)
-			}
-			return true
-		})
-	}
 	return nil
 }
 
@@ -292,7 +254,7 @@ func (l *Limiter) Acquire(ctx context.Context, req Request) (*Lease, error) {
 		}
 	}
 	for _, lim := range set {
-		p, err := l.acquire(ctx, lim, lims.Window, req, deadline, lims.MaxQueue, queued)
+		p, err := l.acquire(ctx, lim.Key, req, deadline, lims.MaxQueue, queued)
 		if err != nil {
 			lease.Release(context.WithoutCancel(ctx), 0)
 			return nil, err
@@ -302,8 +264,7 @@ func (l *Limiter) Acquire(ctx context.Context, req Request) (*Lease, error) {
 	return lease, nil
 }
 
-func (l *Limiter) acquire(ctx context.Context, lim Limit, window time.Duration, req Request, deadline time.Time, maxQueue int, queued func(int)) (part, error) {
-	key := lim.Key
+func (l *Limiter) acquire(ctx context.Context, key string, req Request, deadline time.Time, maxQueue int, queued func(int)) (part, error) {
 	w := &waiter{session: req.Session, tokens: req.Tokens, done: make(chan grant, 1), queued: queued}
 	l.mu.Lock()
 	if l.closed {
@@ -311,13 +272,6 @@ func (l *Limiter) acquire(ctx context.Context, lim Limit, window time.Duration, 
 		return part{}, ErrClosed
 	}
 	ks := l.keyState(key)
-	if ks.q.len() == 0 {
-		if p, ok := ks.takeReady(lim, window, req.Tokens, time.Now()); ok {
-			ks.inflight++
-			l.mu.Unlock()
-			return p, nil
-		}
-	}
 	if ks.q.len() >= maxQueue {
 		l.mu.Unlock()
 		return part{}, fmt.Errorf("%w: %d calls wait for limit %q on this replica", ErrQueueFull, maxQueue, key)
@@ -383,47 +337,26 @@ func (l *Limiter) loop(ks *keyState) {
 		rels := ks.releases
 		ks.releases = nil
 		waiters := ks.q.serveOrder(maxBatch)
-		lims := l.effective()
-		lim, _ := lims.limit(ks.key) // a limit removed meanwhile lets everything through
-		refunds := ks.takeRefunds(lims.Window, time.Now())
-		if l.closed || (len(rels) == 0 && len(waiters) == 0 && len(refunds) == 0) {
+		if l.closed || (len(rels) == 0 && len(waiters) == 0) {
 			ks.releases = append(rels, ks.releases...) // Close gives them back
-			ks.refunds = append(refunds, ks.refunds...)
 			ks.running = false
 			l.mu.Unlock()
 			return
 		}
-		want := ks.wanted(lim, len(waiters) > 0)
-		perCall := ks.perCall
-		for _, w := range waiters {
-			perCall = max(perCall, w.tokens)
-		}
-		perCall += perCall / 4 // room for the next calls' estimates
+		lims := l.effective()
+		lim, _ := lims.limit(ks.key) // a limit removed meanwhile lets everything through
 		l.mu.Unlock()
 
 		var (
 			admitted []part
 			wait     time.Duration
-			kept     = make([]bool, len(rels))
-			placed   []string
-			got      credit
-			spare    []string
 		)
-		if want.places > 0 {
-			spare = make([]string, want.places)
-			for i := range spare {
-				spare[i] = nuid.Next()
-			}
-		}
 		err := l.mutate(l.ctx, ks, func(r *record, now time.Time) bool {
-			admitted, wait, placed, got = admitted[:0], 0, nil, credit{}
+			admitted, wait = admitted[:0], 0
+			for _, rel := range rels {
+				r.release(rel.p.id, rel.p.slotStart, rel.p.estimate, rel.used)
+			}
 			t, exp := ms(now), ms(now.Add(lims.LeaseTTL))
-			for i, rel := range rels {
-				kept[i] = l.applyRelease(r, rel, exp)
-			}
-			for _, c := range refunds {
-				r.unreserve(c)
-			}
 			for _, w := range waiters {
 				id := nuid.Next()
 				ok, wt := r.admit(t, lim, lims.Window, w.tokens, id, l.owner, exp)
@@ -433,10 +366,7 @@ func (l *Limiter) loop(ks *keyState) {
 				}
 				admitted = append(admitted, part{ks: ks, id: id, slotStart: t - t%slotWidth(lims.Window), estimate: w.tokens})
 			}
-			if wait == 0 && (want.places > 0 || want.reqs > 0) {
-				placed, got = r.reserve(t, lim, lims.Window, spare, l.owner, exp, want.reqs, perCall)
-			}
-			return len(rels) > 0 || len(admitted) > 0 || len(refunds) > 0 || len(placed) > 0 || got.reqs > 0
+			return len(rels) > 0 || len(admitted) > 0
 		})
 		for _, rel := range rels {
 			rel.done <- err
@@ -454,8 +384,6 @@ func (l *Limiter) loop(ks *keyState) {
 		for i, p := range admitted {
 			ks.held[p.id] = p
 			if w := waiters[i]; ks.q.remove(w, true) {
-				ks.inflight++
-				ks.perCall = w.tokens
 				w.done <- grant{part: p}
 			} else {
 				late = append(late, p) // the waiter gave up meanwhile
@@ -465,10 +393,6 @@ func (l *Limiter) loop(ks *keyState) {
 			delete(ks.held, p.id)
 			ks.releases = append(ks.releases, &pendingRelease{p: p, used: 0, done: make(chan error, 1)})
 		}
-		if err == nil {
-			ks.reserved(placed, got)
-		}
-		ks.settled(rels, kept, err, l.closed)
 		type note struct {
 			w   *waiter
 			pos int
@@ -481,7 +405,7 @@ func (l *Limiter) loop(ks *keyState) {
 				}
 			}
 		}
-		more := len(ks.releases) > 0 || len(ks.refunds) > 0 || (wait == 0 && ks.q.len() > 0)
+		more := len(ks.releases) > 0 || (wait == 0 && ks.q.len() > 0)
 		l.mu.Unlock()
 		for _, n := range notes {
 			n.w.queued(n.pos)
@@ -507,8 +431,6 @@ type pendingRelease struct {
 	p    part
 	used int64
 	done chan error // buffered
-	// keep: the lease stays, ready for this replica's next call.
-	keep bool
 }
 
 // mutate applies f to ks's record and writes it with compare-and-set,
@@ -583,7 +505,7 @@ func (l *Limiter) releasePart(ctx context.Context, p part, used int64) error {
 	}
 	rel := &pendingRelease{p: p, used: used, done: make(chan error, 1)}
 	l.mu.Lock()
-	l.giveBack(rel)
+	delete(p.ks.held, p.id)
 	if l.closed {
 		l.mu.Unlock()
 		return l.releaseNow(ctx, rel)
@@ -601,9 +523,8 @@ func (l *Limiter) releasePart(ctx context.Context, p part, used int64) error {
 
 // releaseNow writes one release itself, without the key's loop.
 func (l *Limiter) releaseNow(ctx context.Context, rel *pendingRelease) error {
-	rel.keep = false
 	err := l.mutate(ctx, rel.p.ks, func(r *record, _ time.Time) bool {
-		l.applyRelease(r, rel, 0)
+		r.release(rel.p.id, rel.p.slotStart, rel.p.estimate, rel.used)
 		return true
 	})
 	rel.done <- err

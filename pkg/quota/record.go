@@ -31,11 +31,6 @@ type slot struct {
 	Start  int64 `json:"s"` // unix ms, a multiple of the slot width
 	Req    int64 `json:"r"`
 	Tokens int64 `json:"t"`
-	// Res and ResTok are requests and tokens a replica reserved in this
-	// slot for calls it may start without a write (its credit); they
-	// count against the limits as Req and Tokens do.
-	Res    int64 `json:"rr,omitempty"`
-	ResTok int64 `json:"rt,omitempty"`
 }
 
 func stateKey(key string) string {
@@ -97,8 +92,8 @@ func (r *record) admit(now int64, lim Limit, window time.Duration, tokens int64,
 	width := slotWidth(window)
 	var reqs, toks int64
 	for _, s := range r.Slots {
-		reqs += s.Req + s.Res
-		toks += s.Tokens + s.ResTok
+		reqs += s.Req
+		toks += s.Tokens
 	}
 	// The oldest slot leaves the window at:
 	slotOut := func() time.Duration {
@@ -142,12 +137,6 @@ func (r *record) admit(now int64, lim Limit, window time.Duration, tokens int64,
 // the slot of start: estimate becomes used.
 func (r *record) release(id string, slotStart, estimate, used int64) {
 	delete(r.Leases, id)
-	r.correct(slotStart, estimate, used)
-}
-
-// correct turns the estimate a call was charged in the slot of
-// slotStart into used (used < 0 keeps it).
-func (r *record) correct(slotStart, estimate, used int64) {
 	if used < 0 {
 		return
 	}
@@ -156,103 +145,4 @@ func (r *record) correct(slotStart, estimate, used int64) {
 			r.Slots[i].Tokens = max(r.Slots[i].Tokens+used-estimate, 0)
 		}
 	}
-}
-
-// settle records a call that started on this replica's credit (part.fast)
-// in the slot it started in: one request and the tokens it used (used < 0:
-// its estimate) move from the reservation to the counts.
-func (r *record) settle(p part, used int64) {
-	if used < 0 {
-		used = p.estimate
-	}
-	for i := range r.Slots {
-		s := &r.Slots[i]
-		if s.Start != p.slotStart {
-			continue
-		}
-		if p.credited {
-			s.Res, s.ResTok = max(s.Res-1, 0), max(s.ResTok-p.creditTokens, 0)
-		}
-		s.Req++
-		s.Tokens += used
-		return
-	}
-	if p.credited {
-		return // the slot left the window: so did the call's request
-	}
-	// A limit without per-minute limits reserves no slot: the call's
-	// slot is made here, in order, while it is in the window.
-	i := len(r.Slots)
-	for i > 0 && r.Slots[i-1].Start > p.slotStart {
-		i--
-	}
-	r.Slots = slices.Insert(r.Slots, i, slot{Start: p.slotStart, Req: 1, Tokens: used})
-}
-
-// unreserve gives back what is left of a credit.
-func (r *record) unreserve(c credit) {
-	for i := range r.Slots {
-		if s := &r.Slots[i]; s.Start == c.start {
-			s.Res, s.ResTok = max(s.Res-c.reqs, 0), max(s.ResTok-c.tokens, 0)
-		}
-	}
-}
-
-// reserve takes, while the limit is at most half used, up to leases
-// places (lease ids of owner until exp, for calls to come) and, for a
-// limit with per-minute limits, up to reqs requests of perCall tokens
-// each in the slot of now: what this replica may then start without a
-// write. Half the limit stays for the other replicas, so that a replica's
-// reservation never makes another wait.
-func (r *record) reserve(now int64, lim Limit, window time.Duration, ids []string, owner string, exp int64, reqs, perCall int64) (placed []string, c credit) {
-	r.prune(now, window)
-	if r.CoolUntil > now {
-		return nil, credit{}
-	}
-	n := len(ids)
-	if lim.Concurrent > 0 {
-		n = min(n, lim.Concurrent/2-len(r.Leases))
-	}
-	for _, id := range ids[:max(n, 0)] {
-		if r.Leases == nil {
-			r.Leases = map[string]leaseRec{}
-		}
-		r.Leases[id] = leaseRec{Owner: owner, Exp: exp}
-		placed = append(placed, id)
-	}
-	if lim.RequestsPerMinute == 0 && lim.TokensPerMinute == 0 {
-		return placed, credit{}
-	}
-	var used, toks int64
-	for _, s := range r.Slots {
-		used += s.Req + s.Res
-		toks += s.Tokens + s.ResTok
-	}
-	if lim.RequestsPerMinute > 0 {
-		reqs = min(reqs, int64(lim.RequestsPerMinute)/2-used)
-	}
-	perCall = max(perCall, 1)
-	if lim.TokensPerMinute > 0 {
-		reqs = min(reqs, (lim.TokensPerMinute/2-toks)/perCall)
-	}
-	if reqs <= 0 {
-		return placed, credit{}
-	}
-	width := slotWidth(window)
-	c = credit{start: now - now%width, reqs: reqs}
-	if lim.TokensPerMinute > 0 {
-		c.tokens = reqs * perCall
-	}
-	if n := len(r.Slots); n > 0 && r.Slots[n-1].Start == c.start {
-		r.Slots[n-1].Res += c.reqs
-		r.Slots[n-1].ResTok += c.tokens
-	} else {
-		r.Slots = append(r.Slots, slot{Start: c.start, Res: c.reqs, ResTok: c.tokens})
-	}
-	return placed, c
-}
-
-// credit is what a replica reserved in one slot and has not used yet.
-type credit struct {
-	start, reqs, tokens int64
 }

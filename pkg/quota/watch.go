@@ -121,15 +121,10 @@ func (l *Limiter) renew() {
 
 // Usage is what a limit's record holds now.
 type Usage struct {
-	// Running counts the unexpired leases by replica: its running calls
-	// and the places it holds ready for its next ones (allowance.go).
+	// Running counts the unexpired leases by replica.
 	Running map[string]int
-	// Requests and Tokens are the window's counts of calls.
+	// Requests and Tokens are the window's counts.
 	Requests, Tokens int64
-	// Reserved and ReservedTokens are what replicas reserved in the
-	// window for calls they may start without a write; they count
-	// against the limits as Requests and Tokens do.
-	Reserved, ReservedTokens int64
 	// CoolUntil is the end of a cooldown; zero when none.
 	CoolUntil time.Time
 }
@@ -156,8 +151,6 @@ func (l *Limiter) Usage(ctx context.Context, key string) (Usage, error) {
 	for _, s := range r.Slots {
 		u.Requests += s.Req
 		u.Tokens += s.Tokens
-		u.Reserved += s.Res
-		u.ReservedTokens += s.ResTok
 	}
 	if r.CoolUntil > ms(now) {
 		u.CoolUntil = time.UnixMilli(r.CoolUntil)
