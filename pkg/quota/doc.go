@@ -15,10 +15,6 @@
 // that dies stops renewing, and the others count its calls for at most
 // LeaseTTL after its last renewal.
 //
-// A replica with calls of a limit running reserves places and credit in
-// the record while the limit is at most half used, so that its next
-// calls start without a write (allowance.go); the record counts them.
-//
 // A call over a limit waits in this replica's queue for that limit,
 // served round-robin across sessions, up to Limits.MaxWait; a full queue
 // (Limits.MaxQueue) refuses it with ErrQueueFull. Limits come from a file
