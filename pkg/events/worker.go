@@ -110,8 +110,9 @@ type TurnCompleted struct {
 	Cost *float64 `json:"cost,omitempty"`
 }
 
-// TurnWarning is the data of llmw.turn.warning: settings of a model call
-// that its provider does not have, so they were not sent.
+// TurnWarning is the data of llmw.turn.warning: settings of the model
+// call that answered the step (Model) that its provider does not have, so
+// they were not sent.
 type TurnWarning struct {
 	Step     int       `json:"step"`
 	Model    string    `json:"model,omitempty"`

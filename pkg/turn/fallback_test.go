@@ -130,6 +130,51 @@ func TestFallbackModels(t *testing.T) {
 		}
 	})
 
+	t.Run("the warnings are the answering model's", func(t *testing.T) {
+		// Anthropic opens the call, so ingest's reply carries its
+		// warnings, and fails before the first block; OpenAI answers.
+		// Anthropic has no seed and OpenAI's Chat Completions no top_k.
+		overloadedStream := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-haiku-4-5\",\"content\":[],\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n" +
+			"event: error\ndata: " + overloaded + "\n\n"
+		c := clouds{
+			anthropic: providertest.NewServer(t, providertest.SSE([]byte(overloadedStream))),
+			openai:    providertest.NewServer(t, providertest.SSE(sse(t, gptText))),
+		}
+		e := newEnv(t)
+		e.startIngest(c.factories())
+		e.startTurn(turn.Config{StepRetries: -1})
+		id := newID("fb-warn")
+		w := e.watch(id)
+		e.submit(events.TurnRequest{TurnID: id, Model: claude, FallbackModels: []string{gpt},
+			Messages: []events.Message{events.UserText("hi")}, Tools: []string{},
+			ModelOptions: events.ModelOptions{Seed: ptr(int64(7)), TopK: ptr(3)}})
+		w.completed()
+		if a, o := len(c.anthropic.Requests()), len(c.openai.Requests()); a != 1 || o != 1 {
+			t.Fatalf("anthropic %d, openai %d requests", a, o)
+		}
+		evs := w.events()
+		var got []events.TurnWarning
+		for _, x := range evs {
+			if x.Type == events.TypeTurnWarning {
+				got = append(got, decode[events.TurnWarning](t, x))
+			}
+		}
+		if len(got) != 1 || got[0].Step != 1 || got[0].Model != gpt || len(got[0].Warnings) != 1 || got[0].Warnings[0].Setting != "top_k" {
+			t.Fatalf("llmw.turn.warning %+v, want one of %s naming top_k only", got, gpt)
+		}
+		// It comes after the answering call's llmw.turn.step, before its
+		// first block.
+		at, step, block := find(evs, events.TypeTurnWarning), -1, find(evs, events.TypeBlockStart)
+		for i, x := range evs {
+			if x.Type == events.TypeTurnStep && decode[events.TurnStep](t, x).Model == gpt {
+				step = i
+			}
+		}
+		if step < 0 || step > at || at > block {
+			t.Fatalf("warning at %d, the fallback's step at %d, first block at %d:%s", at, step, block, describe(evs))
+		}
+	})
+
 	t.Run("an invalid request does not fall back", func(t *testing.T) {
 		c := clouds{
 			anthropic: providertest.NewServer(t, providertest.Status(http.StatusBadRequest, "",

@@ -86,8 +86,11 @@
 // of the turn only, unless Config.ToolChoiceEveryStep, since a tool
 // forced on every call never lets the model answer. A named tool the turn
 // does not offer is refused by New. Settings the provider does not have
-// are not sent; when the stream reports them (llm.Warner), the worker
-// sends one llmw.turn.warning for the step. A model call that waits for
+// are not sent; when the stream of the call that answers a step reports
+// them (llm.Warner), the worker sends one llmw.turn.warning for the step,
+// at the call's first block (at its end when it has none): a call that
+// fails before its first block, as one a fallback model takes over,
+// sends none. A model call that waits for
 // provider limits shared by ingest replicas (llm.WithQueued, which the
 // worker sets while events are observed) gives llmw.turn.queued while it
 // waits.

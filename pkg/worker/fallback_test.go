@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -221,4 +222,72 @@ func requestIDs(p *byModel) []string {
 		ids = append(ids, r.RequestID)
 	}
 	return ids
+}
+
+// warnsByModel is a provider whose streams report, per model, the
+// settings that were not sent.
+type warnsByModel struct {
+	llm.Provider
+	warnings map[string][]events.Warning
+}
+
+func (p warnsByModel) Stream(ctx context.Context, req *llm.Request) (llm.Stream, error) {
+	s, err := p.Provider.Stream(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return warnStream{s, p.warnings[req.Model]}, nil
+}
+
+func TestFallbackWarnings(t *testing.T) {
+	seed := []events.Warning{{Setting: "seed", Message: "anthropic has no seed; not sent"}}
+	topK := []events.Warning{{Setting: "top_k", Message: "openai has no top_k; not sent"}}
+	// overloaded opens and fails before its first block.
+	overloaded := script{evs: []events.Event{started(), events.ErrorEvent{Code: "overloaded_error", Message: "Overloaded"},
+		events.StatusEvent{Status: events.StatusFailed}}}
+
+	t.Run("the step's warning is the answering model's", func(t *testing.T) {
+		rec := &recorder{}
+		p := &byModel{scripts: map[string][]script{primary: {overloaded}, second: {textStep("from gpt")}}}
+		w := mustNew(t, worker.Config{Provider: warnsByModel{p, map[string][]events.Warning{primary: seed, second: topK}},
+			Model: primary, FallbackModels: []string{second}, Observer: rec})
+		if res := mustRun(t, w, events.UserText("go")); res.Status != worker.StatusCompleted {
+			t.Fatalf("result %+v", res)
+		}
+		want := []any{events.TurnWarning{Step: 1, Model: second, Warnings: topK}}
+		if got := rec.ofType(events.TypeTurnWarning); !reflect.DeepEqual(got, want) {
+			t.Fatalf("warnings %+v, want %+v", got, want)
+		}
+		// After the answering call's llmw.turn.step, before its block.
+		types := rec.types()
+		i := slices.Index(types, "turn.warning")
+		if i < 1 || types[i-1] != "turn.step" || types[i+1] != "block.start/text" {
+			t.Fatalf("events %v", types)
+		}
+	})
+
+	t.Run("a call without blocks warns at its completion", func(t *testing.T) {
+		rec := &recorder{}
+		p := &byModel{scripts: map[string][]script{primary: {overloaded}, second: {{evs: stream()}}}}
+		w := mustNew(t, worker.Config{Provider: warnsByModel{p, map[string][]events.Warning{primary: seed, second: topK}},
+			Model: primary, FallbackModels: []string{second}, Observer: rec})
+		mustRun(t, w, events.UserText("go"))
+		want := []any{events.TurnWarning{Step: 1, Model: second, Warnings: topK}}
+		if got := rec.ofType(events.TypeTurnWarning); !reflect.DeepEqual(got, want) {
+			t.Fatalf("warnings %+v, want %+v", got, want)
+		}
+	})
+
+	t.Run("a step no call answered has none", func(t *testing.T) {
+		rec := &recorder{}
+		p := &byModel{scripts: map[string][]script{primary: {overloaded}}}
+		w := mustNew(t, worker.Config{Provider: warnsByModel{p, map[string][]events.Warning{primary: seed}},
+			Model: primary, Observer: rec})
+		if res := mustRun(t, w, events.UserText("go")); res.Status != worker.StatusFailed {
+			t.Fatalf("result %+v", res)
+		}
+		if got := rec.ofType(events.TypeTurnWarning); len(got) != 0 {
+			t.Fatalf("warnings %+v of a call that failed before its first block", got)
+		}
+	})
 }
