@@ -137,10 +137,13 @@ type TurnRequest struct {
 	// with a retryable failure before its first delta (docs/protocol.md
 	// §5, "Fallbacks"); nil (omitted) takes the turn service's default
 	// list, an empty list (written as []) none.
-	FallbackModels    []string        `json:"fallback_models,omitzero"`
-	System            string          `json:"system,omitempty"`
-	Messages          []Message       `json:"messages"`
-	Tools             []string        `json:"tools,omitempty"`
+	FallbackModels []string  `json:"fallback_models,omitzero"`
+	System         string    `json:"system,omitempty"`
+	Messages       []Message `json:"messages"`
+	// Tools are tool patterns (docs/protocol.md §5): nil (omitted) takes
+	// the turn service's default patterns, an empty list (written as [])
+	// offers no tools.
+	Tools             []string        `json:"tools,omitzero"`
 	MaxSteps          int             `json:"max_steps,omitempty"`
 	MaxTurnEndRetries *int            `json:"max_turn_end_retries,omitempty"`
 	MaxTokens         int             `json:"max_tokens,omitempty"`

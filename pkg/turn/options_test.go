@@ -274,3 +274,21 @@ func TestTurnWarningIsPublished(t *testing.T) {
 		t.Fatalf("warning %+v (%v)", got, err)
 	}
 }
+
+// "tools": [] offers no tools; omitted, the service's default patterns.
+func TestEmptyToolsOfferNone(t *testing.T) {
+	e := newEnv(t)
+	model := llmtest.NewScripted(llmtest.TextStep("none"), llmtest.TextStep("default"))
+	version := tool.Must("fixed_version", "the version", func(context.Context, struct{}) (string, error) { return "1.2.3", nil })
+	e.startTurn(turn.Config{Provider: model, Tools: []tool.Tool{version}, DefaultTools: []string{"*"}})
+	for _, tools := range [][]string{{}, nil} {
+		id := newID("tools")
+		w := e.watch(id)
+		e.submit(events.TurnRequest{TurnID: id, Model: "test:m", Messages: []events.Message{events.UserText("hi")}, Tools: tools})
+		w.completed()
+	}
+	reqs := model.Requests()
+	if len(reqs) != 2 || len(reqs[0].Tools) != 0 || len(reqs[1].Tools) != 1 || reqs[1].Tools[0].Name != "fixed_version" {
+		t.Fatalf("tools of the calls: %+v", reqs)
+	}
+}
