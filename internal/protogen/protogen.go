@@ -105,7 +105,7 @@ func deltaSchema(withStep bool) *jsonschema.Schema {
 }
 
 // origin describes events.Part.Origin.
-const origin = "the provider prefix that made the part; sent only to models of that prefix"
+const origin = "the provider prefix that made the part (anthropic for vertex-anthropic too); sent only to models of that origin"
 
 func partSchema() *jsonschema.Schema {
 	constant := func(v string) *jsonschema.Schema { return &jsonschema.Schema{Const: v} }

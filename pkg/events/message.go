@@ -57,8 +57,10 @@ type Part struct {
 	// Origin is the provider prefix of the model that made the part
 	// ("anthropic" of "anthropic:claude-sonnet-4-5"), on a part that
 	// carries data only that provider reads: a thinking part, a part with
-	// a Signature. Requests to another provider leave that data out
-	// (llm.ForProvider); "" sends the part to every provider.
+	// a Signature. A prefix that reads another's data alike shares its
+	// Origin (llm.Origin: "anthropic" for "vertex-anthropic"). Requests to
+	// a provider of another Origin leave that data out (llm.ForProvider);
+	// "" sends the part to every provider.
 	Origin    string          `json:"origin,omitempty"`
 	ID        string          `json:"id,omitempty"`
 	Name      string          `json:"name,omitempty"`

@@ -4,7 +4,8 @@ import "github.com/llmworker/llmworker/pkg/events"
 
 // ForProvider returns msgs as provider (a model string's prefix, e.g.
 // "openai") may read them: the data of a part whose Origin names another
-// provider is left out, since only the provider that made it can read it
+// provider (one of another Origin) is left out, since only the provider
+// that made it can read it
 // (an Anthropic thinking signature, OpenAI's encrypted reasoning, a
 // Gemini thought signature) and another refuses it or misreads it as its
 // own. Of such a part:
@@ -16,7 +17,7 @@ import "github.com/llmworker/llmworker/pkg/events"
 //     result block) is left out, with the tool_use it answers;
 //   - a message that is left empty is left out.
 //
-// Parts without an Origin, and parts of provider's own, go as they are.
+// Parts without an Origin, and parts of provider's Origin, go as they are.
 // msgs is not modified: when nothing is left out it is returned as is,
 // else a copy with the changed messages copied.
 func ForProvider(msgs []events.Message, provider string) []events.Message {
@@ -44,8 +45,29 @@ func ForProvider(msgs []events.Message, provider string) []events.Message {
 	return out
 }
 
+// sharedOrigins maps a provider prefix to the prefix whose parts it reads
+// as its own. Claude's thinking signatures are valid on the Claude API
+// and on Vertex AI alike (Anthropic's extended-thinking documentation:
+// signature values are compatible across platforms), so Claude on Vertex
+// AI shares the origin "anthropic".
+var sharedOrigins = map[string]string{"vertex-anthropic": "anthropic"}
+
+// Origin returns the origin (events.Part.Origin) of the parts a model of
+// provider (a model string's prefix) makes: the prefix, or the prefix
+// whose data it reads alike ("anthropic" for "vertex-anthropic").
+// ForProvider sends a part to every provider of the same Origin.
+func Origin(provider string) string {
+	if o, ok := sharedOrigins[provider]; ok {
+		return o
+	}
+	return provider
+}
+
+// foreign reports whether p carries data provider does not read. A part's
+// Origin is mapped too, so a stored part whose Origin is a prefix that
+// shares another's still goes to both.
 func foreign(p *events.Part, provider string) bool {
-	return p.Origin != "" && p.Origin != provider
+	return p.Origin != "" && Origin(p.Origin) != Origin(provider)
 }
 
 func foreignIn(parts []events.Part, provider string) bool {

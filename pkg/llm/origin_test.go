@@ -64,6 +64,41 @@ func TestForProvider(t *testing.T) {
 	}
 }
 
+// Claude on the Claude API and on Vertex AI read each other's
+// signatures: their parts share the origin "anthropic", and a part stored
+// with the origin "vertex-anthropic" goes to both as well; other
+// providers still get neither.
+func TestForProviderSharedOrigin(t *testing.T) {
+	if got := llm.Origin("vertex-anthropic"); got != "anthropic" {
+		t.Fatalf("Origin(vertex-anthropic) = %q", got)
+	}
+	for _, p := range []string{"anthropic", "bedrock", "vertex", "gemini", "openai", "azure"} {
+		if got := llm.Origin(p); got != p {
+			t.Fatalf("Origin(%s) = %q", p, got)
+		}
+	}
+	for _, origin := range []string{"anthropic", "vertex-anthropic"} {
+		in := []events.Message{
+			events.UserText("weather?"),
+			{Role: events.RoleAssistant, Content: []events.Part{
+				{Type: events.PartThinking, Thinking: "look it up", Signature: "EqQBCkYIBx", Origin: origin},
+				{Type: events.PartToolUse, ID: "toolu_1", Name: "weather", Input: json.RawMessage(`{}`)},
+			}},
+		}
+		for _, to := range []string{"anthropic", "vertex-anthropic"} {
+			if got := llm.ForProvider(in, to); !reflect.DeepEqual(got, in) {
+				t.Fatalf("origin %s to %s: %s", origin, to, mustJSON(t, got))
+			}
+		}
+		for _, to := range []string{"bedrock", "vertex", "openai"} {
+			got := llm.ForProvider(in, to)
+			if len(got) != 2 || len(got[1].Content) != 1 || got[1].Content[0].Type != events.PartToolUse {
+				t.Fatalf("origin %s to %s: %s", origin, to, mustJSON(t, got))
+			}
+		}
+	}
+}
+
 func mustJSON(t *testing.T, v any) string {
 	t.Helper()
 	b, err := json.Marshal(v)

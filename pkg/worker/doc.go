@@ -22,7 +22,8 @@
 //     ThinkingBlockCollector and ToolCallCollector, from which the
 //     assistant message is rebuilt in block-index order (text and thinking
 //     with their signatures, tool_use with its signature; thinking and
-//     signed parts carry the provider's prefix as their Origin). Calls of
+//     signed parts carry llm.Origin of the provider's prefix as their
+//     Origin). Calls of
 //     provider-run (server) tools are neither run nor kept. A failed stream
 //     is tried again up to Config.StepAttempts times (as Config.RetryStep
 //     allows), each attempt from nothing; then, when the last attempt

@@ -187,7 +187,7 @@ func TestFallback(t *testing.T) {
 	})
 }
 
-// The parts only their provider reads carry its name.
+// The parts only their provider reads carry its name (its origin).
 func TestPartOrigin(t *testing.T) {
 	sig := func(idx int, text, s string) []events.Event {
 		return []events.Event{events.BlockStart{Index: idx, BlockType: events.BlockText}, events.TextDelta(idx, text),
@@ -203,6 +203,15 @@ func TestPartOrigin(t *testing.T) {
 	}
 	if jsonString(t, got) != jsonString(t, want) {
 		t.Fatalf("parts %s, want %s", jsonString(t, got), jsonString(t, want))
+	}
+
+	// Claude on Vertex AI makes signatures the Claude API reads: its
+	// parts carry the origin anthropic.
+	const vertexClaude = "vertex-anthropic:claude"
+	p = &byModel{scripts: map[string][]script{vertexClaude: {{evs: stream(thinkingBlock(0, "hm", "sig-a"), sig(1, "plain", ""), sig(2, "signed", "sig-b"))}}}}
+	res = mustRun(t, mustNew(t, worker.Config{Provider: p, Model: vertexClaude}), events.UserText("go"))
+	if got := res.Messages[len(res.Messages)-1].Content; jsonString(t, got) != jsonString(t, want) {
+		t.Fatalf("parts of %s %s, want %s", vertexClaude, jsonString(t, got), jsonString(t, want))
 	}
 }
 

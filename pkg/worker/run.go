@@ -12,6 +12,7 @@ import (
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook"
+	"github.com/llmworker/llmworker/pkg/llm"
 	"github.com/llmworker/llmworker/pkg/timeline"
 )
 
@@ -278,16 +279,16 @@ func (r *run) modelPhase(ctx context.Context) *Result {
 // are left out: they were answered inside the response, and a tool_use
 // without a local tool_result would be rejected in the next request.
 func (r *run) assemble() (events.Message, []timeline.CollectedCall) {
-	origin, _ := events.SplitModel(r.model)
-	return assembleFrom(origin, r.texts.TakeBlocks(), r.thinks.TakeCollected(), r.calls.TakeCollected())
+	prefix, _ := events.SplitModel(r.model)
+	return assembleFrom(llm.Origin(prefix), r.texts.TakeBlocks(), r.thinks.TakeCollected(), r.calls.TakeCollected())
 }
 
 // assembleFrom is assemble of collected blocks (taken, or copies looked
 // at for a span's gen_ai.output.messages): the slices are the caller's
 // own, and collected is reused for the calls it returns. origin (the
-// provider prefix of the model that answered) marks the parts only that
-// provider reads: thinking, and parts with a signature
-// (events.Part.Origin).
+// llm.Origin of the prefix of the model that answered) marks the parts
+// only providers of that origin read: thinking, and parts with a
+// signature (events.Part.Origin).
 func assembleFrom(origin string, texts []timeline.CollectedText, thinks []timeline.CollectedThinking, collected []timeline.CollectedCall) (events.Message, []timeline.CollectedCall) {
 	n := len(texts) + len(thinks) + len(collected)
 	content := make([]events.Part, 0, n)
