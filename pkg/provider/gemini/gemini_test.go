@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -102,13 +103,35 @@ func TestRequestMapping(t *testing.T) {
 	}
 }
 
+// backends are the Gemini API's and Vertex AI's ("vertex:", a
+// service-account file whose token endpoint is local): a test run on
+// both gets the provider for a server's URL and a request to it.
+var backends = []struct {
+	name string
+	open func(t *testing.T, url string) (llm.Provider, *llm.Request)
+}{
+	{"gemini", func(t *testing.T, url string) (llm.Provider, *llm.Request) {
+		return newProvider(t, gemini.Config{BaseURL: url}), simpleRequest()
+	}},
+	{"vertex", func(t *testing.T, url string) (llm.Provider, *llm.Request) {
+		vertexEnv(t, url)
+		return providertest.MustNew(t, gemini.NewVertex, gemini.VertexConfig{}), providertest.SimpleRequest("vertex:gemini-test")
+	}},
+}
+
 // A streamed answer with a signed function call goes back with the same
 // signature on the call, and the result names the call.
 func TestSignatureRoundTrip(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) { signatureRoundTrip(t, b.open) })
+	}
+}
+
+func signatureRoundTrip(t *testing.T, open func(t *testing.T, url string) (llm.Provider, *llm.Request)) {
 	body := providertest.MustLoadFixture(t, "gemini/function-call-thought-signature_gemini-3-pro-preview.sse")
 	srv := providertest.NewServer(t, providertest.SSE(body))
-	p := newProvider(t, gemini.Config{BaseURL: srv.URL()})
-	s, err := p.Stream(context.Background(), simpleRequest())
+	p, first := open(t, srv.URL())
+	s, err := p.Stream(context.Background(), first)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,10 +150,10 @@ func TestSignatureRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	req := simpleRequest()
-	req.Messages = append(req.Messages, events.Message{Role: events.RoleAssistant, Content: []events.Part{part}},
+	req := *first
+	req.Messages = append(slices.Clip(req.Messages), events.Message{Role: events.RoleAssistant, Content: []events.Part{part}},
 		events.Message{Role: events.RoleTool, Content: []events.Part{events.ToolResultPart(part.ID, "France", false)}})
-	if s, err = p.Stream(context.Background(), req); err != nil {
+	if s, err = p.Stream(context.Background(), &req); err != nil {
 		t.Fatal(err)
 	}
 	providertest.MustCollect(t, s)
@@ -228,11 +251,17 @@ func TestConnectionRefusedIsRetried(t *testing.T) {
 }
 
 func TestMidStreamError(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) { midStreamError(t, b.open) })
+	}
+}
+
+func midStreamError(t *testing.T, open func(t *testing.T, url string) (llm.Provider, *llm.Request)) {
 	body := "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"Hel\"}],\"role\": \"model\"}}]}\r\n\r\n" +
 		"data: {\"error\": {\"code\": 500, \"message\": \"internal\", \"status\": \"INTERNAL\"}}\r\n\r\n"
 	srv := providertest.NewServer(t, providertest.SSE([]byte(body)))
-	p := newProvider(t, gemini.Config{BaseURL: srv.URL()})
-	s, err := p.Stream(context.Background(), simpleRequest())
+	p, req := open(t, srv.URL())
+	s, err := p.Stream(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
