@@ -6,6 +6,7 @@ import (
 	"errors"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/llmworker/llmworker/pkg/events"
@@ -79,5 +80,78 @@ func TestVertexMissingConfig(t *testing.T) {
 	_, err := anthropic.NewVertex(anthropic.VertexConfig{})
 	if k, _ := llm.KindOf(err); !errors.Is(err, anthropic.ErrMissingVertexConfig) || k != llm.KindMissingAPIKey {
 		t.Errorf("no location: %v", err)
+	}
+}
+
+// A thinking step recorded from the Claude API, replayed through Vertex
+// AI: its thinking goes back on the next request with the signature the
+// recording carries, unchanged, before the tool call it led to.
+func TestVertexThinkingRoundTrip(t *testing.T) {
+	body := providertest.MustLoadFixture(t, "anthropic/thinking-then-tool-use_claude-haiku-4-5.sse")
+	want := expect(t, body)
+	if len(want.Signatures) != 1 || len(want.Calls) != 1 {
+		t.Fatalf("the recording has %d signatures and %d calls, want 1 of each", len(want.Signatures), len(want.Calls))
+	}
+	srv := providertest.NewServer(t, providertest.SSE(body))
+	vertexEnv(t, srv.URL())
+	p := providertest.MustNew(t, anthropic.NewVertex, anthropic.VertexConfig{MaxRetries: -1})
+	req := providertest.SimpleRequest("vertex-anthropic:claude-test@20250101")
+	req.Thinking = &events.ThinkingConfig{BudgetTokens: 2048}
+	evs := providertest.MustRun(t, p, req)
+	got := providertest.Summarize(t, evs)
+	if got.Thinking != want.Thinking || !reflect.DeepEqual(got.Signatures, want.Signatures) || len(got.Calls) != 1 {
+		t.Fatalf("stream %+v, want thinking %q signed %q and one call", got, want.Thinking, want.Signatures)
+	}
+	call := got.Calls[0]
+	input, err := json.Marshal(call.Input)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := *req
+	next.Messages = append(slices.Clip(req.Messages),
+		events.Message{Role: events.RoleAssistant, Content: []events.Part{
+			events.ThinkingPart(got.Thinking, got.Signatures[0]),
+			events.ToolUsePart(call.ID, call.Name, input),
+		}},
+		events.Message{Role: events.RoleTool, Content: []events.Part{events.ToolResultPart(call.ID, "1.2.3", false)}})
+	providertest.MustRun(t, p, &next)
+	var sent struct {
+		Messages []struct {
+			Role    string           `json:"role"`
+			Content []map[string]any `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(srv.LastRequest().Body, &sent); err != nil || len(sent.Messages) != 3 {
+		t.Fatalf("request %s (%v)", srv.LastRequest().Body, err)
+	}
+	a := sent.Messages[1]
+	if a.Role != "assistant" || len(a.Content) != 2 {
+		t.Fatalf("assistant message %+v", a)
+	}
+	if th := a.Content[0]; th["type"] != "thinking" || th["thinking"] != want.Thinking || th["signature"] != want.Signatures[0] {
+		t.Errorf("thinking sent back %v, want the recording's thinking and signature", th)
+	}
+	if tu := a.Content[1]; tu["type"] != "tool_use" || tu["id"] != want.Calls[0].ID {
+		t.Errorf("tool_use sent back %v", tu)
+	}
+}
+
+// An error event in the middle of a Vertex AI stream ends it failed, the
+// open block aborted, with the error's type as its code.
+func TestVertexMidStreamError(t *testing.T) {
+	body := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"x\",\"usage\":{\"input_tokens\":3,\"output_tokens\":1}}}\n\n" +
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hel\"}}\n\n" +
+		"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"
+	srv := providertest.NewServer(t, providertest.SSE([]byte(body)))
+	vertexEnv(t, srv.URL())
+	p := providertest.MustNew(t, anthropic.NewVertex, anthropic.VertexConfig{MaxRetries: -1})
+	evs := providertest.MustRun(t, p, providertest.SimpleRequest("vertex-anthropic:claude-test@20250101"))
+	got := providertest.Summarize(t, evs)
+	if got.Status != events.StatusFailed || got.Text != "Hel" || len(got.Errors) != 1 || got.Errors[0].Code != "overloaded_error" {
+		t.Errorf("mid-stream error: %+v", got)
+	}
+	if ab, ok := evs[len(evs)-3].(events.BlockAbort); !ok || ab.BlockType != events.BlockText {
+		t.Errorf("open text block not aborted: %#v", evs[len(evs)-3])
 	}
 }
