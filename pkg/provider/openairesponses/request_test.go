@@ -11,6 +11,7 @@ import (
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/provider/openai"
 	"github.com/llmworker/llmworker/pkg/provider/openairesponses"
 	"github.com/llmworker/llmworker/pkg/provider/providertest"
 )
@@ -82,17 +83,26 @@ func TestReasoningRoundTrip(t *testing.T) {
 	if rsID == "" || enc == "" || callID == "" {
 		t.Fatal("fixture lacks the reasoning or function_call item")
 	}
-	srv := providertest.NewServer(t, providertest.SSE(body), providertest.SSE(body))
-	p := newProvider(t, srv)
-	req := simpleRequest()
-	req.Thinking = &events.ThinkingConfig{BudgetTokens: 20000}
-	evs := providertest.MustRun(t, p, req)
-	req.Messages = append(req.Messages, assistantMessage(evs),
-		events.Message{Role: events.RoleTool, Content: []events.Part{events.ToolResultPart(callID, "42", false)}})
-	providertest.MustRun(t, p, req)
-
 	argsJSON, _ := json.Marshal(args)
-	want := `{
+	// The same on OpenAI and on Azure OpenAI (a deployment named gpt-5).
+	for _, backend := range []string{"openai-responses", "azure-responses"} {
+		t.Run(backend, func(t *testing.T) {
+			srv := providertest.NewServer(t, providertest.SSE(body), providertest.SSE(body))
+			var p llm.Provider = newProvider(t, srv)
+			req := simpleRequest()
+			if backend == "azure-responses" {
+				t.Setenv(openai.EnvAzureEndpoint, srv.URL())
+				t.Setenv(openai.EnvAzureAPIKey, "azure-key")
+				t.Setenv(openai.EnvAzureAPIVersion, "2025-04-01-preview")
+				p = providertest.MustNew(t, openairesponses.NewAzure, openai.AzureConfig{MaxRetries: -1})
+				req.Model = "azure-responses:gpt-5"
+			}
+			req.Thinking = &events.ThinkingConfig{BudgetTokens: 20000}
+			evs := providertest.MustRun(t, p, req)
+			req.Messages = append(req.Messages, assistantMessage(evs),
+				events.Message{Role: events.RoleTool, Content: []events.Part{events.ToolResultPart(callID, "42", false)}})
+			providertest.MustRun(t, p, req)
+			want := `{
 	  "model": "gpt-5", "stream": true, "store": false,
 	  "reasoning": {"effort": "high", "summary": "auto"},
 	  "include": ["reasoning.encrypted_content"],
@@ -103,7 +113,9 @@ func TestReasoningRoundTrip(t *testing.T) {
 	    {"type": "function_call_output", "call_id": "` + callID + `", "output": "42"}
 	  ]
 	}`
-	providertest.AssertJSON(t, srv.LastRequest().Body, want)
+			providertest.AssertJSON(t, srv.LastRequest().Body, want)
+		})
+	}
 }
 
 // A transcript with text, reasoning (ours and another provider's), tool
