@@ -211,3 +211,43 @@ func TestAzureProviderOptionsKey(t *testing.T) {
 		}
 	}
 }
+
+// TestAzureMidStreamError replays a recorded stream that breaks with an
+// `event: error` after its reasoning deltas through Azure OpenAI. No Azure
+// recording of a mid-stream error exists (internal/fixtures/MANIFEST.md,
+// "Hard cases NOT found"), so it is the OpenAI-compatible Groq recording
+// that TestFixtures replays through OpenAI: the open thinking block is
+// aborted, the error keeps the provider's code and message, and the stream
+// fails.
+func TestAzureMidStreamError(t *testing.T) {
+	body := providertest.MustLoadFixture(t, filepath.Join("openai-chat", "compat-groq-midstream-error-event_gpt-oss-120b.sse"))
+	want := expectChat(t, body)
+	// docs/protocol.md §10 names Groq's tool_use_failed among the stream
+	// error codes.
+	if want.ErrCode != "tool_use_failed" || want.ErrMsg == "" || want.Thinking == "" || want.Status != events.StatusFailed {
+		t.Fatalf("recording: %+v, want reasoning then error tool_use_failed", want)
+	}
+	srv := providertest.NewServer(t, providertest.SSE(body))
+	azureEnv(t, srv, "azure-key-1", "")
+	p, err := openai.NewAzure(openai.AzureConfig{MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := providertest.MustRun(t, p, providertest.SimpleRequest("azure:my-gpt-oss"))
+	compare(t, summarize(t, evs), want)
+	var aborted int
+	for _, ev := range evs {
+		if a, ok := ev.(events.BlockAbort); ok {
+			aborted++
+			if a.BlockType != events.BlockThinking {
+				t.Errorf("aborted a %s block", a.BlockType)
+			}
+		}
+	}
+	if aborted != 1 {
+		t.Errorf("%d blocks aborted, want the thinking block", aborted)
+	}
+	if r := srv.LastRequest(); r.Path != "/openai/deployments/my-gpt-oss/chat/completions" {
+		t.Errorf("path %q", r.Path)
+	}
+}

@@ -79,3 +79,30 @@ func TestAzureResponsesProviderOptionsKey(t *testing.T) {
 		t.Errorf("user %q in the body, want from-azure", sent.User)
 	}
 }
+
+// TestAzureResponsesFailed replays the recording whose stream breaks with
+// an `error` event and a response.failed (insufficient_quota) through Azure
+// OpenAI, as TestFixtures does through OpenAI: the stream fails with the
+// provider's code and message.
+func TestAzureResponsesFailed(t *testing.T) {
+	body := providertest.MustLoadFixture(t, filepath.Join("openai-responses", "error-insufficient-quota-response-failed_gpt-5-nano.chunks.jsonl"))
+	want := expect(t, body)
+	// docs/protocol.md §10 names OpenAI's insufficient_quota among the
+	// stream error codes.
+	if want.ErrCode != "insufficient_quota" || want.ErrMsg == "" || want.Status != events.StatusFailed {
+		t.Fatalf("recording: %+v, want failed with insufficient_quota", want)
+	}
+	srv := providertest.NewServer(t, providertest.SSE(body))
+	t.Setenv(openai.EnvAzureEndpoint, srv.URL())
+	t.Setenv(openai.EnvAzureAPIKey, "azure-key-2")
+	t.Setenv(openai.EnvAzureAPIVersion, "2025-04-01-preview")
+	p, err := openairesponses.NewAzure(openai.AzureConfig{MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := providertest.MustRun(t, p, providertest.SimpleRequest("azure-responses:my-deployment"))
+	compare(t, summarize(t, evs), want)
+	if r := srv.LastRequest(); r.Path != "/openai/responses" {
+		t.Errorf("path %q", r.Path)
+	}
+}
