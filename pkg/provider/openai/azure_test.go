@@ -216,9 +216,8 @@ func TestAzureProviderOptionsKey(t *testing.T) {
 // `event: error` after its reasoning deltas through Azure OpenAI. No Azure
 // recording of a mid-stream error exists (internal/fixtures/MANIFEST.md,
 // "Hard cases NOT found"), so it is the OpenAI-compatible Groq recording
-// that TestFixtures replays through OpenAI: the open thinking block is
-// aborted, the error keeps the provider's code and message, and the stream
-// fails.
+// of internal/fixtures/openai-chat: the open thinking block is aborted, the
+// error keeps the provider's code and message, and the stream fails.
 func TestAzureMidStreamError(t *testing.T) {
 	body := providertest.MustLoadFixture(t, filepath.Join("openai-chat", "compat-groq-midstream-error-event_gpt-oss-120b.sse"))
 	want := expectChat(t, body)

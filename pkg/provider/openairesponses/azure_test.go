@@ -82,8 +82,8 @@ func TestAzureResponsesProviderOptionsKey(t *testing.T) {
 
 // TestAzureResponsesFailed replays the recording whose stream breaks with
 // an `error` event and a response.failed (insufficient_quota) through Azure
-// OpenAI, as TestFixtures does through OpenAI: the stream fails with the
-// provider's code and message.
+// OpenAI: the stream fails with the provider's code and message, as it does
+// on OpenAI.
 func TestAzureResponsesFailed(t *testing.T) {
 	body := providertest.MustLoadFixture(t, filepath.Join("openai-responses", "error-insufficient-quota-response-failed_gpt-5-nano.chunks.jsonl"))
 	want := expect(t, body)
