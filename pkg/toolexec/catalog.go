@@ -332,3 +332,87 @@ func (w *CatalogWatcher) Stop() error {
 	<-w.done
 	return err
 }
+
+// heartbeat renews this replica's catalog claims every CatalogTTL/3 until
+// ctx ends. A renewal also restores an entry that expired meanwhile (the
+// replica was cut off for longer than the TTL).
+//
+// One renewal of every hosted tool waits at most CatalogTTL/9 for the
+// bucket's acknowledgements, and one that fails is made again at once
+// (renewRetry, doubling up to CatalogTTL/9) until it succeeds, not one
+// beat later: a bucket without a leader (an election after a node loss)
+// answers no write, and a node that goes and comes back makes two
+// elections. Waiting a whole beat per tool and per failure would let two
+// short elections in a row expire the claims of a replica that lives.
+func (s *Server) heartbeat(ctx context.Context) {
+	defer s.beats.Done()
+	every := s.cfg.CatalogTTL / 3
+	wait := every / 3
+	t := time.NewTimer(every)
+	defer t.Stop()
+	backoff := renewRetry
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := s.renew(ctx, wait)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			if !failing {
+				s.log.Warn("toolexec: renew catalog claims; retrying until they are renewed", "err", err)
+			}
+			failing = true
+			t.Reset(backoff)
+			backoff = min(2*backoff, wait)
+			continue
+		case failing:
+			s.log.Info("toolexec: catalog claims renewed")
+		}
+		failing, backoff = false, renewRetry
+		t.Reset(every)
+	}
+}
+
+// renewRetry is the first pause before a failed renewal of the catalog
+// claims is made again.
+const renewRetry = 100 * time.Millisecond
+
+// renew claims every hosted tool again, within wait for all of them; it
+// returns the first error.
+func (s *Server) renew(ctx context.Context, wait time.Duration) error {
+	cctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	var first error
+	for _, h := range s.hostedNow() {
+		if err := s.cat.Claim(cctx, h.entry, s.host, s.cfg.CatalogTTL); err != nil && first == nil {
+			first = fmt.Errorf("tool %s: %w", h.entry.Name, err)
+		}
+	}
+	return first
+}
+
+// release withdraws this replica's catalog claims (best effort: a claim
+// that cannot be withdrawn expires after CatalogTTL).
+func (s *Server) release() {
+	s.releaseClaims(nil)
+}
+
+// releaseClaims withdraws the claims of hs (nil = of every tool hosted
+// now, which needs s.mu free).
+func (s *Server) releaseClaims(hs []*hosted) {
+	if hs == nil {
+		hs = s.hostedNow()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, h := range hs {
+		if err := s.cat.Release(ctx, h.entry.Name, s.host); err != nil {
+			s.log.Warn("toolexec: withdraw catalog claim", "tool", h.entry.Name, "err", err)
+		}
+	}
+}
