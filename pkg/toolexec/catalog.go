@@ -344,21 +344,32 @@ func (w *CatalogWatcher) Stop() error {
 // answers no write, and a node that goes and comes back makes two
 // elections. Waiting a whole beat per tool and per failure would let two
 // short elections in a row expire the claims of a replica that lives.
+//
+// Renewals that go unanswered (a timeout or no responders, not an error
+// the bucket answers, and not one claim of the renewal acknowledged) for
+// CatalogTTL/6 make the connection move to
+// another server (nats.Conn.ForceReconnect, once per CatalogTTL/6 while
+// they fail): the node it is connected to may be cut off from its
+// cluster, or answer its client but reach no quorum, which the
+// connection's pings do not find (natsutil.Liveness) or find later.
 func (s *Server) heartbeat(ctx context.Context) {
 	defer s.beats.Done()
 	every := s.cfg.CatalogTTL / 3
 	wait := every / 3
+	move := s.cfg.CatalogTTL / 6
 	t := time.NewTimer(every)
 	defer t.Stop()
 	backoff := renewRetry
 	failing := false
+	var silent time.Time // start of the unanswered renewals since the last move
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		err := s.renew(ctx, wait)
+		began := time.Now()
+		renewed, err := s.renew(ctx, wait)
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -367,15 +378,40 @@ func (s *Server) heartbeat(ctx context.Context) {
 				s.log.Warn("toolexec: renew catalog claims; retrying until they are renewed", "err", err)
 			}
 			failing = true
+			switch {
+			case renewed > 0 || !unanswered(err):
+				silent = time.Time{} // the bucket answers, if slowly
+			case silent.IsZero():
+				silent = began
+			}
+			if !silent.IsZero() && time.Since(silent) >= move {
+				s.log.Warn("toolexec: catalog claims unanswered; moving to another NATS server", "for", time.Since(silent).Round(time.Millisecond), "url", s.nc.ConnectedUrlRedacted())
+				if err := s.nc.ForceReconnect(); err != nil {
+					s.log.Warn("toolexec: reconnect", "err", err)
+				}
+				silent = time.Now()
+			}
 			t.Reset(backoff)
 			backoff = min(2*backoff, wait)
 			continue
 		case failing:
 			s.log.Info("toolexec: catalog claims renewed")
 		}
-		failing, backoff = false, renewRetry
+		failing, backoff, silent = false, renewRetry, time.Time{}
 		t.Reset(every)
 	}
+}
+
+// unanswered reports whether a renewal failed for want of an answer (the
+// server got no reply from the bucket in time, or knows no responder),
+// not with one.
+func unanswered(err error) bool {
+	var api *jetstream.APIError
+	if errors.As(err, &api) {
+		return false
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
 }
 
 // renewRetry is the first pause before a failed renewal of the catalog
@@ -383,17 +419,22 @@ func (s *Server) heartbeat(ctx context.Context) {
 const renewRetry = 100 * time.Millisecond
 
 // renew claims every hosted tool again, within wait for all of them; it
-// returns the first error.
-func (s *Server) renew(ctx context.Context, wait time.Duration) error {
+// returns how many claims were acknowledged and the first error.
+func (s *Server) renew(ctx context.Context, wait time.Duration) (int, error) {
 	cctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	var first error
+	renewed := 0
 	for _, h := range s.hostedNow() {
-		if err := s.cat.Claim(cctx, h.entry, s.host, s.cfg.CatalogTTL); err != nil && first == nil {
+		err := s.cat.Claim(cctx, h.entry, s.host, s.cfg.CatalogTTL)
+		switch {
+		case err == nil:
+			renewed++
+		case first == nil:
 			first = fmt.Errorf("tool %s: %w", h.entry.Name, err)
 		}
 	}
-	return first
+	return renewed, first
 }
 
 // release withdraws this replica's catalog claims (best effort: a claim

@@ -343,3 +343,74 @@ func TestCatalogClaimOutlivesUnansweredRenewals(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A host whose server takes its renewals but gets no answer from the
+// bucket (the node is cut off from its cluster's quorum, yet answers the
+// connection's pings) moves to another server, where its renewal lands
+// before the claims it renewed last expire.
+func TestCatalogRenewalsUnansweredMoveToAnotherServer(t *testing.T) {
+	stuck := natstest.Start(t, natstest.Options{Provision: true, FileStorage: true})
+	live := natstest.Start(t, natstest.Options{Provision: true, FileStorage: true})
+	const ttl = 6 * time.Second
+	// Default pings (every 2 minutes): only the heartbeat can move it.
+	nc, err := nats.Connect(stuck.URL()+","+live.URL(), nats.DontRandomize(), nats.MaxReconnects(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	srv, err := toolexec.New(nc, toolexec.Config{Instance: "a", CatalogTTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Register(echo(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Stop(c)
+	})
+	revision := func(s *natstest.Server) uint64 {
+		_, rev, err := jsread.KVLast(ctx(t), s.NC, jsread.APIPrefix(s.JS), events.BucketTools, "echo")
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return 0
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rev
+	}
+	first := revision(stuck)
+	if first == 0 {
+		t.Fatal("echo not in the catalog once its host started")
+	}
+	if revision(live) != 0 {
+		t.Fatal("echo in the other server's catalog before its host moved there")
+	}
+	natstest.EventuallyWithin(t, ttl, "a renewal of echo's entry", func() bool { return revision(stuck) != first })
+	renewed := time.Now()
+	// From the renewal on, the server maps the bucket's subjects to one
+	// a subscriber takes and never answers: a write waits for its
+	// acknowledgement in vain, as on a node without the bucket's leader.
+	swallow, err := stuck.NC.Subscribe("stalled.>", func(*nats.Msg) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = swallow.Unsubscribe() })
+	if err := stuck.NC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := stuck.Embedded.Server.GlobalAccount().AddMapping("$KV."+events.BucketTools+".>", "stalled.>"); err != nil {
+		t.Fatal(err)
+	}
+	natstest.EventuallyWithin(t, ttl, "echo's claim renewed on the other server", func() bool { return revision(live) != 0 })
+	if took := time.Since(renewed); took >= ttl {
+		t.Errorf("echo renewed on the other server %v after its last renewal, after its claims expired (TTL %v)", took.Round(time.Millisecond), ttl)
+	}
+	if got := nc.ConnectedUrl(); got != live.URL() {
+		t.Errorf("host connected to %s, want %s", got, live.URL())
+	}
+}

@@ -65,7 +65,12 @@ type Config struct {
 	// without Stop (0 = DefaultCatalogTTL; at least MinCatalogTTL). The
 	// replica renews its claims every CatalogTTL/3, and a renewal that
 	// failed (no acknowledgement within CatalogTTL/9) again at once until
-	// it succeeds; Stop withdraws them at once.
+	// it succeeds; Stop withdraws them at once. Renewals unanswered for
+	// CatalogTTL/6 move the connection to another server. The TTL must
+	// exceed CatalogTTL/3 plus leaving a cut-off node (natsutil.DeadAfter
+	// by pings, or CatalogTTL/6 by the heartbeat), the bucket's leader
+	// election and a retry (at most CatalogTTL/9): the default leaves
+	// them 20 s.
 	CatalogTTL time.Duration
 	// Version of the micro service ("" = llmworker's version; SemVer).
 	Version string
