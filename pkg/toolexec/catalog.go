@@ -347,11 +347,11 @@ func (w *CatalogWatcher) Stop() error {
 //
 // Renewals that go unanswered (a timeout or no responders, not an error
 // the bucket answers, and not one claim of the renewal acknowledged) for
-// CatalogTTL/6 make the connection move to
-// another server (nats.Conn.ForceReconnect, once per CatalogTTL/6 while
-// they fail): the node it is connected to may be cut off from its
-// cluster, or answer its client but reach no quorum, which the
-// connection's pings do not find (natsutil.Liveness) or find later.
+// CatalogTTL/6 make the connection move to another server
+// (nats.Conn.ForceReconnect, once per CatalogTTL/6 while they fail): the
+// node it is connected to may be cut off from its cluster, or answer its
+// client but reach no quorum, which the connection's pings do not find
+// (natsutil.Liveness) or find later.
 func (s *Server) heartbeat(ctx context.Context) {
 	defer s.beats.Done()
 	every := s.cfg.CatalogTTL / 3
