@@ -348,7 +348,8 @@ func (w *CatalogWatcher) Stop() error {
 // Renewals that go unanswered (a timeout or no responders, not an error
 // the bucket answers, and not one claim of the renewal acknowledged) for
 // CatalogTTL/6 make the connection move to another server
-// (nats.Conn.ForceReconnect, once per CatalogTTL/6 while they fail): the
+// (nats.Conn.ForceReconnect; again when the server it reaches leaves them
+// unanswered for CatalogTTL/6 from their first failure there): the
 // node it is connected to may be cut off from its cluster, or answer its
 // client but reach no quorum, which the connection's pings do not find
 // (natsutil.Liveness) or find later.
@@ -361,7 +362,8 @@ func (s *Server) heartbeat(ctx context.Context) {
 	defer t.Stop()
 	backoff := renewRetry
 	failing := false
-	var silent time.Time // start of the unanswered renewals since the last move
+	var silent time.Time // start of the unanswered renewals on this connection
+	var moves uint64     // the connection's reconnects when silent started
 	for {
 		select {
 		case <-ctx.Done():
@@ -378,11 +380,16 @@ func (s *Server) heartbeat(ctx context.Context) {
 				s.log.Warn("toolexec: renew catalog claims; retrying until they are renewed", "err", err)
 			}
 			failing = true
+			// A reconnect (by pings or a move) counts from its first
+			// failure: the server it reached had no chance yet.
+			reconnects := s.nc.Stats().Reconnects
 			switch {
 			case renewed > 0 || !unanswered(err):
 				silent = time.Time{} // the bucket answers, if slowly
 			case silent.IsZero():
-				silent = began
+				silent, moves = began, reconnects
+			case reconnects != moves:
+				silent, moves = time.Now(), reconnects
 			}
 			if !silent.IsZero() && time.Since(silent) >= move {
 				s.log.Warn("toolexec: catalog claims unanswered; moving to another NATS server", "for", time.Since(silent).Round(time.Millisecond), "url", s.nc.ConnectedUrlRedacted())
