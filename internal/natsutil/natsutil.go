@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -214,13 +215,26 @@ type Config struct {
 }
 
 // PingInterval is how often a service's connection pings its server:
-// with MaxPingsOut unanswered pings the connection counts as dead and
-// reconnects to another node. nats.go's default (2 minutes) leaves a
-// service talking to a partitioned node, whose packets vanish without a
-// reset, for several minutes.
+// when MaxPingsOut pings in a row went unanswered, the next tick counts
+// the connection dead and the client reconnects to another node. A node
+// cut off by a partition sends no reset, so without pings the connection
+// looks alive for as long as TCP retransmits (many minutes), and nats.go's
+// default (a ping every 2 minutes, 2 outstanding) takes 4 to 6 minutes.
+// Here a dead connection is found (MaxPingsOut+1)×PingInterval after the
+// last ping its server answered (DeadAfter, 9 s; 6 to 9 s after the
+// partition): well within the 20 s a
+// tool host's catalog claims outlive a failed renewal (toolexec's
+// CatalogTTL minus its renewal interval), which also has to cover the
+// bucket's leader election and the retry of the renewal. The cost is one
+// PING and its PONG (6 bytes each) per connection every 3 s. Two
+// outstanding rather than one so that one ping held up behind a large
+// write (a transcript of several MB) does not end a healthy connection.
 const (
-	PingInterval = 10 * time.Second
-	MaxPingsOut  = 3
+	PingInterval = 3 * time.Second
+	MaxPingsOut  = 2
+	// DeadAfter bounds the time from a server's last answer until the
+	// client counts the connection dead.
+	DeadAfter = (MaxPingsOut + 1) * PingInterval
 )
 
 // Liveness returns the ping options of every service connection
@@ -338,20 +352,35 @@ func Transient(err error) bool {
 		errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// LogEvents returns the options that log a client connection's life: a
-// lost connection (warn, with the error), a reconnect (info, with the
-// server) and the final close. Without them a service loses NATS in
-// silence.
+// LogEvents returns the options that log a client connection's life: the
+// first connection (info, with the server), a lost connection (warn, with
+// the error and the server it was to), a reconnect (info, with the server)
+// and the final close. Without them a service loses NATS in silence, and
+// without the servers a log does not tell which node a service left for
+// which.
 func LogEvents(log *slog.Logger) []nats.Option {
+	// nats.go calls these in order on one goroutine, and when a
+	// connection is lost nc names no server (it is reconnecting): the
+	// last one connected to is kept here.
+	var last atomic.Value
+	connected := func(msg string) nats.ConnHandler {
+		return func(nc *nats.Conn) {
+			url := nc.ConnectedUrlRedacted()
+			if url != "" {
+				last.Store(url)
+			}
+			log.Info(msg, "url", url)
+		}
+	}
 	return []nats.Option{
+		nats.ConnectHandler(connected("connected to NATS")),
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
 			if err != nil {
-				log.Warn("NATS connection lost; reconnecting", "err", err)
+				url, _ := last.Load().(string)
+				log.Warn("NATS connection lost; reconnecting", "url", url, "err", err)
 			}
 		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) {
-			log.Info("reconnected to NATS", "url", nc.ConnectedUrlRedacted())
-		}),
+		nats.ReconnectHandler(connected("reconnected to NATS")),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			subj := ""
 			if sub != nil {

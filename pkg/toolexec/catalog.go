@@ -332,3 +332,135 @@ func (w *CatalogWatcher) Stop() error {
 	<-w.done
 	return err
 }
+
+// heartbeat renews this replica's catalog claims every CatalogTTL/3 until
+// ctx ends. A renewal also restores an entry that expired meanwhile (the
+// replica was cut off for longer than the TTL).
+//
+// One renewal of every hosted tool waits at most CatalogTTL/9 for the
+// bucket's acknowledgements, and one that fails is made again at once
+// (renewRetry, doubling up to CatalogTTL/9) until it succeeds, not one
+// beat later: a bucket without a leader (an election after a node loss)
+// answers no write, and a node that goes and comes back makes two
+// elections. Waiting a whole beat per tool and per failure would let two
+// short elections in a row expire the claims of a replica that lives.
+//
+// Renewals that go unanswered (a timeout or no responders, not an error
+// the bucket answers, and not one claim of the renewal acknowledged) for
+// CatalogTTL/6 make the connection move to another server
+// (nats.Conn.ForceReconnect; again when the server it reaches leaves them
+// unanswered for CatalogTTL/6 from their first failure there): the
+// node it is connected to may be cut off from its cluster, or answer its
+// client but reach no quorum, which the connection's pings do not find
+// (natsutil.Liveness) or find later.
+func (s *Server) heartbeat(ctx context.Context) {
+	defer s.beats.Done()
+	every := s.cfg.CatalogTTL / 3
+	wait := every / 3
+	move := s.cfg.CatalogTTL / 6
+	t := time.NewTimer(every)
+	defer t.Stop()
+	backoff := renewRetry
+	failing := false
+	var silent time.Time // start of the unanswered renewals on this connection
+	var moves uint64     // the connection's reconnects when silent started
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		began := time.Now()
+		renewed, err := s.renew(ctx, wait)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			if !failing {
+				s.log.Warn("toolexec: renew catalog claims; retrying until they are renewed", "err", err)
+			}
+			failing = true
+			// A reconnect (by pings or a move) counts from its first
+			// failure: the server it reached had no chance yet.
+			reconnects := s.nc.Stats().Reconnects
+			switch {
+			case renewed > 0 || !unanswered(err):
+				silent = time.Time{} // the bucket answers, if slowly
+			case silent.IsZero():
+				silent, moves = began, reconnects
+			case reconnects != moves:
+				silent, moves = time.Now(), reconnects
+			}
+			if !silent.IsZero() && time.Since(silent) >= move {
+				s.log.Warn("toolexec: catalog claims unanswered; moving to another NATS server", "for", time.Since(silent).Round(time.Millisecond), "url", s.nc.ConnectedUrlRedacted())
+				if err := s.nc.ForceReconnect(); err != nil {
+					s.log.Warn("toolexec: reconnect", "err", err)
+				}
+				silent = time.Now()
+			}
+			t.Reset(backoff)
+			backoff = min(2*backoff, wait)
+			continue
+		case failing:
+			s.log.Info("toolexec: catalog claims renewed")
+		}
+		failing, backoff, silent = false, renewRetry, time.Time{}
+		t.Reset(every)
+	}
+}
+
+// unanswered reports whether a renewal failed for want of an answer (the
+// server got no reply from the bucket in time, or knows no responder),
+// not with one.
+func unanswered(err error) bool {
+	var api *jetstream.APIError
+	if errors.As(err, &api) {
+		return false
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
+}
+
+// renewRetry is the first pause before a failed renewal of the catalog
+// claims is made again.
+const renewRetry = 100 * time.Millisecond
+
+// renew claims every hosted tool again, within wait for all of them; it
+// returns how many claims were acknowledged and the first error.
+func (s *Server) renew(ctx context.Context, wait time.Duration) (int, error) {
+	cctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	var first error
+	renewed := 0
+	for _, h := range s.hostedNow() {
+		err := s.cat.Claim(cctx, h.entry, s.host, s.cfg.CatalogTTL)
+		switch {
+		case err == nil:
+			renewed++
+		case first == nil:
+			first = fmt.Errorf("tool %s: %w", h.entry.Name, err)
+		}
+	}
+	return renewed, first
+}
+
+// release withdraws this replica's catalog claims (best effort: a claim
+// that cannot be withdrawn expires after CatalogTTL).
+func (s *Server) release() {
+	s.releaseClaims(nil)
+}
+
+// releaseClaims withdraws the claims of hs (nil = of every tool hosted
+// now, which needs s.mu free).
+func (s *Server) releaseClaims(hs []*hosted) {
+	if hs == nil {
+		hs = s.hostedNow()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, h := range hs {
+		if err := s.cat.Release(ctx, h.entry.Name, s.host); err != nil {
+			s.log.Warn("toolexec: withdraw catalog claim", "tool", h.entry.Name, "err", err)
+		}
+	}
+}

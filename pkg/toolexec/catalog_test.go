@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/llmworker/llmworker/internal/jsread"
@@ -257,5 +258,159 @@ func TestCatalogWithALaggingReplica(t *testing.T) {
 		if got, err := cat.Get(ctx(t), "t0"); !errors.Is(err, toolexec.ErrNotFound) {
 			t.Fatalf("Get of a released tool = %+v, %v; want ErrNotFound", got, err)
 		}
+	}
+}
+
+// A bucket that answers no write for a while does not take a live host's
+// tool out of the catalog: LLMW_TOOLS has no leader during the election
+// that follows a node loss, and a node that goes and comes back makes two
+// of them. Here the bucket's writes go, three times in a row for one second,
+// to a subscriber that never answers, one second apart, each time across
+// the instant one beat after the last (CatalogTTL/3): the host tries a
+// renewal that got no answer again at once, in the gap that follows, so
+// its entry never gets older than the TTL.
+func TestCatalogClaimOutlivesUnansweredRenewals(t *testing.T) {
+	s := natstest.Start(t, natstest.Options{Provision: true, FileStorage: true})
+	const ttl = 6 * time.Second
+	const beat = ttl / 3
+	replica(t, s.URL(), toolexec.Config{Instance: "a", CatalogTTL: ttl}, echo(nil))
+	api := jsread.APIPrefix(s.JS)
+	revision := func() uint64 {
+		_, rev, err := jsread.KVLast(ctx(t), s.NC, api, events.BucketTools, "echo")
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return 0
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rev
+	}
+	first := revision()
+	if first == 0 {
+		t.Fatal("echo not in the catalog once its host started")
+	}
+	// The beats count from the host's last renewal.
+	natstest.EventuallyWithin(t, 2*beat, "a renewal of echo's entry", func() bool { return revision() != first })
+	renewed := time.Now()
+
+	// While stalled, the account maps the bucket's subjects to one a
+	// subscriber takes and never answers: a write waits for its
+	// acknowledgement in vain, as it does when no leader takes it.
+	acc := s.Embedded.Server.GlobalAccount()
+	swallow, err := s.NC.Subscribe("stalled.>", func(*nats.Msg) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = swallow.Unsubscribe() })
+	if err := s.NC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	stalled := false
+	stall := func(on bool) {
+		if on == stalled {
+			return
+		}
+		stalled = on
+		if on {
+			if err := acc.AddMapping("$KV."+events.BucketTools+".>", "stalled.>"); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		acc.RemoveMapping("$KV." + events.BucketTools + ".>")
+	}
+	t.Cleanup(func() { stall(false) })
+	// Stalled around 1, 2 and 3 beats after the renewal, for a second
+	// each: a host that tries again only at its next beat never gets a
+	// write through, and its entry expires after the third (one TTL).
+	windows := [][2]time.Duration{
+		{beat - 500*time.Millisecond, beat + 500*time.Millisecond},
+		{2*beat - 500*time.Millisecond, 2*beat + 500*time.Millisecond},
+		{3*beat - 500*time.Millisecond, 3*beat + 500*time.Millisecond},
+	}
+	end := renewed.Add(ttl + beat)
+	for now := time.Now(); now.Before(end); now = time.Now() {
+		on := false
+		for _, w := range windows {
+			if d := now.Sub(renewed); d >= w[0] && d < w[1] {
+				on = true
+			}
+		}
+		stall(on)
+		if revision() == 0 {
+			t.Fatalf("echo left the catalog %v after its last renewal before the stalls, although its host lives", now.Sub(renewed).Round(time.Millisecond))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A host whose server takes its renewals but gets no answer from the
+// bucket (the node is cut off from its cluster's quorum, yet answers the
+// connection's pings) moves to another server, where its renewal lands
+// before the claims it renewed last expire.
+func TestCatalogRenewalsUnansweredMoveToAnotherServer(t *testing.T) {
+	stuck := natstest.Start(t, natstest.Options{Provision: true, FileStorage: true})
+	live := natstest.Start(t, natstest.Options{Provision: true, FileStorage: true})
+	const ttl = 6 * time.Second
+	// Default pings (every 2 minutes): only the heartbeat can move it.
+	nc, err := nats.Connect(stuck.URL()+","+live.URL(), nats.DontRandomize(), nats.MaxReconnects(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	srv, err := toolexec.New(nc, toolexec.Config{Instance: "a", CatalogTTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Register(echo(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Stop(c)
+	})
+	revision := func(s *natstest.Server) uint64 {
+		_, rev, err := jsread.KVLast(ctx(t), s.NC, jsread.APIPrefix(s.JS), events.BucketTools, "echo")
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return 0
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rev
+	}
+	first := revision(stuck)
+	if first == 0 {
+		t.Fatal("echo not in the catalog once its host started")
+	}
+	if revision(live) != 0 {
+		t.Fatal("echo in the other server's catalog before its host moved there")
+	}
+	natstest.EventuallyWithin(t, ttl, "a renewal of echo's entry", func() bool { return revision(stuck) != first })
+	renewed := time.Now()
+	// From the renewal on, the server maps the bucket's subjects to one
+	// a subscriber takes and never answers: a write waits for its
+	// acknowledgement in vain, as on a node without the bucket's leader.
+	swallow, err := stuck.NC.Subscribe("stalled.>", func(*nats.Msg) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = swallow.Unsubscribe() })
+	if err := stuck.NC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := stuck.Embedded.Server.GlobalAccount().AddMapping("$KV."+events.BucketTools+".>", "stalled.>"); err != nil {
+		t.Fatal(err)
+	}
+	natstest.EventuallyWithin(t, ttl, "echo's claim renewed on the other server", func() bool { return revision(live) != 0 })
+	if took := time.Since(renewed); took >= ttl {
+		t.Errorf("echo renewed on the other server %v after its last renewal, after its claims expired (TTL %v)", took.Round(time.Millisecond), ttl)
+	}
+	if got := nc.ConnectedUrl(); got != live.URL() {
+		t.Errorf("host connected to %s, want %s", got, live.URL())
 	}
 }

@@ -12,7 +12,9 @@
 // <name>.<host id> and the catalog entry <name> — name, description,
 // input_schema, timeout_ms and version from the tool's optional Timeout
 // and Version methods — both with a per-key TTL of Config.CatalogTTL,
-// renewed every CatalogTTL/3, so that the tools of a replica that died
+// renewed every CatalogTTL/3 and a failed renewal again at once until it
+// succeeds, renewals unanswered for CatalogTTL/6 moving the connection to
+// another server, so that the tools of a replica that died
 // leave the catalog, while a tool stays listed as long as any replica of
 // it lives), registers the micro service "llmw-toolexec" with
 // one endpoint per tool (metadata: description, input_schema, timeout_ms,

@@ -63,8 +63,14 @@ type Config struct {
 	// CatalogTTL is how long the catalog (KV LLMW_TOOLS) keeps listing
 	// this replica's tools after its last heartbeat, i.e. after it died
 	// without Stop (0 = DefaultCatalogTTL; at least MinCatalogTTL). The
-	// replica renews its claims every CatalogTTL/3; Stop withdraws them at
-	// once.
+	// replica renews its claims every CatalogTTL/3, and a renewal that
+	// failed (no acknowledgement within CatalogTTL/9) again at once until
+	// it succeeds; Stop withdraws them at once. Renewals unanswered for
+	// CatalogTTL/6 move the connection to another server. The TTL must
+	// exceed CatalogTTL/3 plus leaving a cut-off node (natsutil.DeadAfter
+	// by pings, or CatalogTTL/6 by the heartbeat), the bucket's leader
+	// election and a retry (at most CatalogTTL/9): the default leaves
+	// them 20 s.
 	CatalogTTL time.Duration
 	// Version of the micro service ("" = llmworker's version; SemVer).
 	Version string
@@ -501,53 +507,6 @@ func (s *Server) Remove(ctx context.Context, names ...string) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
-	}
-}
-
-// heartbeat renews this replica's catalog claims every CatalogTTL/3 (so
-// that one failed renewal does not let them expire) until ctx ends. A
-// renewal also restores an entry that expired meanwhile (the replica was
-// cut off for longer than the TTL).
-func (s *Server) heartbeat(ctx context.Context) {
-	defer s.beats.Done()
-	every := s.cfg.CatalogTTL / 3
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		for _, h := range s.hostedNow() {
-			cctx, cancel := context.WithTimeout(ctx, every)
-			err := s.cat.Claim(cctx, h.entry, s.host, s.cfg.CatalogTTL)
-			cancel()
-			if err != nil && ctx.Err() == nil {
-				s.log.Warn("toolexec: renew catalog claim", "tool", h.entry.Name, "err", err)
-			}
-		}
-	}
-}
-
-// release withdraws this replica's catalog claims (best effort: a claim
-// that cannot be withdrawn expires after CatalogTTL).
-func (s *Server) release() {
-	s.releaseClaims(nil)
-}
-
-// releaseClaims withdraws the claims of hs (nil = of every tool hosted
-// now, which needs s.mu free).
-func (s *Server) releaseClaims(hs []*hosted) {
-	if hs == nil {
-		hs = s.hostedNow()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	for _, h := range hs {
-		if err := s.cat.Release(ctx, h.entry.Name, s.host); err != nil {
-			s.log.Warn("toolexec: withdraw catalog claim", "tool", h.entry.Name, "err", err)
-		}
 	}
 }
 

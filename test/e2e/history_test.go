@@ -88,6 +88,7 @@ func (c *cluster) checkTurnHistory(id string) (bad []string) {
 	// Tool calls and their results.
 	var calls []string
 	inTranscript := map[string]int{}
+	said := map[string]string{} // what the transcript's result of a call says
 	for _, m := range done.Messages {
 		for _, p := range m.Content {
 			switch p.Type {
@@ -95,10 +96,12 @@ func (c *cluster) checkTurnHistory(id string) (bad []string) {
 				calls = append(calls, p.ID)
 			case events.PartToolResult:
 				inTranscript[p.ToolUseID]++
+				said[p.ToolUseID] = fmt.Sprintf("is_error %v, %q", p.IsError, clip(p.Content))
 			}
 		}
 	}
 	resultEvents := map[string]int{}
+	from := map[string][]string{} // the sources and seqs of a call's llmw.tool.result events
 	for _, e := range evs {
 		if e.Type == events.TypeToolResult {
 			r, err := events.DecodeData[events.ToolCallResult](e)
@@ -107,13 +110,14 @@ func (c *cluster) checkTurnHistory(id string) (bad []string) {
 				continue
 			}
 			resultEvents[r.CallID]++
+			from[r.CallID] = append(from[r.CallID], fmt.Sprintf("seq %d from %s", e.Seq, instance(e)))
 		}
 	}
 	stored := c.storedResults(id, calls, storedSettles)
 	for _, call := range calls {
 		if inTranscript[call] != 1 || stored[call] != 1 || resultEvents[call] != 1 {
-			bad = append(bad, fmt.Sprintf("call %s: %d results in the transcript, %d in LLMW_TOOLRESULTS, %d llmw.tool.result events; want 1 each (the stream's leader has: %s; a direct get finds: %s)",
-				call, inTranscript[call], stored[call], resultEvents[call], c.leaderGet(id, call), c.directGet(id, call)))
+			bad = append(bad, fmt.Sprintf("call %s: %d results in the transcript, %d in LLMW_TOOLRESULTS, %d llmw.tool.result events; want 1 each (the transcript's result: %s; the events: %v; the stream's leader has: %s; a direct get finds: %s)",
+				call, inTranscript[call], stored[call], resultEvents[call], said[call], from[call], c.leaderGet(id, call), c.directGet(id, call)))
 		}
 	}
 	for call, n := range stored {
@@ -133,6 +137,14 @@ func (c *cluster) checkTurnHistory(id string) (bad []string) {
 		bad = append(bad, fmt.Sprintf("assistant messages rebuilt from the events\n\t%q\nbut the transcript has\n\t%q", got, want))
 	}
 	return bad
+}
+
+// clip shortens a result's content for a failure message.
+func clip(s string) string {
+	if len(s) > 300 {
+		return s[:300] + "…"
+	}
+	return s
 }
 
 // describeParts renders the text and tool_use parts of a message, the

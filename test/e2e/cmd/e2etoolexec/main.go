@@ -125,7 +125,7 @@ func run(ctx context.Context, args []string) error {
 	if len(delays) > 0 {
 		return fmt.Errorf("--slow: unknown tools in %q", *slow)
 	}
-	conn, err := natsutil.Connect(ctx, natsutil.Config{URL: *url, Name: "llmw-toolexec " + *instance}, nats.CustomInboxPrefix(permissions.InboxPrefix(permissions.Toolexec, *prefix)))
+	conn, err := natsutil.Connect(ctx, natsutil.Config{URL: *url, Name: "llmw-toolexec " + *instance}, append(natsutil.LogEvents(log), nats.CustomInboxPrefix(permissions.InboxPrefix(permissions.Toolexec, *prefix)))...)
 	if err != nil {
 		return err
 	}

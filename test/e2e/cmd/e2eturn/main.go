@@ -69,7 +69,7 @@ func run(ctx context.Context, args []string) error {
 		defer cancel()
 		_ = shutdown(fctx)
 	}()
-	conn, err := natsutil.Connect(ctx, natsutil.Config{URL: *url, Name: "llmw-turn " + *instance}, nats.CustomInboxPrefix(permissions.InboxPrefix(permissions.Turn, *prefix)))
+	conn, err := natsutil.Connect(ctx, natsutil.Config{URL: *url, Name: "llmw-turn " + *instance}, append(natsutil.LogEvents(log), nats.CustomInboxPrefix(permissions.InboxPrefix(permissions.Turn, *prefix)))...)
 	if err != nil {
 		return err
 	}
