@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -518,73 +517,6 @@ func (r *run) requestID(step, attempt int) string {
 	return id
 }
 
-// assemble builds the assistant message from the collectors: parts in
-// block-index order, thinking with its signature (redacted when only the
-// signature came), tool_use with its signature. Calls of provider-run tools
-// are left out: they were answered inside the response, and a tool_use
-// without a local tool_result would be rejected in the next request.
-func (r *run) assemble() (events.Message, []timeline.CollectedCall) {
-	origin, _ := events.SplitModel(r.model)
-	return assembleFrom(origin, r.texts.TakeBlocks(), r.thinks.TakeCollected(), r.calls.TakeCollected())
-}
-
-// assembleFrom is assemble of collected blocks (taken, or copies looked
-// at for a span's gen_ai.output.messages): the slices are the caller's
-// own, and collected is reused for the calls it returns. origin (the
-// provider prefix of the model that answered) marks the parts only that
-// provider reads: thinking, and parts with a signature
-// (events.Part.Origin).
-func assembleFrom(origin string, texts []timeline.CollectedText, thinks []timeline.CollectedThinking, collected []timeline.CollectedCall) (events.Message, []timeline.CollectedCall) {
-	n := len(texts) + len(thinks) + len(collected)
-	content := make([]events.Part, 0, n)
-	var small [16]int
-	index := small[:0] // content[i]'s block index
-	if n > len(small) {
-		index = make([]int, 0, n)
-	}
-	for _, b := range texts {
-		content = append(content, events.Part{Type: events.PartText, Text: b.Text, Signature: b.Signature, Origin: signed(origin, b.Signature)})
-		index = append(index, b.Index)
-	}
-	for _, b := range thinks {
-		content = append(content, events.Part{Type: events.PartThinking, Thinking: b.Thinking,
-			Signature: b.Signature, Redacted: b.Thinking == "" && b.Signature != "", Origin: origin})
-		index = append(index, b.Index)
-	}
-	calls := collected[:0]
-	for _, c := range collected {
-		if c.Server {
-			continue
-		}
-		calls = append(calls, c)
-		content = append(content, events.Part{Type: events.PartToolUse, ID: c.ID, Name: c.Name,
-			Input: c.Input, Signature: c.Signature, Origin: signed(origin, c.Signature)})
-		index = append(index, c.Index)
-	}
-	// A stable insertion sort of both by block index: the parts are few
-	// and almost always in order already.
-	for i := 1; i < len(content); i++ {
-		for j := i; j > 0 && index[j-1] > index[j]; j-- {
-			index[j-1], index[j] = index[j], index[j-1]
-			content[j-1], content[j] = content[j], content[j-1]
-		}
-	}
-	slices.SortStableFunc(calls, func(a, b timeline.CollectedCall) int { return a.Index - b.Index })
-	if len(calls) == 0 {
-		calls = nil
-	}
-	return events.Message{Role: events.RoleAssistant, Content: content}, calls
-}
-
-// signed is origin for a part with a signature, else "".
-func signed(origin, signature string) string {
-	if signature == "" {
-		return ""
-	}
-	return origin
-}
-
-// turnEnd runs on_turn_end after a response without tool calls, once
 // the answer fits the response format (checkOutput).
 func (r *run) turnEnd(ctx context.Context) *Result {
 	if res, repair := r.checkOutput(ctx); res != nil || repair {
@@ -704,79 +636,4 @@ func (r *run) pause(ctx context.Context, p *Pause) *Result {
 	}
 	r.em.emit(events.TurnPaused{Reason: res.Reason, Hook: p.Hook, Pending: pending})
 	return res
-}
-
-// ending is how an aborted or failed turn ends (end's arguments), for a
-// decision taken where the turn cannot end at once: during a model
-// stream, whose open blocks and early calls go first.
-type ending struct {
-	status Status
-	code   string
-	kind   error
-	reason string
-	hook   string
-	cause  error
-}
-
-func (r *run) endWith(ctx context.Context, e *ending) *Result {
-	return r.end(ctx, e.status, e.code, e.kind, e.reason, e.hook, e.cause)
-}
-
-func cancelledEnding(ctx context.Context) *ending {
-	cause := context.Cause(ctx)
-	return &ending{status: StatusAborted, code: CodeCancelled, kind: ErrCancelled, reason: "the turn was cancelled: " + cause.Error(), cause: cause}
-}
-
-func hookFailedEnding(name string, err error) *ending {
-	reason := fmt.Sprintf("hook %q failed: %v", name, err)
-	var f *hook.Failure
-	if errors.As(err, &f) {
-		reason = f.Error()
-	}
-	return &ending{status: StatusAborted, code: CodeHookFailed, kind: ErrHookAbort, reason: reason, hook: name, cause: err}
-}
-
-func (r *run) cancelled(ctx context.Context) *Result {
-	return r.endWith(ctx, cancelledEnding(ctx))
-}
-
-func (r *run) hookFailed(ctx context.Context, name string, err error) *Result {
-	return r.endWith(ctx, hookFailedEnding(name, err))
-}
-
-// end finishes an aborted or failed turn: open blocks are aborted, the
-// on_abort hooks run (detached from ctx, which may be what was cancelled),
-// then the terminal event is sent.
-func (r *run) end(ctx context.Context, status Status, code string, kind error, reason, hookName string, cause error) *Result {
-	r.stopTools()
-	if errors.Is(cause, ErrDetached) {
-		// The calls started early are the owner's now, as the turn.
-		r.st.Eager, r.eagerRuns = nil, nil
-		// The turn goes on elsewhere: no trace here (see ErrDetached).
-		r.syncVars()
-		res := r.result(StatusAborted)
-		res.Reason, res.Code = "the run was detached: "+cause.Error(), CodeDetached
-		res.err = &TurnError{Status: StatusAborted, Code: CodeDetached, Reason: res.Reason, Cause: cause, kind: ErrDetached}
-		return res
-	}
-	r.tl.AbortCurrentBlock(reason)
-	r.dropEager(ctx, reason)
-	r.chain.RunAbort(ctx, &hook.AbortInput{Turn: r.turn, Reason: reason, Messages: cloneMessages(r.st.Messages)})
-	r.syncVars()
-	res := r.result(status)
-	res.Reason, res.Code, res.Hook = reason, code, hookName
-	res.err = &TurnError{Status: status, Code: code, Reason: reason, Hook: hookName, Cause: cause, kind: kind}
-	if status == StatusAborted {
-		r.em.emit(events.TurnAborted{Reason: reason, Code: code})
-	} else {
-		r.em.emit(events.TurnFailed{Reason: reason, Code: code})
-	}
-	return res
-}
-
-func suffix(reason string) string {
-	if reason == "" {
-		return ""
-	}
-	return ": " + reason
 }
