@@ -318,8 +318,13 @@ func (s *Service) unsubscribeCancels() {
 // (a cancel of a turn this replica does not run starts its settling,
 // which Stop waits for), so that a cancel that reached a stopping replica
 // is answered. It waits at most kvTimeout (the drain's flush and the
-// handlers); a closed connection has nothing to drain.
+// handlers). A connection that is not connected cannot drain (the server
+// dropped the subscriptions with it): they are unsubscribed.
 func (s *Service) drainCancels() {
+	if !s.nc.IsConnected() {
+		s.unsubscribeCancels()
+		return
+	}
 	var closed []<-chan nats.SubStatus
 	subs := []*nats.Subscription{s.cancelSub, s.queuedCancelSub}
 	for _, sub := range subs {
