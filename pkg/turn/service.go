@@ -334,11 +334,12 @@ func (s *Service) drainCancels() {
 		}
 		closed = append(closed, ch)
 	}
-	timeout := time.After(kvTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), kvTimeout)
+	defer cancel()
 	for i, ch := range closed {
 		select {
 		case <-ch:
-		case <-timeout:
+		case <-ctx.Done():
 			s.log.Warn("turn: stop: cancels not drained in time", "subject", subs[i].Subject, "pending", pendingMsgs(subs[i]))
 			_ = subs[i].Unsubscribe()
 		}
