@@ -36,6 +36,7 @@ func TestDecide(t *testing.T) {
 		{"the message a run here has, delivered again, is left to it", situation{kind: kindSubmit, stand: standHereSameMsg, redelivered: true}, actLeave},
 		{"resume while the run here ends with a pause waits for it", situation{kind: kindResume, stand: standHerePausing}, actWait},
 		{"submit while the run here ends with a pause, other data, is turn_exists", situation{kind: kindSubmit, stand: standHerePausing}, actTurnExists},
+		{"submit while the run here ends with a pause, its data, is a duplicate", situation{kind: kindSubmit, stand: standHerePausing, sameData: true}, actDuplicate},
 		{"resume while the turn runs here is not_paused", situation{kind: kindResume, stand: standHereRunning, redelivered: true}, actNotPaused},
 		{"submit with its data while the turn runs here is a duplicate", situation{kind: kindSubmit, stand: standHereRunning, sameData: true, redelivered: true}, actDuplicate},
 		{"submit with other data while the turn runs here is turn_exists", situation{kind: kindSubmit, stand: standHereRunning}, actTurnExists},
@@ -45,6 +46,22 @@ func TestDecide(t *testing.T) {
 				t.Fatalf("decide(%+v) = %d, want %d", row.sit, got, row.want)
 			}
 		})
+	}
+}
+
+// Where a turn stands by each status its state can have.
+func TestStandingOf(t *testing.T) {
+	for st, want := range map[Status]standing{
+		StatusRunning:   standRunning,
+		StatusPaused:    standPaused,
+		StatusCancelled: standCancelled,
+		StatusCompleted: standEnded,
+		StatusFailed:    standEnded,
+		StatusAborted:   standEnded,
+	} {
+		if got := standingOf(st); got != want {
+			t.Errorf("standingOf(%s) = %d, want %d", st, got, want)
+		}
 	}
 }
 

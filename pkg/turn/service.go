@@ -238,11 +238,12 @@ func (s *Service) Start(ctx context.Context) error {
 
 // Stop drains: it stops fetching requests, lets running turns reach their
 // end or their next step boundary (where the checkpoint is written and the
-// turn is left to another replica) within ctx, then unsubscribes. Turns
-// still running when ctx ends are cancelled without publishing anything
-// and their requests are left unacknowledged (negatively acknowledged when
-// the connection still works) so that another replica resumes them from
-// their checkpoint; Stop then returns ctx's error.
+// turn is left to another replica) within ctx, then drains its cancel
+// subscriptions (drainCancels). Turns still running when ctx ends are
+// cancelled without publishing anything and their requests are left
+// unacknowledged (negatively acknowledged when the connection still
+// works) so that another replica resumes them from their checkpoint; Stop
+// then returns ctx's error.
 func (s *Service) Stop(ctx context.Context) error {
 	s.mu.Lock()
 	if !s.started {
@@ -291,7 +292,7 @@ func (s *Service) Stop(ctx context.Context) error {
 	if s.cfg.Ephemeral {
 		s.abortPausedTurns()
 	}
-	s.unsubscribeCancels()
+	s.drainCancels()
 	_ = s.svc.Stop()
 	s.mu.Lock()
 	s.cancelClosed = true
@@ -310,6 +311,44 @@ func (s *Service) Stop(ctx context.Context) error {
 func (s *Service) unsubscribeCancels() {
 	_ = s.cancelSub.Unsubscribe()
 	_ = s.queuedCancelSub.Unsubscribe()
+}
+
+// drainCancels drains the cancel subscriptions: the server sends this
+// replica no more cancels, and every cancel it sent already is handled
+// (a cancel of a turn this replica does not run starts its settling,
+// which Stop waits for), so that a cancel that reached a stopping replica
+// is answered. It waits at most kvTimeout (the drain's flush and the
+// handlers). A connection that is not connected cannot drain (the server
+// dropped the subscriptions with it): they are unsubscribed.
+func (s *Service) drainCancels() {
+	if !s.nc.IsConnected() {
+		s.unsubscribeCancels()
+		return
+	}
+	var closed []<-chan nats.SubStatus
+	subs := []*nats.Subscription{s.cancelSub, s.queuedCancelSub}
+	for _, sub := range subs {
+		ch := sub.StatusChanged(nats.SubscriptionClosed)
+		if err := sub.Drain(); err != nil {
+			_ = sub.Unsubscribe()
+		}
+		closed = append(closed, ch)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), kvTimeout)
+	defer cancel()
+	for i, ch := range closed {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			s.log.Warn("turn: stop: cancels not drained in time", "subject", subs[i].Subject, "pending", pendingMsgs(subs[i]))
+			_ = subs[i].Unsubscribe()
+		}
+	}
+}
+
+func pendingMsgs(sub *nats.Subscription) int {
+	n, _, _ := sub.Pending()
+	return n
 }
 
 func (s *Service) stopWatch() {
