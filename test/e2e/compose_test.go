@@ -242,6 +242,7 @@ func (s *composeStack) runner(turnID string) string {
 // over more than one toolexec replica. Then the replica running a call is
 // killed: the call is redelivered to another replica and answered once.
 func TestComposeTurns(t *testing.T) {
+	t.Parallel()
 	s := startCompose(t, 1500*time.Millisecond)
 	// The images report the version build-images.sh stamped (TAG, as a
 	// SemVer pre-release since it is not a version).
@@ -404,6 +405,7 @@ func (s *composeStack) requireRedelivered(t *testing.T, id, victim string, kille
 // as llmw-reader; the server refuses nothing the services do, and refuses
 // the reader's submit.
 func TestComposeWithIdentities(t *testing.T) {
+	t.Parallel()
 	var env []string
 	pw := map[permissions.Role]string{}
 	for _, u := range permissions.DefaultUsers() {
