@@ -22,18 +22,14 @@ OUT=deploy/.build
 GOARCH=${GOARCH:-$(go env GOARCH)}
 mkdir -p "$OUT"
 
-build() { # name package
-	echo "go build $2 -> $OUT/$1"
-	CGO_ENABLED=0 GOOS=linux GOARCH="$GOARCH" go build -trimpath \
-		-ldflags="-s -w -X github.com/llmworker/llmworker/internal/version.Version=$VERSION" -o "$OUT/$1" "$2"
-}
-build llmworker ./cmd/llmworker
-build ingest ./cmd/ingest
-build turn ./cmd/turn
-build toolexec ./cmd/toolexec
-build hookbridge ./cmd/hookbridge
-build gateway ./cmd/gateway
-build nats-server github.com/nats-io/nats-server/v2
+# One go build of every binary: the packages they share compile once and
+# the binaries link side by side (go build -o DIR/ names each after its
+# package: nats-server/v2 gives nats-server).
+echo "go build -> $OUT/{llmworker,ingest,turn,toolexec,hookbridge,gateway,nats-server}"
+CGO_ENABLED=0 GOOS=linux GOARCH="$GOARCH" go build -trimpath \
+	-ldflags="-s -w -X github.com/llmworker/llmworker/internal/version.Version=$VERSION" -o "$OUT/" \
+	./cmd/llmworker ./cmd/ingest ./cmd/turn ./cmd/toolexec ./cmd/hookbridge ./cmd/gateway \
+	github.com/nats-io/nats-server/v2
 
 CA=${CA_CERTS:-/etc/ssl/certs/ca-certificates.crt}
 if [ ! -f "$CA" ]; then
@@ -45,9 +41,16 @@ cp "$CA" "$OUT/ca-certificates.crt"
 if [ -n "${NO_DOCKER:-}" ]; then
 	exit 0
 fi
+# The images build side by side; each waits for its build and fails the
+# script when it failed.
+pids=
 for bin in llmworker ingest turn toolexec hookbridge gateway nats-server; do
 	img="$REGISTRY/$bin:$TAG"
 	echo "docker build $img"
-	docker build -q -f deploy/Dockerfile --build-arg BIN="$bin" -t "$img" "$OUT"
+	docker build -q -f deploy/Dockerfile --build-arg BIN="$bin" -t "$img" "$OUT" &
+	pids="$pids $!"
+done
+for pid in $pids; do
+	wait "$pid"
 done
 echo "images: $REGISTRY/{llmworker,ingest,turn,toolexec,hookbridge,gateway,nats-server}:$TAG"

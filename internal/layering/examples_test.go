@@ -65,9 +65,9 @@ func TestExamplesImportNothingInternal(t *testing.T) {
 }
 
 // The NATS-side Examples, copied as they are into a module of their own
-// that requires this one (replaced by this checkout), and the README's Go
-// client type-check with go vet: what a reader pastes into their program
-// compiles there.
+// that uses this one (through a workspace with this checkout), and the
+// README's Go client type-check with go vet: what a reader pastes into
+// their program compiles there.
 func TestExamplesBuildInAnotherModule(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the go command")
@@ -125,25 +125,44 @@ func TestExamplesBuildInAnotherModule(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	gomod := "module example.com/myclient\n\ngo 1.26\n\nrequire " + strings.TrimSuffix(module, "/") + " v0.0.0\n\nreplace " +
-		strings.TrimSuffix(module, "/") + " => " + root + "\n"
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644); err != nil {
+	// The module and this checkout form a workspace (go.work), as a
+	// require of this module replaced by the checkout would: the examples
+	// import only what this module exports, its internal/ stays out of
+	// reach, and its dependencies resolve to the versions of its go.mod,
+	// whose go.sum covers them (the build needs the module cache only,
+	// never the checksum database). In a workspace this module's packages
+	// build as in this checkout, so the build reuses, from the build
+	// cache, .ci/run's go vet of it: static with paths trimmed, as the
+	// images build (deploy/build-images.sh), whatever the test's own build
+	// is (the -race build of `go test -race ./...` needs cgo). No package
+	// of this module uses cgo, so the examples type-check alike either way.
+	gomod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	// This module's checksums cover every module the examples need, so the
-	// build needs the module cache only, never the checksum database.
-	copyFile(t, filepath.Join(root, "go.sum"), filepath.Join(dir, "go.sum"))
+	goLine := "go 1.26"
+	for l := range strings.Lines(string(gomod)) {
+		if strings.HasPrefix(l, "go ") {
+			goLine = strings.TrimSpace(l) // the workspace's go is at least each module's
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/myclient\n\n"+goLine+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gowork := filepath.Join(dir, "go.work")
+	if err := os.WriteFile(gowork, []byte(goLine+"\n\nuse (\n\t.\n\t"+strconv.Quote(root)+"\n)\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(goCmd, "vet", "./...")
 	cmd.Dir = dir
-	// -mod=mod lets go fill in the new module's requirements (CI's
-	// GOFLAGS say -mod=readonly for this one).
-	flags := []string{"-mod=mod"}
+	// CI's GOFLAGS say -mod=readonly, which a workspace takes as it is.
+	flags := []string{"-trimpath"}
 	for f := range strings.FieldsSeq(os.Getenv("GOFLAGS")) {
-		if !strings.HasPrefix(f, "-mod=") {
+		if f != "-trimpath" && f != "-race" {
 			flags = append(flags, f)
 		}
 	}
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS="+strings.Join(flags, " "))
+	cmd.Env = append(os.Environ(), "GOWORK="+gowork, "CGO_ENABLED=0", "GOFLAGS="+strings.Join(flags, " "))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go vet of the examples in another module: %v\n%s", err, out)
 	}

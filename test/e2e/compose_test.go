@@ -220,10 +220,10 @@ func (s *composeStack) toolexecs() []string {
 	return strings.Fields(out)
 }
 
-// runner returns the toolexec container that logged the start of the
-// call of turnID ("tool call started", debug level), or "".
-func (s *composeStack) runner(turnID string) string {
-	for _, id := range s.toolexecs() {
+// runner returns the one of the toolexec containers ctrs that logged the
+// start of the call of turnID ("tool call started", debug level), or "".
+func (s *composeStack) runner(ctrs []string, turnID string) string {
+	for _, id := range ctrs {
 		out, _ := exec.Command("docker", "logs", id).CombinedOutput()
 		sc := bufio.NewScanner(strings.NewReader(string(out)))
 		for sc.Scan() {
@@ -242,7 +242,8 @@ func (s *composeStack) runner(turnID string) string {
 // over more than one toolexec replica. Then the replica running a call is
 // killed: the call is redelivered to another replica and answered once.
 func TestComposeTurns(t *testing.T) {
-	s := startCompose(t, 1500*time.Millisecond)
+	t.Parallel()
+	s := startCompose(t, 3*time.Second)
 	// The images report the version build-images.sh stamped (TAG, as a
 	// SemVer pre-release since it is not a version).
 	for _, svc := range []string{"llmw-ingest", "llmw-turn", "llmw-toolexec"} {
@@ -303,9 +304,9 @@ func TestComposeTurns(t *testing.T) {
 	// land while the call runs: on a loaded machine the replica may have
 	// answered it before the test saw it start (its log says so), and then
 	// nothing is redelivered; the scenario is tried again with a new turn.
-	// Reading three replicas' logs through docker takes long enough on a
-	// busy machine to miss the call's 1.5 s three times in a row (seen
-	// with another test suite running beside it), so it has six tries.
+	// The demo tools take 3 s and the test reads only the replicas' logs
+	// while it waits for the call, but reading three logs through docker
+	// can take that long on a busy machine, so it has six tries.
 	for attempt := 1; ; attempt++ {
 		id := "compose-kill-" + strconv.Itoa(attempt)
 		victim, killed, early := s.killMidCall(t, id)
@@ -338,10 +339,11 @@ func (s *composeStack) revive(t *testing.T, ctr string) {
 // call and says whether that replica had answered the call already.
 func (s *composeStack) killMidCall(t *testing.T, id string) (victim string, killed time.Time, early bool) {
 	t.Helper()
+	ctrs := s.toolexecs()
 	f := s.follow(id)
 	s.submit(id, "anthropic")
 	s.eventually(time.Minute, "a toolexec replica runs the call", func() (bool, string) {
-		victim = s.runner(id)
+		victim = s.runner(ctrs, id)
 		return victim != "", "no replica logged the call yet"
 	})
 	if out, err := exec.Command("docker", "kill", victim).CombinedOutput(); err != nil {
@@ -404,6 +406,7 @@ func (s *composeStack) requireRedelivered(t *testing.T, id, victim string, kille
 // as llmw-reader; the server refuses nothing the services do, and refuses
 // the reader's submit.
 func TestComposeWithIdentities(t *testing.T) {
+	t.Parallel()
 	var env []string
 	pw := map[permissions.Role]string{}
 	for _, u := range permissions.DefaultUsers() {

@@ -15,7 +15,10 @@
 //
 //	TESTCONTAINERS_RYUK_DISABLED=true go test -tags e2e -count=1 -v ./test/e2e/...
 //
-// Without a reachable Docker Engine every test skips and says why.
+// Without a reachable Docker Engine every test skips and says why. Each
+// test starts its own cluster or compose stack on a Docker network of its
+// own and runs in parallel with the others; -parallel sets how many at
+// once (.ci/run runs four).
 //
 // # Scenarios
 //

@@ -58,6 +58,7 @@ func (c *cluster) requireHistory(ids []string) {
 // seq, one result per call and one end. Then the owner of a third turn is
 // cut off from NATS mid-tool-call and reconnected.
 func TestTurnOwnerPaused(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{slow: "fixed_version=6s", turnAckWait: 3 * time.Second, replayPace: 4 * time.Millisecond})
 
 	// Mid-tool-call: the anthropic scenario calls the slow fixed_version.
@@ -111,6 +112,7 @@ func TestTurnOwnerPaused(t *testing.T) {
 // and each restarted: the services drain, nothing accepted is lost and
 // nothing is done twice.
 func TestDrainOnSIGTERM(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{slow: "fixed_version=3s", replayPace: 3 * time.Millisecond}.faulty())
 	var ids []string
 	var fs []*follower
@@ -138,6 +140,7 @@ func TestDrainOnSIGTERM(t *testing.T) {
 // store and the others); then a node is cut off from the other two (the
 // minority side) and healed. Turns run throughout.
 func TestNATSNodeRestartAndPartition(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{slow: "fixed_version=2s", replayPace: 3 * time.Millisecond}.faulty())
 	var ids []string
 	var fs []*follower
@@ -225,6 +228,7 @@ func (c *cluster) streamsCurrent() {
 // LLMW_E2E_SEED=<seed> (with the same LLMW_E2E_ROUNDS) replays it. CI pins
 // one (.ci/run); scripts/faults.sh runs new ones.
 func TestFaultSchedule(t *testing.T) {
+	t.Parallel()
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("LLMW_E2E_SEED"); s != "" {
 		var err error

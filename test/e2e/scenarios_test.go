@@ -32,6 +32,7 @@ var streamNames = []string{
 // toolexec replicas over a three-node cluster, all complete with one tool
 // result per call.
 func TestClusterTurns(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -78,6 +79,7 @@ func TestClusterTurns(t *testing.T) {
 // the other replica resumes the turn from its checkpoint and completes it;
 // the tool call that was running is not run again.
 func TestTurnReplicaCrash(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{slow: "fixed_version=10s", turnAckWait: 4 * time.Second})
 	const id = "crash-1"
 	f := c.follow(id)
@@ -140,6 +142,7 @@ func TestTurnReplicaCrash(t *testing.T) {
 // result per call id and the turn completes. Reconnecting the cut-off
 // replica (whose run of the call finished meanwhile) adds no result.
 func TestToolexecPartition(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{slow: "fixed_version=8s", toolAckWait: 3 * time.Second})
 	const id = "part-1"
 	f := c.follow(id)
@@ -201,6 +204,7 @@ func TestToolexecPartition(t *testing.T) {
 // The node leading LLMW_TURNS is killed; turns submitted afterwards still
 // complete on the remaining two nodes (R3 streams keep their quorum).
 func TestNATSNodeLoss(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

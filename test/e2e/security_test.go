@@ -108,6 +108,7 @@ func (s *secure) serviceEnv(_ *cluster, name string) []string {
 // toolexec identity that forges a worker event is refused, and clients
 // without the CA or without credentials cannot connect.
 func TestSecureCluster(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{secure: true, slow: "fixed_version=4s"})
 	const id = "secure-1"
 	f := c.follow(id)

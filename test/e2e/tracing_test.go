@@ -164,6 +164,7 @@ const tracedHooks = `hooks:
 // calls, the hook calls and the tool call the dead replica started are
 // all in it (docs/architecture.md, "Tracing").
 func TestOneTraceAcrossServices(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, clusterOpts{slow: "fixed_version=8s", turnAckWait: 4 * time.Second, otlp: true, hooks: tracedHooks})
 	traceID, parentID := make([]byte, 16), make([]byte, 8)
 	_, _ = rand.Read(traceID)
