@@ -15,6 +15,11 @@ cd "$(dirname "$0")/.."
 export TESTCONTAINERS_RYUK_DISABLED=true
 runs="${1:-5}"
 export LLMW_E2E_ROUNDS="${LLMW_E2E_ROUNDS:-16}"
+# Compile once up front: each run's TestMain builds its binaries within a
+# fixed time, which a cold build on a busy machine can exceed, and a
+# schedule that never ran is no finding.
+CGO_ENABLED=0 GOOS=linux go build -trimpath ./cmd/ingest ./cmd/hookbridge ./test/e2e/cmd/... github.com/nats-io/nats-server/v2
+go test -tags e2e -c -o /dev/null ./test/e2e/
 failed=0
 for i in $(seq 1 "$runs"); do
   seed=$(od -An -N8 -tu8 /dev/urandom | tr -d ' ')
