@@ -25,6 +25,8 @@ const (
 	flash  = "gemini:gemini-2.0-flash"
 	// overloaded is Anthropic's 529 body.
 	overloaded = `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`
+	// messageStart opens an Anthropic stream (the Messages API's first event).
+	messageStart = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-haiku-4-5\",\"content\":[],\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n"
 )
 
 // clouds are ingest's real adapters, each pointed at its own stand-in
@@ -96,7 +98,7 @@ func TestFallbackModels(t *testing.T) {
 	})
 
 	t.Run("after the first delta: no fallback, the turn fails, the output once", func(t *testing.T) {
-		cut := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-haiku-4-5\",\"content\":[],\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n" +
+		cut := messageStart +
 			"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
 			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Half an ans\"}}\n\n" +
 			"event: error\ndata: " + overloaded + "\n\n"
@@ -134,7 +136,7 @@ func TestFallbackModels(t *testing.T) {
 		// Anthropic opens the call, so ingest's reply carries its
 		// warnings, and fails before the first block; OpenAI answers.
 		// Anthropic has no seed and OpenAI's Chat Completions no top_k.
-		overloadedStream := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-haiku-4-5\",\"content\":[],\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n" +
+		overloadedStream := messageStart +
 			"event: error\ndata: " + overloaded + "\n\n"
 		c := clouds{
 			anthropic: providertest.NewServer(t, providertest.SSE([]byte(overloadedStream))),
