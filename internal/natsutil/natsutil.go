@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -251,6 +252,10 @@ const DefaultConnectWait = 30 * time.Second
 type Conn struct {
 	NC       *nats.Conn
 	Embedded *Embedded
+	// callbacksDone closes when nats.go has run the connection's last
+	// callback: it runs them on a goroutine of its own, in order, and the
+	// closed callback comes last.
+	callbacksDone chan struct{}
 }
 
 // Connect connects as Config says, starting an embedded server when no URL
@@ -269,7 +274,7 @@ func Connect(ctx context.Context, c Config, opts ...nats.Option) (*Conn, error) 
 			return nil, err
 		}
 	}
-	out := &Conn{}
+	out := &Conn{callbacksDone: make(chan struct{})}
 	if url == "" {
 		emb, err := StartEmbedded(EmbeddedOptions{StoreDir: c.StoreDir})
 		if err != nil {
@@ -284,6 +289,8 @@ func Connect(ctx context.Context, c Config, opts ...nats.Option) (*Conn, error) 
 	}
 	o = append(o, auth...)
 	o = append(o, opts...)
+	var once sync.Once
+	o = append(o, nats.ClosedHandler(func(*nats.Conn) { once.Do(func() { close(out.callbacksDone) }) }))
 	nc, err := Dial(ctx, url, c, o...)
 	if err != nil {
 		out.Embedded.Shutdown()
@@ -391,8 +398,10 @@ func LogEvents(log *slog.Logger) []nats.Option {
 	}
 }
 
-// Close drains the connection (in-flight messages are delivered) and stops
-// an embedded server.
+// Close drains the connection (in-flight messages are delivered), waits
+// (up to 5 s) for the connection's callbacks (LogEvents' lines) to finish,
+// so that none writes to a log its owner has stopped using, and stops an
+// embedded server.
 func (c *Conn) Close() {
 	if c == nil {
 		return
@@ -403,6 +412,12 @@ func (c *Conn) Close() {
 			time.Sleep(5 * time.Millisecond)
 		}
 		c.NC.Close()
+		if c.callbacksDone != nil {
+			select {
+			case <-c.callbacksDone:
+			case <-time.After(5 * time.Second):
+			}
+		}
 	}
 	c.Embedded.Shutdown()
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -221,6 +222,9 @@ func CommandFlags(svc Service, getenv func(string) string) (*flag.FlagSet, *Flag
 // service cannot start.
 func Main(ctx context.Context, svc Service, args []string, o IO) int {
 	name := svc.Name()
+	// The log and the messages printed here share stderr, and nats.go
+	// logs from goroutines of its own.
+	o.Stderr = &lockedWriter{w: o.Stderr}
 	c, err := Parse(svc, args, o.Getenv, o.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -377,4 +381,17 @@ func HealthHandler(ready func() bool, metrics http.Handler) http.Handler {
 		mux.Handle("/metrics", metrics)
 	}
 	return mux
+}
+
+// lockedWriter serializes writes to w, a writer (a test's buffer) that
+// need not be safe for concurrent use.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
