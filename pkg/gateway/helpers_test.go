@@ -25,12 +25,14 @@ import (
 	"github.com/llmworker/llmworker/pkg/ingest"
 	"github.com/llmworker/llmworker/pkg/llm"
 	"github.com/llmworker/llmworker/pkg/llm/llmtest"
+	"github.com/llmworker/llmworker/pkg/natstest"
 )
 
 func TestMain(m *testing.M) {
 	// The genai SDK's dependencies (through the stack's ingest) start an
 	// opencensus worker in an init function; it is not ours.
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"))
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
+		goleak.IgnoreAnyFunction(natstest.MirrorSetupGoroutine))
 }
 
 // stackOpts say what a test stack runs.

@@ -28,7 +28,9 @@ import (
 	"github.com/llmworker/llmworker/pkg/toolexec"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction(natstest.MirrorSetupGoroutine))
+}
 
 type env struct {
 	url string

@@ -30,7 +30,8 @@ import (
 // The genai SDK's dependencies start an opencensus worker in an init
 // function; it is not ours and lives as long as the process.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"))
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
+		goleak.IgnoreAnyFunction(natstest.MirrorSetupGoroutine))
 }
 
 const waitFor = 20 * time.Second

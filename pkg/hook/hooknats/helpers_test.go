@@ -17,7 +17,9 @@ import (
 	"github.com/llmworker/llmworker/pkg/provision"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction(natstest.MirrorSetupGoroutine))
+}
 
 type env struct {
 	nc *nats.Conn
