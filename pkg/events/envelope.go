@@ -30,6 +30,11 @@ const (
 	HeaderTraceState  = "ce-tracestate"
 	// HeaderMsgID is JetStream's de-duplication header.
 	HeaderMsgID = "Nats-Msg-Id"
+	// HeaderCancelForwardedBy marks a turn cancel that a turn service
+	// replica passes on to the replica running the turn; its value is the
+	// forwarding replica's instance. Replicas apply such a cancel to a run
+	// they have and answer nothing else for it (docs/protocol.md, Cancel).
+	HeaderCancelForwardedBy = "Llmw-Cancel-Forwarded-By"
 
 	// ContentTypeJSON is the datacontenttype of every llmworker event.
 	ContentTypeJSON = "application/json"

@@ -24,7 +24,8 @@ const (
 	// limits in LLMW_QUOTA.
 	Ingest Role = "ingest"
 	// Turn runs turns from LLMW_TURNS: worker events (P.emit.>), model
-	// calls, tool calls and results, hook requests, its state buckets.
+	// calls, tool calls and results, hook requests, its state buckets,
+	// and turn cancels it forwards to the replica running the turn.
 	Turn Role = "turn"
 	// Toolexec runs tool calls from LLMW_TOOLCALLS and publishes their
 	// results; registers its tools in LLMW_TOOLS.
@@ -162,7 +163,7 @@ func For(role Role, prefix string) Permissions {
 	case Turn:
 		pub = []string{
 			s.EmitAll(), s.LLMComplete(), p + ".llm.cancel.*", s.ToolCallAll(), s.ToolCancelAll(),
-			p + ".hook.>", s.TurnRejectedAll(),
+			p + ".hook.>", s.TurnRejectedAll(), s.TurnCancelAll(),
 		}
 		pub = append(pub, read(events.StreamTurns)...)
 		pub = append(pub, read(events.StreamToolResults)...)

@@ -47,6 +47,9 @@ func (s *Service) cancelHere(id string) bool {
 // P.turn.rejected._; a cancel of a turn this replica does not run is
 // settled through the turn's state (cancelIdle).
 func (s *Service) onQueuedCancel(m *nats.Msg) {
+	if m.Header.Get(events.HeaderCancelForwardedBy) != "" {
+		return // settled by the replica that forwarded it (forwardCancel)
+	}
 	id, ok := strings.CutPrefix(m.Subject, s.subjects.TurnCancel(""))
 	if !ok || !events.ValidToken(id) {
 		s.rejected(events.TurnRejected{Request: events.TypeTurnCancel, Code: events.RejectInvalidRequest,
@@ -161,8 +164,8 @@ func cancelKey(id string) string { return kvKey(id) + ".cancel" }
 // replica does not run, for the replica that takes the turn over if its
 // own replica died (takeCancelRequest): in LLMW_TURN_STATE under
 // cancelKey, expiring after Config.CancelTTL, so that it outlives this
-// replica and reaches any other. A run of the turn that registered here
-// meanwhile is cancelled directly.
+// replica and reaches any other. Then it forwards the cancel to the
+// replica running the turn (forwardCancel).
 func (s *Service) putCancelRequest(ctx context.Context, id string) {
 	if s.cfg.CancelTTL > 0 {
 		rec := State{Version: StateVersion, Status: StatusCancelled, Owner: s.cfg.Instance,
@@ -173,7 +176,22 @@ func (s *Service) putCancelRequest(ctx context.Context, id string) {
 			s.log.Warn("turn: cancel: record the cancel of a running turn", "turn_id", id, "err", err)
 		}
 	}
-	s.cancelHere(id)
+	s.forwardCancel(id)
+}
+
+// forwardCancel publishes the cancel of turn id again, marked
+// HeaderCancelForwardedBy, for the replica running the turn (onCancel).
+// That replica may have missed the client's cancel: it arrives there
+// before the replica registers the run, and this one reads the turn's
+// state as running, which the run writes only after it registered. The
+// forwarded cancel, published after that read, finds the run registered.
+func (s *Service) forwardCancel(id string) {
+	m := nats.NewMsg(s.subjects.TurnCancel(id))
+	m.Header.Set(events.HeaderCancelForwardedBy, s.cfg.Instance)
+	if err := s.nc.PublishMsg(m); err != nil {
+		s.log.Warn("turn: cancel: forward the cancel to the turn's replica", "turn_id", id, "err", err)
+		s.cancelHere(id)
+	}
 }
 
 // takeCancelRequest says whether the turn that a run takes over was

@@ -103,6 +103,38 @@ func TestCancelBeforeTheSubmitOutlivesTheReplicaThatHeardIt(t *testing.T) {
 	}
 }
 
+// A cancel that the turn's replica heard before it held the run (it
+// arrived as the replica took the turn) still ends the turn: the replica
+// that answers the cancel finds the turn running and forwards the cancel
+// to the turn's replica.
+func TestCancelMissedByTheTurnsReplicaIsForwardedToIt(t *testing.T) {
+	e := newEnv(t)
+	slow := make([]string, 100)
+	for i := range slow {
+		slow[i] = "word "
+	}
+	p := llmtest.NewScripted(llmtest.TextStep(slow...).WithDelay(50 * time.Millisecond))
+	e.scripted(p)
+	e.startTurn(turn.Config{Instance: "a"})
+	id := newID("missed-cancel")
+	w := e.watch(id)
+	e.submit(events.TurnRequest{TurnID: id, Model: "test:m", Messages: []events.Message{events.UserText("go")}})
+	w.waitFor("the answer streaming", func(evs []ev) bool { return count(evs, events.TypeBlockDelta) > 0 })
+
+	b := e.startTurn(turn.Config{Instance: "b"})
+	turn.AnswerCancel(b, id)
+	end := w.waitEnd()
+	if end.Type != events.TypeTurnAborted {
+		t.Fatalf("the turn ended %s, want aborted by the cancel:%s", end.Type, describe(w.events()))
+	}
+	if ab := decode[events.TurnEnded](t, end); ab.Code != turn.CodeCancelled {
+		t.Fatalf("aborted %+v, want code cancelled", ab)
+	}
+	if n := count(w.events(), events.TypeBlockDelta); n >= len(slow) {
+		t.Fatalf("the turn streamed all %d deltas before it ended: the cancel did not stop it", n)
+	}
+}
+
 // A cancel on a subject of more than one token after cancel names no
 // single turn: it is answered with llmw.turn.rejected (invalid_request)
 // on P.turn.rejected._, and the turn its first token names runs on.
