@@ -21,6 +21,7 @@ import (
 	"github.com/llmworker/llmworker/internal/service/ingestsvc"
 	"github.com/llmworker/llmworker/internal/service/toolexecsvc"
 	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/natstest"
 	"github.com/llmworker/llmworker/pkg/turn"
 )
 
@@ -37,7 +38,7 @@ func TestMain(m *testing.M) {
 		stop()
 		os.Exit(code)
 	}
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"))
+	goleak.VerifyTestMain(m, append(natstest.NotOurGoroutines(), goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"))...)
 }
 
 const runEnv = "LLMW_CLI_TEST_RUN"

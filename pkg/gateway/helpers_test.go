@@ -31,8 +31,7 @@ import (
 func TestMain(m *testing.M) {
 	// The genai SDK's dependencies (through the stack's ingest) start an
 	// opencensus worker in an init function; it is not ours.
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
-		goleak.IgnoreAnyFunction(natstest.MirrorSetupGoroutine))
+	goleak.VerifyTestMain(m, append(natstest.NotOurGoroutines(), goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"))...)
 }
 
 // stackOpts say what a test stack runs.

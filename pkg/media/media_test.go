@@ -14,7 +14,7 @@ import (
 	"github.com/llmworker/llmworker/pkg/natstest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, natstest.NotOurGoroutines()...) }
 
 func open(t *testing.T) (*media.Store, *natstest.Server) {
 	t.Helper()

@@ -167,17 +167,10 @@ func LaggingReplica(t testing.TB, js jetstream.JetStream, stream string) {
 	// The mirror goes before the server does (cleanups run last first):
 	// a mirror that outlives its source asks for a consumer again and
 	// waits up to 30 s for the answer on a goroutine that server shutdown
-	// does not stop (MirrorSetupGoroutine).
+	// does not stop (NotOurGoroutines).
 	t.Cleanup(func() {
 		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = js.DeleteStream(dctx, "LAGGING_"+stream)
 	})
 }
-
-// MirrorSetupGoroutine is the function of the embedded nats-server's
-// goroutine that waits up to 30 s for a mirror's consumer, past the
-// server's Shutdown (nats-server's server/stream.go, setupMirrorConsumer).
-// Packages whose tests mirror streams (LaggingReplica) pass it to
-// goleak.IgnoreAnyFunction: the goroutine is the server's, not theirs.
-const MirrorSetupGoroutine = "github.com/nats-io/nats-server/v2/server.(*stream).setupMirrorConsumer.func3"

@@ -29,7 +29,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction(natstest.MirrorSetupGoroutine))
+	goleak.VerifyTestMain(m, natstest.NotOurGoroutines()...)
 }
 
 type env struct {

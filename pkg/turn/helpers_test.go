@@ -30,8 +30,7 @@ import (
 // The genai SDK's dependencies start an opencensus worker in an init
 // function; it is not ours and lives as long as the process.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
-		goleak.IgnoreAnyFunction(natstest.MirrorSetupGoroutine))
+	goleak.VerifyTestMain(m, append(natstest.NotOurGoroutines(), goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"))...)
 }
 
 const waitFor = 20 * time.Second
