@@ -47,6 +47,18 @@ func (c clouds) factories() map[string]ingest.Factory {
 	})
 }
 
+// run starts ingest on c's servers and a turn service with cfg on a fresh
+// environment, submits req and returns the watcher of its events.
+func (c clouds) run(t *testing.T, cfg turn.Config, req events.TurnRequest) *watcher {
+	t.Helper()
+	e := newEnv(t)
+	e.startIngest(c.factories())
+	e.startTurn(cfg)
+	w := e.watch(req.TurnID)
+	e.submit(req)
+	return w
+}
+
 func steps(t *testing.T, evs []ev) []events.TurnStep {
 	var out []events.TurnStep
 	for _, e := range evs {
@@ -66,12 +78,8 @@ func TestFallbackModels(t *testing.T) {
 			anthropic: providertest.NewServer(t, providertest.Status(529, "", overloaded)),
 			openai:    providertest.NewServer(t, providertest.SSE(sse(t, gptText))),
 		}
-		e := newEnv(t)
-		e.startIngest(c.factories())
-		e.startTurn(turn.Config{}) // two step retries of the 529 first
-		id := newID("fb-529")
-		w := e.watch(id)
-		e.submit(events.TurnRequest{TurnID: id, Model: claude, FallbackModels: []string{gpt, flash},
+		// The service's step retries (two) retry the 529 first.
+		w := c.run(t, turn.Config{}, events.TurnRequest{TurnID: newID("fb-529"), Model: claude, FallbackModels: []string{gpt, flash},
 			Messages: []events.Message{events.UserText("hi")}, Tools: []string{}})
 		done := w.completed()
 		if last := done.Messages[len(done.Messages)-1]; last.Text() != wantText {
@@ -106,12 +114,7 @@ func TestFallbackModels(t *testing.T) {
 			anthropic: providertest.NewServer(t, providertest.SSE([]byte(cut))),
 			openai:    providertest.NewServer(t, providertest.SSE(sse(t, gptText))),
 		}
-		e := newEnv(t)
-		e.startIngest(c.factories())
-		e.startTurn(turn.Config{StepRetries: -1})
-		id := newID("fb-delta")
-		w := e.watch(id)
-		e.submit(events.TurnRequest{TurnID: id, Model: claude, FallbackModels: []string{gpt},
+		w := c.run(t, turn.Config{StepRetries: -1}, events.TurnRequest{TurnID: newID("fb-delta"), Model: claude, FallbackModels: []string{gpt},
 			Messages: []events.Message{events.UserText("hi")}, Tools: []string{}})
 		end := w.waitEnd()
 		if end.Type != events.TypeTurnFailed || decode[events.TurnEnded](t, end).Code != worker.CodeProviderError {
@@ -142,12 +145,7 @@ func TestFallbackModels(t *testing.T) {
 			anthropic: providertest.NewServer(t, providertest.SSE([]byte(overloadedStream))),
 			openai:    providertest.NewServer(t, providertest.SSE(sse(t, gptText))),
 		}
-		e := newEnv(t)
-		e.startIngest(c.factories())
-		e.startTurn(turn.Config{StepRetries: -1})
-		id := newID("fb-warn")
-		w := e.watch(id)
-		e.submit(events.TurnRequest{TurnID: id, Model: claude, FallbackModels: []string{gpt},
+		w := c.run(t, turn.Config{StepRetries: -1}, events.TurnRequest{TurnID: newID("fb-warn"), Model: claude, FallbackModels: []string{gpt},
 			Messages: []events.Message{events.UserText("hi")}, Tools: []string{},
 			ModelOptions: events.ModelOptions{Seed: ptr(int64(7)), TopK: ptr(3)}})
 		w.completed()
@@ -183,12 +181,7 @@ func TestFallbackModels(t *testing.T) {
 				`{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: too large"}}`)),
 			openai: providertest.NewServer(t, providertest.SSE(sse(t, gptText))),
 		}
-		e := newEnv(t)
-		e.startIngest(c.factories())
-		e.startTurn(turn.Config{})
-		id := newID("fb-400")
-		w := e.watch(id)
-		e.submit(events.TurnRequest{TurnID: id, Model: claude, FallbackModels: []string{gpt},
+		w := c.run(t, turn.Config{}, events.TurnRequest{TurnID: newID("fb-400"), Model: claude, FallbackModels: []string{gpt},
 			Messages: []events.Message{events.UserText("hi")}, Tools: []string{}})
 		end := w.waitEnd()
 		if end.Type != events.TypeTurnFailed || decode[events.TurnEnded](t, end).Code != turn.CodeInvalidRequest {
@@ -206,13 +199,9 @@ func TestFallbackModels(t *testing.T) {
 			openai: providertest.NewServer(t, providertest.Status(http.StatusServiceUnavailable, "",
 				`{"error":{"message":"The server is overloaded","type":"server_error"}}`)),
 		}
-		e := newEnv(t)
-		e.startIngest(c.factories())
-		e.startTurn(turn.Config{StepRetries: -1, FallbackModels: []string{gpt}})
-		id := newID("fb-all")
-		w := e.watch(id)
 		// The service's default list.
-		e.submit(events.TurnRequest{TurnID: id, Model: claude, Messages: []events.Message{events.UserText("hi")}, Tools: []string{}})
+		w := c.run(t, turn.Config{StepRetries: -1, FallbackModels: []string{gpt}},
+			events.TurnRequest{TurnID: newID("fb-all"), Model: claude, Messages: []events.Message{events.UserText("hi")}, Tools: []string{}})
 		end := w.waitEnd()
 		if end.Type != events.TypeTurnFailed || decode[events.TurnEnded](t, end).Code != string(ingest.KindUnavailable) {
 			t.Fatalf("end %s %s", end.Type, end.Data)

@@ -139,11 +139,7 @@ func TestVertexThinkingRoundTrip(t *testing.T) {
 // An error event in the middle of a Vertex AI stream ends it failed, the
 // open block aborted, with the error's type as its code.
 func TestVertexMidStreamError(t *testing.T) {
-	body := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"x\",\"usage\":{\"input_tokens\":3,\"output_tokens\":1}}}\n\n" +
-		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
-		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hel\"}}\n\n" +
-		"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"
-	srv := providertest.NewServer(t, providertest.SSE([]byte(body)))
+	srv := providertest.NewServer(t, providertest.SSE([]byte(midStreamError)))
 	vertexEnv(t, srv.URL())
 	p := providertest.MustNew(t, anthropic.NewVertex, anthropic.VertexConfig{MaxRetries: -1})
 	evs := providertest.MustRun(t, p, providertest.SimpleRequest("vertex-anthropic:claude-test@20250101"))

@@ -7,10 +7,27 @@ import (
 	"testing"
 
 	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/llm"
 	"github.com/llmworker/llmworker/pkg/provider/openai"
 	"github.com/llmworker/llmworker/pkg/provider/openairesponses"
 	"github.com/llmworker/llmworker/pkg/provider/providertest"
 )
+
+// azureResponses starts a server answering script and an azure-responses
+// provider configured for it by the environment: api-key azure-key-2,
+// api-version 2025-04-01-preview.
+func azureResponses(t *testing.T, script ...providertest.Response) (*providertest.Server, llm.Provider) {
+	t.Helper()
+	srv := providertest.NewServer(t, script...)
+	t.Setenv(openai.EnvAzureEndpoint, srv.URL())
+	t.Setenv(openai.EnvAzureAPIKey, "azure-key-2")
+	t.Setenv(openai.EnvAzureAPIVersion, "2025-04-01-preview")
+	p, err := openairesponses.NewAzure(openai.AzureConfig{MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, p
+}
 
 // TestAzureResponses replays a Responses recording through Azure OpenAI:
 // the deployment is the model, the api-key header authenticates, and a
@@ -27,14 +44,7 @@ func TestAzureResponses(t *testing.T) {
 			text += e.Delta
 		}
 	}
-	srv := providertest.NewServer(t, providertest.SSE(body))
-	t.Setenv(openai.EnvAzureEndpoint, srv.URL())
-	t.Setenv(openai.EnvAzureAPIKey, "azure-key-2")
-	t.Setenv(openai.EnvAzureAPIVersion, "2025-04-01-preview")
-	p, err := openairesponses.NewAzure(openai.AzureConfig{MaxRetries: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, p := azureResponses(t, providertest.SSE(body))
 	got := providertest.Summarize(t, providertest.MustRun(t, p, providertest.SimpleRequest("azure-responses:my-deployment")))
 	if got.Text != text || got.Status != events.StatusCompleted {
 		t.Errorf("%+v, want text %q", got, text)
@@ -62,13 +72,7 @@ func TestAzureResponses(t *testing.T) {
 // provider_options under "azure-responses" reach the body of an
 // azure-responses: call.
 func TestAzureResponsesProviderOptionsKey(t *testing.T) {
-	srv := providertest.NewServer(t, providertest.SSE(providertest.MustLoadFixture(t, filepath.Join("openai-responses", "text_gpt-4o.sse"))))
-	t.Setenv(openai.EnvAzureEndpoint, srv.URL())
-	t.Setenv(openai.EnvAzureAPIKey, "azure-key-2")
-	p, err := openairesponses.NewAzure(openai.AzureConfig{MaxRetries: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, p := azureResponses(t, providertest.SSE(providertest.MustLoadFixture(t, filepath.Join("openai-responses", "text_gpt-4o.sse"))))
 	req := providertest.SimpleRequest("azure-responses:my-deployment")
 	req.ProviderOptions = map[string]json.RawMessage{"azure-responses": json.RawMessage(`{"user":"from-azure"}`)}
 	providertest.MustRun(t, p, req)
@@ -92,14 +96,7 @@ func TestAzureResponsesFailed(t *testing.T) {
 	if want.ErrCode != "insufficient_quota" || want.ErrMsg == "" || want.Status != events.StatusFailed {
 		t.Fatalf("recording: %+v, want failed with insufficient_quota", want)
 	}
-	srv := providertest.NewServer(t, providertest.SSE(body))
-	t.Setenv(openai.EnvAzureEndpoint, srv.URL())
-	t.Setenv(openai.EnvAzureAPIKey, "azure-key-2")
-	t.Setenv(openai.EnvAzureAPIVersion, "2025-04-01-preview")
-	p, err := openairesponses.NewAzure(openai.AzureConfig{MaxRetries: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, p := azureResponses(t, providertest.SSE(body))
 	evs := providertest.MustRun(t, p, providertest.SimpleRequest("azure-responses:my-deployment"))
 	compare(t, summarize(t, evs), want)
 	if r := srv.LastRequest(); r.Path != "/openai/responses" {
