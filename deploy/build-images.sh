@@ -27,7 +27,7 @@ mkdir -p "$OUT"
 # package: nats-server/v2 gives nats-server).
 echo "go build -> $OUT/{llmworker,ingest,turn,toolexec,hookbridge,gateway,nats-server}"
 CGO_ENABLED=0 GOOS=linux GOARCH="$GOARCH" go build -trimpath \
-	-ldflags="-s -w -X github.com/llmworker/llmworker/internal/version.Version=$VERSION" -o "$OUT/" \
+	-ldflags="-s -w -X github.com/llmworker/llmworker/internal/leaf/version.Version=$VERSION" -o "$OUT/" \
 	./cmd/llmworker ./cmd/ingest ./cmd/turn ./cmd/toolexec ./cmd/hookbridge ./cmd/gateway \
 	github.com/nats-io/nats-server/v2
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Peer benchmarks (bench/peers, a module of its own; not part of CI):
+# Peer benchmarks (bench/peers, a module of its own; CI builds and vets it
+# with this toolchain but runs no benchmark):
 # llmworker against Temporal (regular and local activities, embedded test
 # server) and Eino's ReAct agent on the same 10-step agent turn, in the same
 # run, interleaved (A B C, then C B A, …). Prints one line per comparison:
@@ -11,6 +12,8 @@
 # `peers run -side <side> -par <n> -spans` prints where llmworker's steps
 # spend their time. Arguments go to `peers all`
 # (-rounds n, -crash-rounds n, -only durable,inproc,crash).
+# scripts/peers-table.sh turns the comparison lines into docs/benchmarks.md's
+# table against issue 46's targets.
 set -euo pipefail
 cd "$(dirname "$0")/../bench/peers"
 # Temporal's server module needs Go >= 1.26.10: this module, and only it,

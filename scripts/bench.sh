@@ -22,6 +22,8 @@ run ./pkg/timeline/ DispatchTextDelta2Handlers -count 5
 run ./pkg/worker/ . -count 5
 run ./pkg/hook/ . -count 3
 run ./pkg/tool/ . -count 3
+# The token estimate before each model call (issue 43): no encoding.
+run ./pkg/llm/ EstimateTokens -count 3
 
 # Providers (issue 3): normalization vs the SDK merely reading the stream.
 run ./pkg/provider/openai/ . -count 8
@@ -37,12 +39,21 @@ run ./pkg/turn/ StepOverhead -benchtime 200x -count 3
 run ./pkg/turn/ DeltaThroughput -benchtime 5x -count 3
 run ./pkg/turn/ HeapPerActiveTurn -benchtime 3x -count 3
 run ./pkg/toolexec/ ToolRoundTrip -count 3
-run ./pkg/turn/ EventPublisherDelta -count 3
+run ./pkg/emit/ EventPublisherDelta -count 3
 run ./pkg/cenats/ . -count 3
 
 # A tool step on a model streaming with live timing (issue 36): calls
 # started while the model streams against calls started after it, p50/p99.
 run ./pkg/turn/ PacedStep -benchtime 20x
+
+# Sub-agents (issue 44): a sub-agent call's block stop to its child's
+# first model request, p50/p99; a child turn against an in-process tool.
+run ./pkg/turn/ 'SubAgentStart|SubAgentOverhead' -benchtime 200x -count 3
+
+# A long session (issue 43): 1,000 turns of 40 KB on a 1 MiB server and a
+# 32k-token instant model, one session per run (LLMW_LONG_TURNS turns;
+# 21 minutes on the 2-vCPU VM: each turn summarizes the session so far).
+LLMW_LONG_TURNS=1000 run ./pkg/turn/ LongSession -benchtime 1x -timeout 3h
 
 # Remote hooks (issue 5).
 run ./pkg/hook/hooknats/ RemoteHook -benchtime 3s -count 3

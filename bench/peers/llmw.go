@@ -12,7 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/llmworker/llmworker/internal/natsutil"
+	"github.com/llmworker/llmworker/internal/leaf/natsutil"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/ingest"
 	"github.com/llmworker/llmworker/pkg/llm"

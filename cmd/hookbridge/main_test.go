@@ -15,7 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/llmworker/llmworker/internal/natsutil"
+	"github.com/llmworker/llmworker/internal/leaf/natsutil"
 	"github.com/llmworker/llmworker/internal/service"
 	"github.com/llmworker/llmworker/internal/service/hookbridgesvc"
 	"github.com/llmworker/llmworker/pkg/hook/hooknats"

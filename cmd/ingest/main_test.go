@@ -27,8 +27,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/goleak"
 
-	"github.com/llmworker/llmworker/internal/fixtures"
-	"github.com/llmworker/llmworker/internal/natsutil"
+	"github.com/llmworker/llmworker/internal/leaf/fixtures"
+	"github.com/llmworker/llmworker/internal/leaf/natsutil"
 	"github.com/llmworker/llmworker/internal/service"
 	"github.com/llmworker/llmworker/internal/service/ingestsvc"
 	"github.com/llmworker/llmworker/internal/service/servicetest"
@@ -182,7 +182,7 @@ func TestBlackBoxOpenAIStream(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	raw, err := fixtures.SSE(fixture) // the repo's copy (internal/fixtures)
+	raw, err := fixtures.SSE(fixture) // the repo's copy (internal/leaf/fixtures)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/llmworker/llmworker/internal/natsutil"
+	"github.com/llmworker/llmworker/internal/leaf/natsutil"
 	recorded "github.com/llmworker/llmworker/internal/replay"
 	"github.com/llmworker/llmworker/internal/service"
 	"github.com/llmworker/llmworker/internal/service/ingestsvc"

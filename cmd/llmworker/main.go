@@ -1,7 +1,7 @@
 // Command llmworker is the llmworker command line: `chat` (the way to run
 // the system: with no NATS_URL it starts everything in-process), `up` (NATS
-// and every service in one process), `tail`, `tools`, `hooks` and
-// `turn cancel|resume`. The behaviour lives in internal/cli; this main only
+// and every service in one process), `tail`, `tools`, `hooks`,
+// `agent put|list|show|rm` and `turn submit|cancel|resume`. The behaviour lives in internal/cli; this main only
 // wires the process to it.
 //
 //	go run ./cmd/llmworker chat --replay      # no account needed

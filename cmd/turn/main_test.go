@@ -10,7 +10,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/llmworker/llmworker/internal/natsutil"
+	"github.com/llmworker/llmworker/internal/leaf/natsutil"
 	"github.com/llmworker/llmworker/internal/service"
 	"github.com/llmworker/llmworker/internal/service/turnsvc"
 	"github.com/llmworker/llmworker/pkg/natstest"

@@ -21,6 +21,7 @@ import (
 	"github.com/llmworker/llmworker/internal/service/hookbridgesvc"
 	"github.com/llmworker/llmworker/internal/service/ingestsvc"
 	"github.com/llmworker/llmworker/internal/service/toolexecsvc"
+	"github.com/llmworker/llmworker/internal/service/turnsvc"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/turn"
 )
@@ -44,6 +45,7 @@ type chatOptions struct {
 	model, session, system     string
 	tools                      string
 	root, hooks, logLevel      string
+	models                     string
 	maxSteps, maxTokens, think int
 	replay                     bool
 	pace                       time.Duration
@@ -69,6 +71,7 @@ func runChat(ctx context.Context, env *Env, args []string) error {
 	fs.Var(&o.attach, "attach", "an image or file (PDF, text, JSON, audio) for the first message (repeatable); above 256 KiB it is uploaded to LLMW_MEDIA")
 	fs.StringVar(&o.root, "root", "", "embedded mode: directory the read_file/list_dir tools may read")
 	fs.StringVar(&o.hooks, "hooks", "", "embedded mode: hookbridge config file (YAML) to serve")
+	fs.StringVar(&o.models, "models", env.getenv("LLMW_MODELS"), "embedded mode: models file (JSON, or YAML as *.yaml): per provider:model the context_window and max_output_tokens, over the shipped table (default $LLMW_MODELS)")
 	fs.StringVar(&o.logLevel, "log-level", "error", "embedded mode: log level of the services (debug, info, warn, error)")
 	fs.DurationVar(&o.pace, "replay-pace", replay.DefaultPace, "replay: time per streamed token, so that a replay streams as a live model writes (0 = as fast as possible)")
 	o.noticeAfter = 5 * time.Second
@@ -144,6 +147,7 @@ func chat(ctx context.Context, env *Env, o *chatOptions) error {
 			Ingest:     ingestsvc.Options{Replay: isReplay, ReplayPace: o.pace},
 			Toolexec:   toolexecsvc.Options{Root: o.root, Replay: isReplay},
 			Hookbridge: hookbridgesvc.Options{Config: o.hooks},
+			Turn:       turnsvc.Options{Models: o.models},
 			Logger:     slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level})),
 		})
 		if err != nil {
@@ -298,8 +302,9 @@ func (c *chatter) turn(ctx context.Context, prompt string) error {
 		return err
 	}
 	// Subscribe before submitting: the ordered consumer replays from the
-	// first event of the turn whenever it is published.
-	f, err := c.tc.Follow(ctx, c.subj.EventsOfTurn(turnID))
+	// first event of the turn whenever it is published; its sub-agents'
+	// child turns are followed as it names them.
+	f, err := followTree(ctx, c.tc, c.subj, turnID)
 	if err != nil {
 		return err
 	}
@@ -310,9 +315,11 @@ func (c *chatter) turn(ctx context.Context, prompt string) error {
 	return c.render(ctx, f, turnID, req.SessionID)
 }
 
-// render follows a submitted turn to its end, asking for approvals and
-// cancelling it on interrupt.
-func (c *chatter) render(ctx context.Context, f *turn.Follower, turnID, sessionID string) error {
+// render follows a submitted turn to its end, its sub-agents' child
+// turns indented, asking for approvals (a child's too) and cancelling it
+// on interrupt.
+func (c *chatter) render(ctx context.Context, f *treeFollower, turnID, sessionID string) error {
+	out := newTreeRenderer(c.out, c.out.w, c.out.color)
 	notice := time.NewTimer(c.o.noticeAfter)
 	defer notice.Stop()
 	cancelled := false
@@ -336,8 +343,18 @@ func (c *chatter) render(ctx context.Context, f *turn.Follower, turnID, sessionI
 			c.out.line(c.out.style(ansiDim, "(no events yet for turn "+turnID+": is a turn service running on this NATS server with prefix "+c.o.conn.prefix+"?)"))
 		case it := <-f.C():
 			notice.Stop()
-			r, ok := renderItem(c.out, it)
+			r, ok := out.render(it)
 			if !ok {
+				continue
+			}
+			if it.Depth > 0 {
+				// A child paused for approval: the resume goes to the
+				// child's turn; its parent goes on once it ends.
+				if r.State == StatePaused {
+					if err := c.approve(ctx, it.Turn, r.Paused); err != nil {
+						return err
+					}
+				}
 				continue
 			}
 			switch r.State {

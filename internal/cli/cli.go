@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/llmworker/llmworker/internal/version"
+	"github.com/llmworker/llmworker/internal/leaf/version"
 )
 
 const mainUsage = `llmworker — LLM agent turns distributed over NATS
@@ -20,9 +20,13 @@ commands:
   tail                  follow worker events (--session S | --turn T), replaying from the start
   tools                 list the tool catalog (KV LLMW_TOOLS)
   hooks                 list the registered hooks (KV LLMW_HOOKS) in chain order
+  agent put <file>      store an agent definition (KV LLMW_AGENTS), JSON or YAML
+  agent list|show|rm    list the agents, show one (NAME[@REV]), delete one
   mcp                   serve the tool catalog to MCP clients (stdio, or --http) behind the hooks
   turn cancel <id>      cancel a running or paused turn
   turn resume <id>      settle a paused turn (--approve/--deny/--edit/--approve-all)
+  session show <id>     print a session's whole transcript (--json)
+  session compact <id>  have the turn service compact a session now; its next turn reads the compaction
   provision             create the streams and buckets (--replicas 3 on a cluster)
   permissions           print a nats-server authorization block: one identity per role
   version               print the version
@@ -73,6 +77,8 @@ func run(ctx context.Context, env *Env, args []string) error {
 		return runTools(ctx, env, rest)
 	case "hooks":
 		return runHooks(ctx, env, rest)
+	case "agent":
+		return runAgentCmd(ctx, env, rest)
 	case "mcp":
 		return runMCP(ctx, env, rest)
 	case "provision":
@@ -81,6 +87,8 @@ func run(ctx context.Context, env *Env, args []string) error {
 		return runPermissions(env, rest)
 	case "turn":
 		return runTurnCmd(ctx, env, rest)
+	case "session":
+		return runSessionCmd(ctx, env, rest)
 	case "version", "--version":
 		fmt.Fprintln(env.Stdout, "llmworker", version.String())
 		return nil

@@ -189,6 +189,10 @@ func TestBadUsage(t *testing.T) {
 		{[]string{"turn"}, nil, "submit, cancel or resume"},
 		{[]string{"turn", "pause", "x"}, nil, `unknown turn subcommand "pause"`},
 		{[]string{"turn", "cancel"}, nil, "missing <turn_id>"},
+		{[]string{"agent"}, nil, "put, list, show or rm"},
+		{[]string{"agent", "put"}, nil, "missing argument"},
+		{[]string{"agent", "list", "extra"}, nil, "unexpected arguments"},
+		{[]string{"agent", "put", "/no/such/file.yaml"}, nil, "no such file"},
 		{[]string{"turn", "resume", "t1"}, nil, "--approve, --deny, --edit or --approve-all"},
 		{[]string{"turn", "resume", "t1", "--edit", "c1=notjson"}, nil, "JSON object"},
 		{[]string{"turn", "resume", "t1", "--approve", "c1", "--deny", "c1"}, nil, "decided twice"},
@@ -204,7 +208,7 @@ func TestBadUsage(t *testing.T) {
 		}
 	}
 	for _, args := range [][]string{{"chat", "--help"}, {"up", "-h"}, {"tail", "--help"}, {"tools", "--help"},
-		{"hooks", "--help"}, {"turn", "--help"}, {"turn", "resume", "--help"}, {"turn", "cancel", "--help"}, {"help"}} {
+		{"hooks", "--help"}, {"agent", "--help"}, {"agent", "put", "--help"}, {"turn", "--help"}, {"turn", "resume", "--help"}, {"turn", "cancel", "--help"}, {"help"}} {
 		r := runCLI(t, Env{}, args...)
 		if r.code != 0 || !strings.Contains(r.stderr+r.stdout, "usage: llmworker") {
 			t.Errorf("%v: exit %d, output %q", args, r.code, r.stderr+r.stdout)
@@ -259,8 +263,12 @@ func TestClientCommands(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		// A guard put by hand with a matcher that does not compile.
+		if _, err := kv.Put(ctx, "typo-guard", []byte(`{"name":"typo-guard","event":"before_tool_call","matcher":"(","subject":"x.typo"}`)); err != nil {
+			t.Fatal(err)
+		}
 		defer func() {
-			for _, n := range []string{"late-first", "audit", "date"} {
+			for _, n := range []string{"late-first", "audit", "date", "typo-guard"} {
 				_ = hooknats.Unregister(context.Background(), kv, n)
 			}
 			_ = st.SyncHooks(context.Background())
@@ -275,15 +283,18 @@ func TestClientCommands(t *testing.T) {
 				names = append(names, f[2])
 			}
 		}
-		want := []string{"date", "late-first", "no-shell", "approve-capital", "audit"}
+		want := []string{"date", "late-first", "no-shell", "approve-capital", "typo-guard", "audit"}
 		if !slices.Equal(names, want) {
 			t.Fatalf("hook order %v, want %v:\n%s", names, want, r.stdout)
 		}
 		if !regexp.MustCompile(`before_tool_call\s+late-first\s+-10\s+\^get_\s+x\.late\s+1\.5s\s+fail_open`).MatchString(r.stdout) {
 			t.Errorf("late-first line incomplete:\n%s", r.stdout)
 		}
-		if !regexp.MustCompile(`before_tool_call\s+approve-capital\s+0\s+\S+\s+llmw\.hook\.approve-capital\s+default\s+fail_closed`).MatchString(r.stdout) {
+		if !regexp.MustCompile(`before_tool_call\s+approve-capital\s+0\s+\S+\s+llmw\.hook\.approve-capital\s+default\s+fail_closed\s+ok`).MatchString(r.stdout) {
 			t.Errorf("approve-capital line incomplete:\n%s", r.stdout)
+		}
+		if !regexp.MustCompile(`before_tool_call\s+typo-guard\s+0\s+\(\s+x\.typo\s+default\s+fail_closed\s+broken: refuses every before_tool_call \(fail_closed\): .*"matcher"`).MatchString(r.stdout) {
+			t.Errorf("typo-guard not shown as broken naming its matcher:\n%s", r.stdout)
 		}
 	})
 
@@ -302,6 +313,118 @@ func TestClientCommands(t *testing.T) {
 		r = runCLI(t, in, "turn", "submit", "--file", "-", "--follow")
 		if r.code != 1 || !strings.Contains(r.stderr, "turn_exists") {
 			t.Fatalf("exit %d, want 1 naming turn_exists: %s", r.code, r.stderr)
+		}
+	})
+
+	t.Run("turn submit --id gives a file without turn_id its id", func(t *testing.T) {
+		// --id: "turn id (default: the file's, else a new one)"; the file
+		// is a request that the flags complete, so it is checked after them.
+		id := "t-" + nuid.Next()
+		in := Env{Getenv: env.Getenv, Stdin: strings.NewReader(`{"model":"replay:anthropic","messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}`)}
+		r := runCLI(t, in, "turn", "submit", "--file", "-", "--id", id, "--follow")
+		if r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		if got := strings.SplitN(r.stdout, "\n", 2)[0]; got != id || !strings.Contains(r.stdout, "✓ completed") {
+			t.Fatalf("want the turn id %s, then the turn to its end:\n%s", id, r.stdout)
+		}
+		// Without --id, the file's own turn_id is still required to be
+		// well-formed when given.
+		in = Env{Getenv: env.Getenv, Stdin: strings.NewReader(`{"turn_id":"a b","model":"replay:anthropic","messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}`)}
+		if r := runCLI(t, in, "turn", "submit", "--file", "-"); r.code != 2 || !strings.Contains(r.stderr, "turn_id") {
+			t.Fatalf("a bad turn_id in the file: exit %d, want 2 naming turn_id: %s", r.code, r.stderr)
+		}
+	})
+
+	// A session of several turns, each followed to its end, then shown
+	// whole: every turn's question and answer, in order, although each
+	// turn's completed event carries only its own.
+	t.Run("session show", func(t *testing.T) {
+		session := "s-show-" + nuid.Next()
+		sc, _ := replay.Lookup("anthropic")
+		answer, _, _ := strings.Cut(strings.TrimSpace(recordedText(t, sc.Steps[len(sc.Steps)-1])), "\n")
+		const turns = 3
+		for k := range turns {
+			r := runCLI(t, env, "turn", "submit", "--model", "replay:anthropic", "--session", session, "--prompt", fmt.Sprintf("question %d", k), "--follow")
+			if r.code != 0 || !strings.Contains(r.stdout, "✓ completed") {
+				t.Fatalf("turn %d: exit %d:\n%s%s", k, r.code, r.stdout, r.stderr)
+			}
+		}
+		r := runCLI(t, env, "session", "show", session)
+		if r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		at := -1
+		for k := range turns {
+			q := strings.Index(r.stdout, fmt.Sprintf("question %d", k))
+			a := strings.Index(r.stdout[max(q, 0):], answer)
+			if q <= at || a < 0 {
+				t.Fatalf("question %d and its answer %q missing or out of order:\n%s", k, answer, r.stdout)
+			}
+			at = q
+		}
+		if n := strings.Count(r.stdout, "← "); n != turns {
+			t.Errorf("%d tool results shown, want one per turn:\n%s", n, r.stdout)
+		}
+		if r := runCLI(t, env, "session", "show", "s-nobody-"+nuid.Next()); r.code != 1 || !strings.Contains(r.stderr, "no session") {
+			t.Errorf("unknown session: exit %d, %q", r.code, r.stderr)
+		}
+		if r := runCLI(t, env, "session", "show"); r.code != 2 || !strings.Contains(r.stderr, "<session_id>") {
+			t.Errorf("no id: exit %d, %q", r.code, r.stderr)
+		}
+	})
+
+	// A session compacted on demand keeps the compaction in its record:
+	// its next turn starts from it.
+	t.Run("session compact", func(t *testing.T) {
+		session := "s-compact-" + nuid.Next()
+		for k := range 3 {
+			r := runCLI(t, env, "turn", "submit", "--model", "replay:anthropic", "--session", session, "--prompt", fmt.Sprintf("question %d", k), "--follow")
+			if r.code != 0 || !strings.Contains(r.stdout, "✓ completed") {
+				t.Fatalf("turn %d: exit %d:\n%s%s", k, r.code, r.stdout, r.stderr)
+			}
+		}
+		// The turn service compacts it: the line says what it made.
+		r := runCLI(t, env, "session", "compact", session)
+		line := regexp.MustCompile(`^session ` + regexp.QuoteMeta(session) + ` compacted: positions \[0, (\d+)\) read as (\d+) messages \(([a-z,]+)( by \S+)?\) · ~(\d+) → ~(\d+) tokens( · summarizer usage: .* tokens)?\n$`)
+		m := line.FindStringSubmatch(r.stdout)
+		if r.code != 0 || m == nil {
+			t.Fatalf("exit %d, the compaction's line %q does not match %s; stderr %q", r.code, r.stdout, line, r.stderr)
+		}
+		r = runCLI(t, env, "session", "show", session, "--json")
+		var s struct {
+			Compaction *events.Compaction `json:"compaction"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &s); err != nil || s.Compaction == nil {
+			t.Fatalf("the session keeps no compaction: %v %s", err, r.stdout)
+		}
+		c := s.Compaction
+		if got := []string{strconv.Itoa(c.To), strconv.Itoa(len(c.Messages)), c.Policy, summarizedBy(c), strconv.FormatInt(c.TokensBefore, 10), strconv.FormatInt(c.TokensAfter, 10)}; !slices.Equal(got, m[1:7]) ||
+			!strings.HasPrefix(c.ID, session+".s") || c.TokensAfter >= c.TokensBefore {
+			t.Fatalf("the session's compaction %s %v, the command printed %v", c.ID, got, m[1:7])
+		}
+		// One more turn, and the session compacted again: --json prints
+		// the compaction the session now keeps, which reaches further.
+		if r := runCLI(t, env, "turn", "submit", "--model", "replay:anthropic", "--session", session, "--prompt", "question 3", "--follow"); r.code != 0 {
+			t.Fatalf("turn 3: exit %d:\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		r = runCLI(t, env, "session", "compact", session, "--json")
+		var again events.Compaction
+		if err := json.Unmarshal([]byte(r.stdout), &again); r.code != 0 || err != nil || again.To <= c.To || again.ID == c.ID {
+			t.Fatalf("exit %d, the second compaction printed (%v) reaches %d, the first %d: %s%s", r.code, err, again.To, c.To, r.stdout, r.stderr)
+		}
+		r = runCLI(t, env, "session", "show", session, "--json")
+		if err := json.Unmarshal([]byte(r.stdout), &s); err != nil || s.Compaction == nil || s.Compaction.ID != again.ID {
+			t.Fatalf("the session's compaction is not %s: %v %s", again.ID, err, r.stdout)
+		}
+		if r := runCLI(t, env, "session", "compact", "s-nobody-"+nuid.Next()); r.code != 1 || !strings.Contains(r.stderr, "no session") {
+			t.Errorf("unknown session: exit %d, %q", r.code, r.stderr)
+		}
+		// Under another prefix no turn service listens: the command says
+		// that none answers, naming the subject.
+		r = runCLI(t, env, "session", "compact", "--prefix", "nobody", session)
+		if r.code != 1 || !strings.Contains(r.stderr, "no turn service answers nobody.session.compact."+session) {
+			t.Errorf("no turn service: exit %d, %q", r.code, r.stderr)
 		}
 	})
 
@@ -440,22 +563,19 @@ func TestClientCommands(t *testing.T) {
 		// The session kept the conversation: the second turn's transcript
 		// starts with the first turn.
 		js, _ := jetstream.New(st.NC)
-		kv, err := js.KeyValue(context.Background(), events.BucketSessions)
-		if err != nil {
-			t.Fatal(err)
+		sess, ok, err := turn.LoadSession(context.Background(), js, "s-interactive")
+		if err != nil || !ok {
+			t.Fatalf("LoadSession: %v %v", ok, err)
 		}
-		e, err := kv.Get(context.Background(), "s-interactive")
-		if err != nil {
-			t.Fatal(err)
-		}
+		b, _ := json.Marshal(sess.Messages)
 		var firsts int
 		for _, needle := range []string{`"first"`, `"second"`} {
-			if strings.Contains(string(e.Value()), needle) {
+			if strings.Contains(string(b), needle) {
 				firsts++
 			}
 		}
 		if firsts != 2 {
-			t.Errorf("session transcript lacks a prompt: %s", Truncate(string(e.Value()), 300))
+			t.Errorf("session transcript lacks a prompt: %s", Truncate(string(b), 300))
 		}
 	})
 

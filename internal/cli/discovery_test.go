@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nuid"
 
-	"github.com/llmworker/llmworker/internal/version"
+	"github.com/llmworker/llmworker/internal/leaf/version"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/toolexec"
 )

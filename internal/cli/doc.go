@@ -18,7 +18,11 @@
 //   - tail: renders worker events like chat, replaying from the start.
 //   - tools, hooks: the catalog (KV LLMW_TOOLS) and the hook registry (KV
 //     LLMW_HOOKS, in chain order).
-//   - turn cancel, turn resume: cancel and settle turns by id.
+//   - agent put, list, show, rm: the agent definitions (KV LLMW_AGENTS,
+//     pkg/agents); put reads JSON or YAML and refuses unknown sub-agents
+//     and cycles unless --force.
+//   - turn submit (--agent NAME[@REV] names an agent), turn cancel, turn
+//     resume: submit, cancel and settle turns by id.
 //
 // # Credentials and replay
 //

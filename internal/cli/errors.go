@@ -25,6 +25,10 @@ var (
 	// with llmw.turn.rejected (it did not run it); Main exits 1.
 	ErrTurnRejected = errors.New("turn request rejected")
 
+	// ErrNoTurnService is returned by session compact when no turn
+	// service answers its request: the compaction is the service's to make.
+	ErrNoTurnService = errors.New("no turn service")
+
 	// ErrNotProvisioned is returned when the streams or buckets of the
 	// runtime do not exist on the NATS server: nothing runs there yet.
 	ErrNotProvisioned = turn.ErrNotProvisioned

@@ -16,7 +16,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/llmworker/llmworker/internal/fixtures"
+	"github.com/llmworker/llmworker/internal/leaf/fixtures"
 	"github.com/llmworker/llmworker/internal/service/hookbridgesvc"
 	"github.com/llmworker/llmworker/internal/service/ingestsvc"
 	"github.com/llmworker/llmworker/internal/service/toolexecsvc"

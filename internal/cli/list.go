@@ -123,7 +123,7 @@ func showTools(env *Env, subj events.Subjects, entries []events.ToolCatalogEntry
 
 func runHooks(ctx context.Context, env *Env, args []string) error {
 	var conn connFlags
-	fs := newFlags(env, "hooks", "hooks [flags]", "Lists the registered hooks (KV LLMW_HOOKS) in chain order: per hook point, by priority, then registration.")
+	fs := newFlags(env, "hooks", "hooks [flags]", "Lists the registered hooks (KV LLMW_HOOKS) in chain order: per hook point, by priority, then registration; a registration that is not valid is listed as broken, with what it does to turns and why.")
 	conn.register(fs, env)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -154,7 +154,7 @@ func runHooks(ctx context.Context, env *Env, args []string) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "#\tEVENT\tHOOK\tPRIORITY\tMATCHER\tSUBJECT\tTIMEOUT\tFAILURE")
+	fmt.Fprintln(tw, "#\tEVENT\tHOOK\tPRIORITY\tMATCHER\tSUBJECT\tTIMEOUT\tFAILURE\tSTATUS")
 	for i, e := range entries {
 		matcher := e.Matcher
 		if matcher == "" {
@@ -168,9 +168,26 @@ func runHooks(ctx context.Context, env *Env, args []string) error {
 		if failure == "" {
 			failure = string(events.FailClosed)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", i+1, e.Event, e.Name, e.Priority, matcher, e.Subject, timeout, failure)
+		status := "ok"
+		if e.Err != nil {
+			// What the turns do with it, then why: the reason names the field.
+			b := hooknats.BrokenOf(e.HookRegistration, e.Err)
+			failure = string(b.Failure)
+			status = "broken: " + b.Effect() + ": " + e.Err.Error()
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", i+1, orDash(string(e.Event)), e.Name, e.Priority, matcher,
+			orDash(e.Subject), timeout, failure, status)
 	}
 	return tw.Flush()
+}
+
+// orDash shows an empty field of a broken registration as "-", so that the
+// columns stay in place.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 const turnAbout = `

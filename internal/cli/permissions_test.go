@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -23,6 +24,8 @@ import (
 	"github.com/llmworker/llmworker/internal/service/toolexecsvc"
 	"github.com/llmworker/llmworker/internal/service/turnsvc"
 	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/ingest"
+	"github.com/llmworker/llmworker/pkg/llm"
 	"github.com/llmworker/llmworker/pkg/mcp"
 	"github.com/llmworker/llmworker/pkg/natstest"
 	"github.com/llmworker/llmworker/pkg/permissions"
@@ -120,6 +123,10 @@ func TestRolesOnTheBus(t *testing.T) {
 
 	if r := runCLI(t, as(permissions.Provisioner), "provision"); r.code != 0 {
 		t.Fatalf("provision as %s: exit %d: %s", user(permissions.Provisioner), r.code, r.stderr)
+	}
+	// The operator writes the agent definitions.
+	if r := runCLI(t, as(permissions.Provisioner), "agent", "put", filepath.Join("..", "..", "deploy", "agents.example.yaml")); r.code != 0 {
+		t.Fatalf("agent put as %s: exit %d: %s", user(permissions.Provisioner), r.code, r.stderr)
 	}
 
 	// The services, each its own process in all but name.
@@ -248,8 +255,49 @@ func TestRolesOnTheBus(t *testing.T) {
 		t.Fatal(err)
 	}
 	follow(id2, events.TypeTurnAborted)
+	// A turn of an agent: the turn service reads its definition (whose
+	// tools the approval hook pauses).
+	idAgent := nuid.Next()
+	if err := sc.Submit(ctx, &events.TurnRequest{TurnID: idAgent, Agent: "geo", Model: "replay:gemini", Messages: []events.Message{events.UserText("capital?")}}); err != nil {
+		t.Fatal(err)
+	}
+	follow(idAgent, events.TypeTurnPaused)
+	if err := sc.Cancel(ctx, idAgent); err != nil {
+		t.Fatal(err)
+	}
+	follow(idAgent, events.TypeTurnAborted)
 	// A late reader replays the first turn from the stream.
 	follow(id, events.TypeTurnStarted)
+
+	// A completion request larger than a message (1 MiB here): the turn
+	// role stores it in LLMW_REQUESTS, ingest's reads it, and the turn
+	// role deletes it once ingest answered.
+	turnNC, err := nats.Connect(url, nats.UserInfo(user(permissions.Turn), pw[permissions.Turn]),
+		nats.CustomInboxPrefix(permissions.InboxPrefix(permissions.Turn, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(turnNC.Close)
+	big := ingest.NewClient(turnNC, ingest.ClientOptions{})
+	t.Cleanup(func() { _ = big.Close() })
+	long := events.UserText(strings.Repeat("a long transcript ", int(turnNC.MaxPayload())/9))
+	bctx, bcancel := context.WithTimeout(ctx, 30*time.Second)
+	bs, err := big.Stream(bctx, &llm.Request{Model: "replay:gemini", Messages: []events.Message{long}})
+	if err != nil {
+		bcancel()
+		t.Fatalf("a request of %d bytes under the turn role: %v; refused: %v", len(long.Text()), err, v.take())
+	}
+	for bs.Next() {
+	}
+	_ = bs.Close()
+	bcancel()
+	if obs, err := jetstream.New(turnNC); err == nil {
+		if store, err := obs.ObjectStore(ctx, events.BucketRequests); err != nil {
+			t.Errorf("turn role: %s: %v", events.BucketRequests, err)
+		} else if left, err := store.List(ctx); !errors.Is(err, jetstream.ErrNoObjectsFound) {
+			t.Errorf("%s holds %d objects after ingest answered (%v), want none", events.BucketRequests, len(left), err)
+		}
+	}
 
 	// The MCP gateway under its identity: a client lists the catalog and
 	// calls get_capital, which the approval hook pauses until the
@@ -345,6 +393,10 @@ func TestRolesOnTheBus(t *testing.T) {
 	refused("hookbridge", hookbridge, s.ToolResult(id, "c1"))
 	refused("reader", reader, s.TurnSubmit())
 	refused("reader", reader, s.TurnCancel(id))
+	// Only the operator writes agent definitions.
+	turnConn, _ := connect(permissions.Turn)
+	refused("turn", turnConn, "$KV."+events.BucketAgents+".geo")
+	refused("submitter", submitter, "$KV."+events.BucketAgents+".geo")
 	// The submitter reads no turn state and answers no hook.
 	js, err := jetstream.New(submitter)
 	if err != nil {

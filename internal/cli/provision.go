@@ -30,7 +30,8 @@ func runProvision(ctx context.Context, env *Env, args []string) error {
 	fs.BoolVar(&o.Memory, "memory", false, "memory storage instead of file storage (throw-away installations)")
 	fs.DurationVar(&o.EventsMaxAge, "events-max-age", 0, "how long LLMW_EVENTS keeps a turn's events (0 = 24h)")
 	fs.DurationVar(&o.TurnsMaxAge, "turns-max-age", 0, "how long LLMW_TURNS keeps a request no turn replica took (0 = 24h, negative = no limit)")
-	fs.DurationVar(&o.SessionsTTL, "sessions-ttl", 0, "how long LLMW_SESSIONS keeps a transcript after the session's last turn (0 = 720h, negative = for ever)")
+	fs.DurationVar(&o.SessionsTTL, "sessions-ttl", 0, "how long LLMW_SESSIONS keeps a session's record after its last turn (0 = 720h, negative = for ever)")
+	fs.DurationVar(&o.TranscriptsMaxAge, "transcripts-max-age", 0, "how long LLMW_TRANSCRIPTS keeps a transcript item after its append (0 = 720h, negative = for ever)")
 	fs.DurationVar(&o.MediaMaxAge, "media-max-age", 0, "how long LLMW_MEDIA keeps an image or file after its upload (0 = 720h, negative = for ever)")
 	if err := parse(fs, args); err != nil {
 		return err

@@ -10,7 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/llmworker/llmworker/internal/replay"
+	"github.com/llmworker/llmworker/pkg/agents"
+	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/natstest"
 )
 
@@ -177,5 +181,55 @@ func TestReadmeLayoutListsEveryPackage(t *testing.T) {
 				t.Errorf("the README's layout table lacks %s/%s", top, d.Name())
 			}
 		}
+	}
+}
+
+// TestReadmeA2ACurl runs the README's A2A curl lines against the gateway
+// of a running system with the agent geo on the replay model that
+// recorded its question: the card names the agent, the JSON-RPC call
+// answers with the completed task and the recorded answer.
+func TestReadmeA2ACurl(t *testing.T) {
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("curl is not installed: .ci/run installs it")
+		}
+		t.Skip("curl is not installed (apt-get install curl)")
+	}
+	const readmeURL = "http://127.0.0.1:8080"
+	var lines []string
+	for l := range strings.SplitSeq(strings.ReplaceAll(readmeBlock(t, "a2a-curl"), "\\\n", " "), "\n") {
+		if strings.HasPrefix(l, "curl ") && strings.Contains(l, readmeURL+"/a2a/geo") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 2 {
+		t.Fatalf("README block a2a-curl: want the card's and a call's curl lines, got %q", lines)
+	}
+	st := startReplayStack(t)
+	js, err := jetstream.New(st.NC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	def := events.AgentDefinition{Name: "geo", Model: "replay:gemini", Tools: []string{"get_capital", "get_temperature"}}
+	if _, _, err := agents.New(js).Put(ctx, def, agents.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	run := func(line string) string {
+		cmd := exec.CommandContext(ctx, "sh", "-c", strings.Replace(line, readmeURL, st.GatewayURL, 1))
+		cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(curl)+string(os.PathListSeparator)+os.Getenv("PATH"))
+		b, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", line, err, b)
+		}
+		return string(b)
+	}
+	if card := run(lines[0]); !strings.Contains(card, `"name": "geo"`) || !strings.Contains(card, `"protocolVersion": "1.0"`) {
+		t.Errorf("card:\n%s", card)
+	}
+	if out := run(lines[1]); !strings.Contains(out, `"state":"TASK_STATE_COMPLETED"`) || !strings.Contains(out, "Paris") {
+		t.Errorf("SendMessage:\n%s", out)
 	}
 }

@@ -239,6 +239,24 @@ func (r *Renderer) RenderEvent(e *events.Envelope, ev events.WorkerEvent) Render
 		r.line(r.style(ansiRed, "  ⊘ "+d.Name+" skipped"+by+": ") + d.Reason)
 	case events.ToolCancelled:
 		r.line(r.style(ansiDim, "  ⊘ "+d.Name+" cancelled: "+d.Reason))
+	case events.ToolChild:
+		// A sub-agent's child turn; its own events, when followed, are
+		// rendered indented under this line (children.go).
+		who := d.Name
+		if d.Agent != "" {
+			who = d.Agent
+		}
+		s := "  ↳ sub-agent " + who + " (turn " + d.ChildTurnID + "): " + string(d.Status)
+		if d.Code != "" {
+			s += " [" + d.Code + "]"
+		}
+		r.line(r.style(ansiCyan, s))
+		for _, c := range d.Pending {
+			r.line("     " + c.ID + "  " + c.Name + " " + Truncate(compactJSON(c.Input), r.limit()))
+		}
+		if d.Status == events.ChildPaused && len(d.Pending) > 0 {
+			r.line(r.style(ansiDim, "     settle it with `llmworker turn resume "+d.ChildTurnID+" --approve ID` (or --deny, --edit, --approve-all)"))
+		}
 	case events.HookDecision:
 		s := fmt.Sprintf("  ⚑ hook %s (%s) → %s", d.Hook, d.Event, d.Result)
 		if d.Reason != "" {
@@ -279,6 +297,12 @@ func (r *Renderer) RenderEvent(e *events.Envelope, ev events.WorkerEvent) Render
 			s += fmt.Sprintf(" (position %d)", d.Position)
 		}
 		r.line(r.style(ansiDim, s))
+	case events.TurnCompacted:
+		what := "compacted"
+		if strings.Contains(d.Policy, "summary") {
+			what = "summarized"
+		}
+		r.line(r.style(ansiDim, fmt.Sprintf("── earlier messages %s (%s: ~%d → ~%d tokens) ──", what, d.Policy, d.TokensBefore, d.TokensAfter)))
 	case events.TurnWarning:
 		for _, w := range d.Warnings {
 			r.line(r.style(ansiDim, "  ⚠ "+w.Setting+" not sent: ") + w.Message)

@@ -16,20 +16,24 @@ const submitAbout = `
 Publishes a turn request (llmw.turn.submit) and prints its turn id, so that
 scripts need not build CloudEvents by hand. The request comes from --file
 (a "Turn request" JSON object, docs/protocol.md; "-" reads stdin), from the
-flags, or both (flags override the file). --prompt adds a user message;
+flags, or both (flags override the file). --agent names an agent
+definition ('llmworker agent list') whose fields fill in what the
+request does not set. --prompt adds a user message;
 without --id a new turn id is made. --attach adds an image or a file
 (PDF, text, JSON, audio) to the last user message: files above 256 KiB
 are uploaded to LLMW_MEDIA and sent as refs, smaller ones inline.
 --schema asks for JSON output fitting a JSON Schema (named after the
 file), --json for any JSON object. With --follow the turn is rendered to
 its end, with its output when it has one (a paused turn is left paused:
-resume it with 'turn resume'). A request the turn service does not run is
-reported with its code.`
+resume it with 'turn resume'), and the child turns of its sub-agents,
+any depth, indented under the calls that run them. A request the turn
+service does not run is reported with its code.`
 
 func runTurnSubmit(ctx context.Context, env *Env, args []string) error {
 	var (
 		conn                     connFlags
 		file, id, model, session string
+		agent                    string
 		system, tools, fallback  string
 		prompts, attach          stringList
 		schema                   string
@@ -41,7 +45,8 @@ func runTurnSubmit(ctx context.Context, env *Env, args []string) error {
 	conn.register(fs, env)
 	fs.StringVar(&file, "file", "", `turn request JSON file ("-" = stdin)`)
 	fs.StringVar(&id, "id", "", "turn id (default: the file's, else a new one)")
-	fs.StringVar(&model, "model", "", "provider:model (default: the file's, else $LLMW_MODEL)")
+	fs.StringVar(&model, "model", "", "provider:model (default: the file's, else the agent's, else $LLMW_MODEL)")
+	fs.StringVar(&agent, "agent", "", "NAME or NAME@REV of an agent definition (llmworker agent list): its model, system prompt, tools and options for what the request does not set")
 	fs.StringVar(&session, "session", "", "session id")
 	fs.StringVar(&fallback, "fallback", "", `fallback models, comma-separated provider:model, tried in order when the model fails before answering; "none" = none (default: the file's, else the service's)`)
 	fs.StringVar(&system, "system", "", "system prompt")
@@ -65,7 +70,9 @@ func runTurnSubmit(ctx context.Context, env *Env, args []string) error {
 		if err != nil {
 			return err
 		}
-		if req, err = events.Decode[events.TurnRequest](b); err != nil {
+		// The file is a request the flags complete (--id, --model, …):
+		// it is checked whole once they are applied, below.
+		if err := json.Unmarshal(b, &req); err != nil {
 			return fmt.Errorf("%w: %s: %v", ErrUsage, file, err)
 		}
 	}
@@ -75,10 +82,13 @@ func runTurnSubmit(ctx context.Context, env *Env, args []string) error {
 	if req.TurnID == "" {
 		req.TurnID = worker.NewTurnID()
 	}
+	if agent != "" {
+		req.Agent = agent
+	}
 	switch {
 	case model != "":
 		req.Model = model
-	case req.Model == "":
+	case req.Model == "" && req.Agent == "":
 		req.Model = env.getenv("LLMW_MODEL")
 	}
 	if session != "" {
@@ -164,7 +174,9 @@ func runTurnSubmit(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	defer stopRejected()
-	f, err := cl.tc.Follow(ctx, conn.subjects().EventsOfTurn(req.TurnID))
+	// The turn and its sub-agents' child turns, indented under the calls
+	// that run them.
+	f, err := followTree(ctx, cl.tc, conn.subjects(), req.TurnID)
 	if err != nil {
 		return err
 	}
@@ -176,7 +188,7 @@ func runTurnSubmit(ctx context.Context, env *Env, args []string) error {
 	if !follow {
 		return nil
 	}
-	out := NewRenderer(env.Stdout, env.color())
+	out := newTreeRenderer(NewRenderer(env.Stdout, env.color()), env.Stdout, env.color())
 	for {
 		select {
 		case <-ctx.Done():
@@ -184,8 +196,8 @@ func runTurnSubmit(ctx context.Context, env *Env, args []string) error {
 		case rj := <-rejected:
 			return fmt.Errorf("%w: turn %s was not run: %s (%s)", ErrTurnRejected, req.TurnID, rj.Reason, rj.Code)
 		case it := <-f.C():
-			r, ok := renderItem(out, it)
-			if !ok {
+			r, ok := out.render(it)
+			if !ok || it.Depth > 0 {
 				continue
 			}
 			switch r.State {

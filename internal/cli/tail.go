@@ -11,9 +11,11 @@ import (
 
 const tailAbout = `
 Follows worker events, replaying from the start of what LLMW_EVENTS still
-holds, and renders them like chat. --turn stops at the end of that turn;
-otherwise tail follows until Ctrl-C (or, with --follow=false, until it has
-caught up).`
+holds, and renders them like chat. --turn and --session show the child
+turns of their sub-agents too, any depth, indented under the calls that
+run them. --turn stops at the end of that turn; otherwise tail follows
+until Ctrl-C (or, with --follow=false, until it has caught up, the
+children included).`
 
 func runTail(ctx context.Context, env *Env, args []string) error {
 	var (
@@ -62,6 +64,14 @@ func runTail(ctx context.Context, env *Env, args []string) error {
 			return nil
 		}
 	}
+	switch {
+	case turn != "":
+		return tailTree(ctx, env, cl, subj, filter, turn, false, followOn)
+	case session != "":
+		// The session's turns are depth 0; "session:" keeps the key apart
+		// from any turn id.
+		return tailTree(ctx, env, cl, subj, filter, "session:"+session, true, followOn)
+	}
 	f, err := cl.tc.Follow(ctx, filter)
 	if err != nil {
 		return err
@@ -101,4 +111,40 @@ func storedCount(ctx context.Context, cl *client, filter string) (uint64, error)
 		n += c
 	}
 	return n, nil
+}
+
+// tailTree follows the events on filter (a turn's, or a session's turns'
+// with headers) and the child turns of their sub-agents, any depth,
+// indented under the calls that run them: a turn to its end, a session
+// until Ctrl-C; with followOn false, until every turn of the tree has
+// caught up.
+func tailTree(ctx context.Context, env *Env, cl *client, subj events.Subjects, filter, root string, headers, followOn bool) error {
+	var stored func(string) (uint64, error)
+	if !followOn {
+		stored = func(f string) (uint64, error) { return storedCount(ctx, cl, f) }
+	}
+	f, err := followTreeOf(ctx, cl.tc, subj, filter, root, stored)
+	if err != nil {
+		return err
+	}
+	defer f.Stop()
+	top := NewRenderer(env.Stdout, env.color())
+	top.Headers = headers
+	out := newTreeRenderer(top, env.Stdout, env.color())
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-env.Interrupt:
+			return nil
+		case <-f.Changed():
+		case it := <-f.C():
+			if r, ok := out.render(it); ok && !headers && it.Depth == 0 && r.State.Terminal() {
+				return nil
+			}
+		}
+		if !followOn && f.CaughtUp() {
+			return nil
+		}
+	}
 }

@@ -15,7 +15,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/llmworker/llmworker/internal/fixtures"
+	"github.com/llmworker/llmworker/internal/leaf/fixtures"
 	"github.com/llmworker/llmworker/internal/replay"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/natstest"
@@ -275,7 +275,7 @@ func intAttr(s sdktrace.ReadOnlySpan, k attribute.Key) int64 {
 }
 
 // geminiResponse reads the last modelVersion and responseId of a recorded
-// Gemini stream (internal/fixtures): SSE data lines of JSON chunks.
+// Gemini stream (internal/leaf/fixtures): SSE data lines of JSON chunks.
 func geminiResponse(t *testing.T, fixture string) (model, id string) {
 	t.Helper()
 	b, err := fixtures.Read(fixture)

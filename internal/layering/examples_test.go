@@ -15,7 +15,7 @@ import (
 // natsExamples are the packages whose runnable Examples run against a NATS
 // server: a reader copies them into a program of their own, so they must
 // build outside this module.
-var natsExamples = []string{"pkg/turn", "pkg/gateway", "pkg/toolexec", "pkg/ingest", "pkg/hook/hooknats", "pkg/hookbridge"}
+var natsExamples = []string{"pkg/turn", "pkg/emit", "pkg/gateway", "pkg/a2a", "pkg/toolexec", "pkg/ingest", "pkg/hook/hooknats", "pkg/hookbridge"}
 
 // exampleFiles returns the files of dir holding runnable Examples.
 func exampleFiles(t *testing.T, dir string) []string {
@@ -104,6 +104,7 @@ func TestExamplesBuildInAnotherModule(t *testing.T) {
 		imports     []string // "" separates groups
 	}{
 		{"go-client", "readmeclient", []string{"context", "fmt", "", "github.com/nats-io/nats.go", "", module + "pkg/events", module + "pkg/turn"}},
+		{"go-a2a", "readmea2a", []string{"context", "fmt", "", "github.com/a2aproject/a2a-go/v2/a2a", "github.com/a2aproject/a2a-go/v2/a2aclient", "github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"}},
 		{"go-media", "readmemedia", []string{"context", "encoding/json", "fmt", "os", "", "github.com/nats-io/nats.go", "", module + "pkg/events", module + "pkg/turn"}},
 	} {
 		_, snippet, ok := strings.Cut(string(readme), "<!-- readme-test: "+blk.marker+" -->\n```go\n")

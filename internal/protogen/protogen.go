@@ -8,6 +8,7 @@ package protogen
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"reflect"
 	"strings"
 
@@ -50,6 +51,7 @@ func Entries() []Entry {
 		{"Turn rejected", []string{events.TypeTurnRejected}, events.TurnRejected{}},
 		{"Turn warning", []string{events.TypeTurnWarning}, events.TurnWarning{}},
 		{"Turn queued", []string{events.TypeTurnQueued}, events.TurnQueued{}},
+		{"Turn compacted", []string{events.TypeTurnCompacted}, events.TurnCompacted{}},
 		{"Worker block start", []string{events.TypeBlockStart}, events.WorkerBlockStart{}},
 		{"Worker block delta", []string{events.TypeBlockDelta}, events.WorkerBlockDelta{}},
 		{"Worker block stop", []string{events.TypeBlockStop}, events.WorkerBlockStop{}},
@@ -60,6 +62,7 @@ func Entries() []Entry {
 		{"Tool progress", []string{events.TypeToolProgress}, events.ToolProgress{}},
 		{"Tool skipped", []string{events.TypeToolSkipped}, events.ToolSkipped{}},
 		{"Tool cancelled", []string{events.TypeToolCancelled}, events.ToolCancelled{}},
+		{"Tool child", []string{events.TypeToolChild}, events.ToolChild{}},
 		{"Hook decision", []string{events.TypeHookDecision}, events.HookDecision{}},
 		{"Hook message", []string{events.TypeHookMessage}, events.HookMessage{}},
 		{"Usage report", []string{events.TypeUsage}, events.UsageReport{}},
@@ -67,9 +70,10 @@ func Entries() []Entry {
 		{"Tool call", []string{events.TypeToolCall}, events.ToolCallRequest{}},
 		{"Tool result", []string{events.TypeToolResult}, events.ToolCallResult{}},
 		{"Hook registration (KV LLMW_HOOKS)", []string{"(KV value)"}, events.HookRegistration{}},
+		{"Agent definition (KV LLMW_AGENTS)", []string{"(KV value)"}, events.AgentDefinition{}},
 		{"Hook request", []string{events.TypeHookRequest}, events.HookRequest{}},
 		{"Hook response", []string{events.TypeHookResponse}, events.HookResponse{}},
-		{"Session transcript (KV LLMW_SESSIONS)", []string{"(KV value)"}, turn.Session{}},
+		{"Session transcript (KV LLMW_SESSIONS)", []string{"(KV value)"}, turn.SessionRecord{}},
 		{"Turn state and checkpoint (KV LLMW_TURN_STATE)", []string{"(KV value)"}, turn.State{}},
 	}
 }
@@ -116,9 +120,17 @@ func partSchema() *jsonschema.Schema {
 		obj([]string{"type", "thinking"}, "type", constant("thinking"), "thinking", str(""), "signature", str("opaque provider data that must round-trip"), "redacted", b, "origin", str(origin)),
 		obj([]string{"type", "id", "name", "input"}, "type", constant("tool_use"), "id", str(""), "name", str(""), "input", anyJSON, "signature", str("opaque provider data that must round-trip"), "origin", str(origin)),
 		obj([]string{"type", "tool_use_id", "content"}, "type", constant("tool_result"), "tool_use_id", str(""), "content", resultContentSchema(), "is_error", b),
-		mediaSchema("image", events.ImageMediaTypes),
-		mediaSchema("file", events.FileMediaTypes),
+		{Ref: "#/$defs/ImagePart"},
+		{Ref: "#/$defs/FilePart"},
 	}}
+}
+
+// partDefs adds to defs Part and the media parts it and a tool result's
+// content refer to.
+func partDefs(defs jsonschema.Definitions) *jsonschema.Schema {
+	ref(defs, "ImagePart", func() *jsonschema.Schema { return mediaSchema("image", events.ImageMediaTypes) })
+	ref(defs, "FilePart", func() *jsonschema.Schema { return mediaSchema("file", events.FileMediaTypes) })
+	return ref(defs, "Part", partSchema)
 }
 
 // mediaSchema is an image or file part: a media type and exactly one of
@@ -153,8 +165,8 @@ func resultContentSchema() *jsonschema.Schema {
 func partSchema0() []*jsonschema.Schema {
 	return []*jsonschema.Schema{
 		obj([]string{"type", "text"}, "type", &jsonschema.Schema{Const: "text"}, "text", str("")),
-		mediaSchema("image", events.ImageMediaTypes),
-		mediaSchema("file", events.FileMediaTypes),
+		{Ref: "#/$defs/ImagePart"},
+		{Ref: "#/$defs/FilePart"},
 	}
 }
 
@@ -170,8 +182,9 @@ func messageSchema() *jsonschema.Schema {
 		"role", &jsonschema.Schema{Type: "string", Enum: []any{"user", "assistant", "tool"}},
 		"content", &jsonschema.Schema{OneOf: []*jsonschema.Schema{
 			str("one text part"),
-			{Type: "array", Items: partSchema()},
-		}})
+			{Type: "array", Items: &jsonschema.Schema{Ref: "#/$defs/Part"}},
+		}},
+		"pinned", &jsonschema.Schema{Type: "boolean", Description: "kept as it is by every compaction"})
 }
 
 func decisionSchema() *jsonschema.Schema {
@@ -190,21 +203,36 @@ var resultTypes = map[reflect.Type]bool{
 	reflect.TypeOf(events.ToolCallResult{}): true,
 }
 
-func reflector() *jsonschema.Reflector {
-	return reflectorSkipping(nil)
+// reflector reflects a payload with each nested struct once, in defs
+// ("$defs" of the root), referenced from where it is used; the mapped
+// schemas of the types the document describes by hand (Message, Part,
+// Decision, ToolChoice, StopReason) go there too.
+func reflector(defs jsonschema.Definitions) *jsonschema.Reflector {
+	return reflectorSkipping(defs, nil)
+}
+
+// ref returns a reference to the definition name in defs, built on first
+// use.
+func ref(defs jsonschema.Definitions, name string, build func() *jsonschema.Schema) *jsonschema.Schema {
+	if _, ok := defs[name]; !ok {
+		defs[name] = build()
+	}
+	return &jsonschema.Schema{Ref: "#/$defs/" + name}
 }
 
 // reflectorSkipping is reflector with the content mapping of resultTypes
 // off for skip, so that mapping it can reflect the type itself.
-func reflectorSkipping(skip reflect.Type) *jsonschema.Reflector {
+func reflectorSkipping(defs jsonschema.Definitions, skip reflect.Type) *jsonschema.Reflector {
 	return &jsonschema.Reflector{
-		DoNotReference:            true,
+		ExpandedStruct:            true, // the payload itself inline, what it holds in $defs
 		Anonymous:                 true,
 		AllowAdditionalProperties: true, // unknown fields are ignored (docs/protocol.md §1)
 		Mapper: func(t reflect.Type) *jsonschema.Schema {
 			if resultTypes[t] && t != skip {
-				rs := reflectorSkipping(t).ReflectFromType(t)
-				rs.Version = ""
+				rs := reflectorSkipping(defs, t).ReflectFromType(t)
+				maps.Copy(defs, rs.Definitions)
+				rs.Version, rs.Definitions = "", nil
+				partDefs(defs)
 				rs.Properties.Set("content", resultContentSchema())
 				return rs
 			}
@@ -214,18 +242,21 @@ func reflectorSkipping(skip reflect.Type) *jsonschema.Reflector {
 			case reflect.TypeOf(events.WorkerBlockDelta{}):
 				return deltaSchema(true)
 			case reflect.TypeOf(events.Message{}):
-				return messageSchema()
+				partDefs(defs)
+				return ref(defs, "Message", messageSchema)
 			case reflect.TypeOf(events.Part{}):
-				return partSchema()
+				return partDefs(defs)
 			case reflect.TypeOf(events.Decision{}):
-				return decisionSchema()
+				return ref(defs, "Decision", decisionSchema)
 			case reflect.TypeOf(events.ToolChoice{}):
-				return toolChoiceSchema()
+				return ref(defs, "ToolChoice", toolChoiceSchema)
 			case reflect.TypeOf(events.StopReason("")):
-				return &jsonschema.Schema{Type: "", OneOf: []*jsonschema.Schema{
-					{Type: "string", Enum: []any{"end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal", "content_filter"}},
-					{Type: "null"},
-				}}
+				return ref(defs, "StopReason", func() *jsonschema.Schema {
+					return &jsonschema.Schema{Type: "", OneOf: []*jsonschema.Schema{
+						{Type: "string", Enum: []any{"end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal", "content_filter"}},
+						{Type: "null"},
+					}}
+				})
 			case reflect.TypeOf(json.RawMessage(nil)):
 				return &jsonschema.Schema{Description: "any JSON value"}
 			}
@@ -236,8 +267,16 @@ func reflectorSkipping(skip reflect.Type) *jsonschema.Reflector {
 
 // Schema returns the JSON Schema of v as indented JSON.
 func Schema(v any) ([]byte, error) {
-	s := reflector().Reflect(v)
+	defs := jsonschema.Definitions{}
+	s := reflector(defs).Reflect(v)
 	s.Version = ""
+	if len(defs) > 0 && s.Definitions == nil {
+		s.Definitions = jsonschema.Definitions{}
+	}
+	maps.Copy(s.Definitions, defs)
+	if len(s.Definitions) == 0 {
+		s.Definitions = nil
+	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")

@@ -10,6 +10,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/transcript"
 	"github.com/llmworker/llmworker/pkg/turn"
 	"github.com/llmworker/llmworker/pkg/worker"
 )
@@ -85,6 +86,7 @@ func TestSamplesMatchSchemas(t *testing.T) {
 		events.TurnRejected{TurnID: "t-01", Request: events.TypeTurnSubmit, Code: events.RejectTurnExists, Reason: "r", Status: "completed"},
 		events.TurnWarning{Step: 1, Model: "openai:gpt", Warnings: []events.Warning{{Setting: "top_k", Message: "openai has no top_k"}}},
 		events.TurnQueued{Step: 2, Attempt: 1, Model: "anthropic:claude-sonnet-4-5", Position: 3},
+		events.TurnCompacted{ID: "t-01.c1", To: 12, Policy: "offload,clear,summary", Model: "anthropic:claude-haiku-4-5", TokensBefore: 180000, TokensAfter: 60000, Usage: &usage, Step: 7},
 		events.TurnCompleted{Messages: msgs, StopReason: events.StopEndTurn, Usage: usage, Output: json.RawMessage(`{"city":"Oslo"}`)},
 		events.WorkerBlockStart{BlockStart: events.BlockStart{Index: 0, BlockType: events.BlockText}, Step: 1},
 		events.WorkerBlockDelta{BlockDelta: events.ThinkingDelta(0, "x"), Step: 2},
@@ -96,6 +98,8 @@ func TestSamplesMatchSchemas(t *testing.T) {
 		events.ToolProgress{CallID: "c1", Name: "n", Progress: 3, Total: 10, Message: "page 3 of 10"},
 		events.ToolSkipped{CallID: "c1", Name: "n", Hook: "h", Reason: "r"},
 		events.ToolCancelled{CallID: "c1", Name: "n", Step: 1, Reason: "the model call was made again without it"},
+		events.ToolChild{CallID: "c1", Name: "billing", ChildTurnID: "t1-c1", ChildSessionID: "_", Agent: "billing@4", Depth: 1, Status: events.ChildPaused, Pending: []events.ToolCall{call}},
+		events.TurnStarted{TurnID: "t1-c1", ParentTurnID: "t1", ParentCallID: "c1", RootTurnID: "t1", Depth: 1},
 		events.HookDecision{Hook: "h", Event: events.HookBeforeToolCall, Result: events.HookSkip, MS: 1.5},
 		events.HookMessage{Hook: "h", Event: events.HookOnTurnEnd, Messages: msgs[:1]},
 		events.UsageReport{Step: 1, Usage: usage, Total: usage},
@@ -104,14 +108,25 @@ func TestSamplesMatchSchemas(t *testing.T) {
 		events.ToolCallResult{CallID: "c1", TurnID: "t1", Name: "n", Content: "ok"},
 		events.ToolCallResult{CallID: "c1", TurnID: "t1", Name: "n", Content: "ok", Parts: []events.Part{events.TextPart("ok"), events.ImageURLPart("image/png", "https://example.com/a.png")}},
 		events.HookRegistration{Name: "h", Event: events.HookBeforeToolCall, Subject: "llmw.hook.h", Failure: events.FailOpen},
+		events.AgentDefinition{Name: "support", Description: "answers", Model: "a:b", FallbackModels: []string{"a:c"}, System: "s",
+			Tools: []string{"*"}, Agents: []string{"billing"}, MaxSteps: 4, MaxTotalTokens: 1000, OnParentCancel: events.OnParentCancelAbandon,
+			InputSchema: json.RawMessage(`{"type":"object"}`), ModelOptions: events.ModelOptions{ReasoningEffort: events.ReasoningEffort("low")}},
+		events.AgentDefinition{Name: "remote", A2AURL: "https://agents.example.com/a2a"},
+		events.TurnRequest{TurnID: "t2", Agent: "support@3", Messages: []events.Message{events.UserText("hi")}},
 		events.HookRequest{Event: events.HookBeforeToolCall, TurnID: "t1", ToolCall: &call, Tool: &tools[0], Variables: map[string]string{"a": "b"}},
 		events.HookResponse{Result: events.HookContinue, ToolCall: &call, Emit: msgs[:1]},
-		turn.Session{SessionID: "s1", Messages: msgs, LastTurn: "t1", Updated: time.Now()},
+		turn.SessionRecord{SessionID: "s1", Messages: msgs, LastTurn: "t1", Updated: time.Now()},
+		turn.SessionRecord{SessionID: "s1", Transcript: &transcript.Ref{Len: 12, Seq: 40}, LastTurn: "t1", Updated: time.Now()},
 		turn.State{Version: turn.StateVersion, Status: turn.StatusRunning, Owner: "a", Seq: 7,
 			Request: &events.TurnRequest{TurnID: "t1", Model: "a:b", Messages: []events.Message{}},
 			Checkpoint: &worker.Checkpoint{Version: worker.CheckpointVersion, TurnID: "t1", Phase: worker.PhaseTools, Step: 1, Messages: msgs,
 				Pending: []worker.PendingCall{{Call: call, State: worker.CallDone, Output: &worker.ToolOutput{Content: "ok", Parts: []events.Part{events.TextPart("ok"), events.ImageURLPart("image/png", "https://example.com/a.png")}}}}, OutputRepairs: 1},
 			Updated: time.Now()},
+		turn.State{Version: turn.StateVersion, Status: turn.StatusRunning, Owner: "a", Seq: 7,
+			Request:    &events.TurnRequest{TurnID: "t1", Model: "a:b", Messages: []events.Message{}},
+			Checkpoint: &worker.Checkpoint{Version: worker.CheckpointVersion, TurnID: "t1", Phase: worker.PhaseModel, Step: 1, Messages: []events.Message{}},
+			Transcript: &turn.StateTranscript{Session: transcript.Ref{Len: 4, Seq: 9}, Turn: transcript.Ref{Len: 3, Seq: 12}},
+			Updated:    time.Now()},
 	}
 	byType := map[reflect.Type]*jsonschema.Schema{}
 	for _, e := range Entries() {

@@ -1,6 +1,6 @@
 // Package replay runs the whole llmworker pipeline without a model account:
 // a provider for ingest (model prefix "replay:") that plays recorded
-// provider streams from internal/fixtures through the REAL provider
+// provider streams from internal/leaf/fixtures through the REAL provider
 // adapters, served by an in-process HTTP server, plus demo tools with the
 // names the recordings call.
 //
@@ -26,7 +26,7 @@
 // URL layout works. Config.Pace makes the replay providers stream each
 // delta at a model's speed (the commands' --replay-pace, DefaultPace per
 // token unless set), so a person watching sees the answer being written.
-// The recordings keep no time of their own (internal/fixtures/MANIFEST.md:
+// The recordings keep no time of their own (internal/leaf/fixtures/MANIFEST.md:
 // response bodies only, no per-chunk timestamps), so that rate is their
 // timing; a benchmark that needs a block to end at a given moment scripts
 // its stream with llmtest.TimedStep instead.

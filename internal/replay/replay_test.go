@@ -15,7 +15,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/llmworker/llmworker/internal/fixtures"
+	"github.com/llmworker/llmworker/internal/leaf/fixtures"
 	"github.com/llmworker/llmworker/internal/replay"
 	"github.com/llmworker/llmworker/internal/replay/demotools"
 	"github.com/llmworker/llmworker/pkg/events"

@@ -22,7 +22,7 @@ type Scenario struct {
 	Adapter string
 	// Model is the recorded model, sent to the adapter as its model name.
 	Model string
-	// Steps are fixture paths in internal/fixtures, played in order: every
+	// Steps are fixture paths in internal/leaf/fixtures, played in order: every
 	// step but the last is a tool-call stream, the last a text stream (a
 	// scenario of one step answers without tools).
 	Steps []string
@@ -37,7 +37,7 @@ type Scenario struct {
 func (s Scenario) ModelString() string { return Prefix + ":" + s.Name }
 
 // scenarios are whole recorded conversations: every step of one scenario
-// comes from the same recorded session (internal/fixtures/MANIFEST.md), so
+// comes from the same recorded session (internal/leaf/fixtures/MANIFEST.md), so
 // the thinking, the tool calls and the answer are about one question, and
 // the demo tools answer what the recorded tools answered, which the
 // recorded answer then uses. Prompt is the question the recording asked.

@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
-	"github.com/llmworker/llmworker/internal/natsutil"
+	"github.com/llmworker/llmworker/internal/leaf/natsutil"
 	"github.com/llmworker/llmworker/internal/service"
 	"github.com/llmworker/llmworker/pkg/natstest"
 )

@@ -28,3 +28,16 @@ func TestDecodeRefusesDeepNesting(t *testing.T) {
 		}
 	}
 }
+
+// "messages": [] is a turn's input only with a session, whose transcript
+// then is the input (docs/protocol.md §5, "The turn request").
+func TestTurnRequestEmptyMessagesNeedsASession(t *testing.T) {
+	_, err := events.Decode[events.TurnRequest]([]byte(`{"turn_id":"t","model":"x:y","messages":[]}`))
+	var fe *events.FieldError
+	if !errors.As(err, &fe) || fe.Field != "messages" {
+		t.Fatalf("err = %v, want a FieldError naming messages", err)
+	}
+	if _, err := events.Decode[events.TurnRequest]([]byte(`{"turn_id":"t","session_id":"s","model":"x:y","messages":[]}`)); err != nil {
+		t.Fatalf("with a session: %v", err)
+	}
+}

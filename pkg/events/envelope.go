@@ -35,6 +35,11 @@ const (
 	// forwarding replica's instance. Replicas apply such a cancel to a run
 	// they have and answer nothing else for it (docs/protocol.md, Cancel).
 	HeaderCancelForwardedBy = "Llmw-Cancel-Forwarded-By"
+	// HeaderRequestObject marks a completion request whose data is too
+	// large for one NATS message: the message has no data, and the value
+	// names the object of the LLMW_REQUESTS object store that holds it
+	// (docs/protocol.md, Completion request).
+	HeaderRequestObject = "Llmw-Request-Object"
 
 	// ContentTypeJSON is the datacontenttype of every llmworker event.
 	ContentTypeJSON = "application/json"

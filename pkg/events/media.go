@@ -108,7 +108,7 @@ func (p *Part) validateMedia() error {
 		if len(b) == 0 {
 			return invalidf("data", "is empty")
 		}
-		if kind := sniffMedia(b); !mediaMatches(mt, kind, b) {
+		if kind, ok := MatchMedia(mt, b); !ok {
 			return invalidf("data", "holds %s, not %s", kind, mt)
 		}
 	case p.URL != "":
@@ -128,6 +128,16 @@ func (p *Part) validateMedia() error {
 		}
 	}
 	return nil
+}
+
+// MatchMedia reports whether the bytes b are what mediaType says, by the
+// check validation makes of a part's inline data (the signature of an
+// image, PDF or audio container; UTF-8 for text types), and names what b
+// holds ("image/png", "text", …) for the error of a mismatch. pkg/media
+// makes the same check of a ref's bytes when it resolves the ref.
+func MatchMedia(mediaType string, b []byte) (holds string, ok bool) {
+	kind := sniffMedia(b)
+	return kind, mediaMatches(strings.ToLower(strings.TrimSpace(mediaType)), kind, b)
 }
 
 // sniffMedia names the kind of b from its first bytes, for the error of a

@@ -119,3 +119,65 @@ func FuzzDecodeParts(f *testing.F) {
 		}
 	})
 }
+
+// A tool result, as hooks and transcripts see it (ToolResult) and as
+// llmw.tool.result carries it (ToolCallResult), reads its content alike
+// (docs/protocol.md §6, §7: a string or an array of parts), names a wrong
+// field by its wire name, and keeps nothing of the value it decodes into.
+func TestToolResultsDecodeContentAlike(t *testing.T) {
+	decoders := map[string]func(string) (content string, parts []events.Part, isError bool, err error){
+		"ToolResult": func(s string) (string, []events.Part, bool, error) {
+			r := events.ToolResult{ToolUseID: "old", Content: "old", Parts: []events.Part{events.TextPart("old")}, IsError: true}
+			err := json.Unmarshal([]byte(`{"tool_use_id":"c1",`+s+`}`), &r)
+			if err == nil && r.ToolUseID != "c1" {
+				t.Errorf("ToolResult tool_use_id %q, want c1", r.ToolUseID)
+			}
+			return r.Content, r.Parts, r.IsError, err
+		},
+		"ToolCallResult": func(s string) (string, []events.Part, bool, error) {
+			r := events.ToolCallResult{CallID: "old", Content: "old", Parts: []events.Part{events.TextPart("old")}, IsError: true, DurationMS: 9}
+			err := json.Unmarshal([]byte(`{"call_id":"c1","name":"shot",`+s+`}`), &r)
+			if err == nil && (r.CallID != "c1" || r.Name != "shot" || r.DurationMS != 0) {
+				t.Errorf("ToolCallResult %+v, want call_id c1, name shot, no duration", r)
+			}
+			return r.Content, r.Parts, r.IsError, err
+		},
+	}
+	image := `{"type":"image","media_type":"image/png","data":"` + pngB64 + `"}`
+	cases := []struct {
+		name, fields string
+		content      string
+		parts        int
+		isError      bool
+		errField     string // the field a decoding error names
+	}{
+		{"string", `"content":"ok","is_error":false`, "ok", 0, false, ""},
+		{"parts", `"content":[{"type":"text","text":"a "},` + image + `,{"type":"text","text":"b"}],"is_error":true`, "a b", 3, true, ""},
+		{"parts before the other fields", `"is_error":true,"content":[{"type":"text","text":"x"}]`, "x", 1, true, ""},
+		{"no content", `"is_error":false`, "", 0, false, ""},
+		{"null content", `"content":null`, "", 0, false, ""},
+		{"number content", `"content":5`, "", 0, false, "content"},
+		{"a part of the wrong type", `"content":[{"type":"text","text":5}]`, "", 0, false, "content"},
+		{"parts and a wrong field", `"content":[{"type":"text","text":"x"}],"is_error":"yes"`, "", 0, false, "is_error"},
+		{"a wrong field and parts", `"is_error":"yes","content":[{"type":"text","text":"x"}]`, "", 0, false, "is_error"},
+	}
+	for typ, decode := range decoders {
+		for _, c := range cases {
+			t.Run(typ+"/"+c.name, func(t *testing.T) {
+				content, parts, isError, err := decode(c.fields)
+				if c.errField != "" {
+					if err == nil || !strings.Contains(err.Error(), c.errField) {
+						t.Fatalf("error %v, want one naming %q", err, c.errField)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if content != c.content || len(parts) != c.parts || isError != c.isError {
+					t.Fatalf("content %q, %d parts, is_error %v; want %q, %d, %v", content, len(parts), isError, c.content, c.parts, c.isError)
+				}
+			})
+		}
+	}
+}

@@ -3,6 +3,7 @@ package events
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -34,6 +35,9 @@ const (
 type Message struct {
 	Role    Role   `json:"role" jsonschema:"enum=user,enum=assistant,enum=tool"`
 	Content []Part `json:"content"`
+	// Pinned keeps the message as it is in every compaction of the
+	// context (pkg/compact): a summary never replaces it.
+	Pinned bool `json:"pinned,omitempty"`
 }
 
 // Part is one content part. Which fields are meaningful depends on Type:
@@ -186,11 +190,12 @@ func (m *Message) UnmarshalJSON(b []byte) error {
 	var w struct {
 		Role    Role            `json:"role"`
 		Content json.RawMessage `json:"content"`
+		Pinned  bool            `json:"pinned"`
 	}
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
-	m.Role = w.Role
+	m.Role, m.Pinned = w.Role, w.Pinned
 	m.Content = nil
 	c := bytes.TrimSpace(w.Content)
 	switch {
@@ -236,7 +241,8 @@ func (m Message) MarshalJSON() ([]byte, error) {
 }
 
 // AppendJSON appends the JSON of m to b: {"role":…,"content":[…]} with
-// each part as Part.AppendJSON writes it (content null for nil).
+// each part as Part.AppendJSON writes it (content null for nil), and
+// "pinned":true for a pinned message.
 func (m Message) AppendJSON(b []byte) ([]byte, error) {
 	b = append(b, `{"role":`...)
 	b = AppendJSONString(b, string(m.Role))
@@ -255,6 +261,9 @@ func (m Message) AppendJSON(b []byte) ([]byte, error) {
 			}
 		}
 		b = append(b, ']')
+	}
+	if m.Pinned {
+		b = append(b, `,"pinned":true`...)
 	}
 	return append(b, '}'), nil
 }
@@ -569,17 +578,8 @@ func (r ToolResult) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON reads content as a string or an array of parts.
 func (r *ToolResult) UnmarshalJSON(b []byte) error {
 	type plain ToolResult
-	var w struct {
-		plain
-		Content json.RawMessage `json:"content"`
-	}
-	if err := json.Unmarshal(b, &w); err != nil {
-		return unwrapPlain(err)
-	}
-	*r = ToolResult(w.plain)
-	var err error
-	r.Content, r.Parts, err = decodeContent(w.Content)
-	return err
+	*r = ToolResult{}
+	return unmarshalWithContent(b, (*plain)(r), &r.Content, &r.Parts)
 }
 
 // Validate checks tool_use_id and the content's parts.
@@ -598,6 +598,11 @@ func (r ToolResult) Part() Part {
 	return ToolResultPart(r.ToolUseID, r.Content, r.IsError)
 }
 
+// marshalWithContent and unmarshalWithContent are the JSON codec of the
+// results whose content is a string or, on the wire, an array of parts
+// (ToolResult, ToolCallResult), each called with the result's twin
+// without methods ("plain").
+//
 // marshalWithContent marshals v (a struct with a "content" string field)
 // with that field replaced by parts when parts is not nil.
 func marshalWithContent(v any, parts []Part) ([]byte, error) {
@@ -613,6 +618,39 @@ func marshalWithContent(v any, parts []Part) ([]byte, error) {
 		return nil, err
 	}
 	return json.Marshal(m)
+}
+
+// unmarshalWithContent decodes b into v, a pointer to a struct with a
+// "content" string field, and a content that is an array of parts into
+// *parts, their text into *content. A string content, the common case,
+// is decoded in one pass; any other content fails it with a type error
+// on "content", and the rest of b is decoded again without it.
+func unmarshalWithContent(b []byte, v any, content *string, parts *[]Part) error {
+	err := json.Unmarshal(b, v)
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) || te.Field != "content" {
+		return err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	var raw json.RawMessage
+	for k, c := range m {
+		if strings.EqualFold(k, "content") { // as encoding/json matches keys
+			raw = c
+			delete(m, k)
+		}
+	}
+	rest, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(rest, v); err != nil {
+		return err
+	}
+	*content, *parts, err = decodeContent(raw)
+	return err
 }
 
 // unwrapPlain drops the embedded "plain" struct of the UnmarshalJSON

@@ -3,6 +3,7 @@ package events
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"strconv"
 )
 
@@ -53,6 +54,53 @@ func (o *ModelOptions) IsZero() bool {
 	return o.ResponseFormat == nil && o.ToolChoice == nil && o.ParallelToolCalls == nil && o.Stop == nil &&
 		o.TopP == nil && o.TopK == nil && o.Seed == nil && o.PresencePenalty == nil && o.FrequencyPenalty == nil &&
 		o.ReasoningEffort == "" && o.ProviderOptions == nil && o.Cache == nil && o.CacheKey == ""
+}
+
+// Merge returns o with every option that over sets replaced by over's
+// (ProviderOptions key by key).
+func (o ModelOptions) Merge(over *ModelOptions) ModelOptions {
+	if over == nil {
+		return o
+	}
+	setIf(&o.ResponseFormat, over.ResponseFormat)
+	setIf(&o.ToolChoice, over.ToolChoice)
+	setIf(&o.ParallelToolCalls, over.ParallelToolCalls)
+	if over.Stop != nil {
+		o.Stop = over.Stop
+	}
+	setIf(&o.TopP, over.TopP)
+	setIf(&o.TopK, over.TopK)
+	setIf(&o.Seed, over.Seed)
+	setIf(&o.PresencePenalty, over.PresencePenalty)
+	setIf(&o.FrequencyPenalty, over.FrequencyPenalty)
+	setIf(&o.ReasoningEffort, over.ReasoningEffort)
+	if over.ProviderOptions != nil {
+		m := make(map[string]json.RawMessage, len(o.ProviderOptions)+len(over.ProviderOptions))
+		maps.Copy(m, o.ProviderOptions)
+		maps.Copy(m, over.ProviderOptions)
+		o.ProviderOptions = m
+	}
+	setIf(&o.Cache, over.Cache)
+	setIf(&o.CacheKey, over.CacheKey)
+	return o
+}
+
+// setIf sets *dst to v where v is set (not its type's zero value): one
+// field of a Merge.
+func setIf[T comparable](dst *T, v T) {
+	var zero T
+	if v != zero {
+		*dst = v
+	}
+}
+
+// setCopy sets *dst to a copy of *v where v is set, so that a Merge's
+// result shares no pointer with what it took the value from.
+func setCopy[T any](dst **T, v *T) {
+	if v != nil {
+		c := *v
+		*dst = &c
+	}
 }
 
 // Validate checks every option, naming the field.

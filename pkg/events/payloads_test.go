@@ -195,6 +195,8 @@ func TestDecodeNamesTheFieldOfEveryPayload(t *testing.T) {
 		{"completion max_tokens", `{"request_id":"r","model":"a:b",` + msgs + `,"max_tokens":-1}`, "max_tokens", "negative", completion},
 		{"completion thinking", `{"request_id":"r","model":"a:b",` + msgs + `,"thinking":{"budget_tokens":-5}}`,
 			"thinking.budget_tokens", "negative", completion},
+		{"completion compaction trigger", `{"request_id":"r","model":"a:b",` + msgs + `,"compaction":{"trigger":-1}}`,
+			"compaction.trigger", "negative", completion},
 		{"completion wrong type", `{"request_id":"r","model":7,` + msgs + `}`, "model", "must be a string", completion},
 		{"reply request_id", `{"stream_subject":"s"}`, "request_id", "is required", reply},
 		{"reply stream_subject", `{"request_id":"r"}`, "stream_subject", "is required", reply},

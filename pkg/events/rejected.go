@@ -24,6 +24,10 @@ const (
 	// RejectTurnEnded: a cancel of a turn that already ended (completed,
 	// failed or aborted); Status says how.
 	RejectTurnEnded = "turn_ended"
+	// RejectUnknownAgent: a submit whose agent ("NAME" or "NAME@REV")
+	// names no definition in LLMW_AGENTS (deleted, never put, or a
+	// revision past the history the bucket keeps).
+	RejectUnknownAgent = "unknown_agent"
 )
 
 // TurnRejected is the data of llmw.turn.rejected: a request that was not
@@ -36,11 +40,11 @@ type TurnRejected struct {
 	// llmw.turn.resume or llmw.turn.cancel ("" when it was not readable).
 	Request string `json:"request,omitempty"`
 	// Code says why, for programs.
-	Code string `json:"code" jsonschema:"enum=invalid_request,enum=unknown_turn,enum=turn_exists,enum=not_paused,enum=turn_ended"`
+	Code string `json:"code" jsonschema:"enum=invalid_request,enum=unknown_turn,enum=turn_exists,enum=not_paused,enum=turn_ended,enum=unknown_agent"`
 	// Reason says why, for people: what was wrong and what to change.
 	Reason string `json:"reason"`
 	// Status is the status of the existing turn (turn_exists, not_paused,
-	// turn_ended):
-	// running, paused, completed, failed or aborted.
+	// turn_ended, and invalid_request for a request that names a turn
+	// that exists): running, paused, completed, failed or aborted.
 	Status string `json:"status,omitempty"`
 }

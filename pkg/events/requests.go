@@ -27,6 +27,10 @@ type CompletionRequest struct {
 	MaxTokens   int              `json:"max_tokens,omitempty"`
 	Temperature *float64         `json:"temperature,omitempty"`
 	Thinking    *ThinkingConfig  `json:"thinking,omitempty"`
+	// Compaction asks the provider to compact the context itself
+	// (NativeCompaction); the worker sets it when the turn's compaction
+	// config asks for provider-native compaction.
+	Compaction *NativeCompaction `json:"compaction,omitempty"`
 	// ModelOptions are the call's structured output, tool choice,
 	// sampling, provider options and caching (options.go).
 	ModelOptions
@@ -84,6 +88,9 @@ func (r CompletionRequest) Validate() error {
 	if r.Thinking != nil && r.Thinking.BudgetTokens < 0 {
 		return invalidf("thinking.budget_tokens", "must not be negative")
 	}
+	if r.Compaction != nil && r.Compaction.Trigger < 0 {
+		return invalidf("compaction.trigger", "must not be negative, got %d", r.Compaction.Trigger)
+	}
 	if err := r.ModelOptions.Validate(); err != nil {
 		return err
 	}
@@ -132,7 +139,18 @@ func (r CompletionReply) Validate() error {
 type TurnRequest struct {
 	TurnID    string `json:"turn_id"`
 	SessionID string `json:"session_id,omitempty"`
-	Model     string `json:"model"`
+	// Agent names a definition of the KV bucket LLMW_AGENTS, "NAME" (its
+	// latest revision) or "NAME@REV", whose fields the turn takes for the
+	// ones this request does not set (WithAgent). The turn service pins
+	// the revision it resolved by writing "NAME@REV" here in the turn's
+	// state.
+	Agent string `json:"agent,omitempty"`
+	// Parent is set by the turn service on the submit of a sub-agent's
+	// child turn (docs/protocol.md §5, "Sub-agents"): the turn and call
+	// that started it, its tree and the tree's budget.
+	Parent *ParentTurn `json:"parent,omitempty"`
+	// Model is provider:model; required unless Agent is set.
+	Model string `json:"model,omitempty"`
 	// FallbackModels are tried in order when a step's model call fails
 	// with a retryable failure before its first delta (docs/protocol.md
 	// §5, "Fallbacks"); nil (omitted) takes the turn service's default
@@ -164,9 +182,12 @@ type TurnRequest struct {
 	// turn fails with budget_exceeded instead of making a model call that
 	// would pass one (docs/protocol.md §5 "Budgets"). MaxCost is in the
 	// price table's currency and needs a price of Model.
-	MaxTotalTokens int64          `json:"max_total_tokens,omitempty"`
-	MaxCost        float64        `json:"max_cost,omitempty"`
-	Metadata       map[string]any `json:"metadata,omitempty"`
+	MaxTotalTokens int64   `json:"max_total_tokens,omitempty"`
+	MaxCost        float64 `json:"max_cost,omitempty"`
+	// Compaction overrides the compaction settings of the turn service
+	// and the session, field by field (CompactionConfig.Merge).
+	Compaction *CompactionConfig `json:"compaction,omitempty"`
+	Metadata   map[string]any    `json:"metadata,omitempty"`
 }
 
 // Repairs returns OutputRepairs, or 1 when it is unset.
@@ -188,10 +209,20 @@ func (r TurnRequest) Validate() error {
 	if r.SessionID != "" && !ValidToken(r.SessionID) {
 		return invalidf("session_id", "must be a NATS subject token (no '.', '*', '>' or spaces), got %q", r.SessionID)
 	}
-	if r.Model == "" {
+	if r.Agent != "" {
+		if _, _, err := ParseAgentRef(r.Agent); err != nil {
+			return err
+		}
+	}
+	if r.Parent != nil {
+		if err := r.Parent.Validate(); err != nil {
+			return err
+		}
+	}
+	if r.Model == "" && r.Agent == "" {
 		return missing("model")
 	}
-	if p, m := SplitModel(r.Model); p == "" || m == "" {
+	if p, m := SplitModel(r.Model); r.Model != "" && (p == "" || m == "") {
 		return invalidf("model", "must be provider:model (e.g. openai:gpt-4.1-mini), got %q", r.Model)
 	}
 	if err := ValidateFallbackModels("fallback_models", r.Model, r.FallbackModels); err != nil {
@@ -199,6 +230,11 @@ func (r TurnRequest) Validate() error {
 	}
 	if r.Messages == nil {
 		return missing("messages")
+	}
+	if len(r.Messages) == 0 && r.SessionID == "" {
+		// Nothing for the model to answer: only a session's transcript
+		// can stand in for this turn's messages.
+		return invalidf("messages", "is empty: a turn without a session_id needs at least one message")
 	}
 	if err := ValidateMessages("messages", r.Messages); err != nil {
 		return err
@@ -228,6 +264,11 @@ func (r TurnRequest) Validate() error {
 	}
 	if !(r.MaxCost >= 0) || math.IsInf(r.MaxCost, 1) {
 		return invalidf("max_cost", "must be a finite number not below 0, got %v", r.MaxCost)
+	}
+	if r.Compaction != nil {
+		if err := r.Compaction.Validate("compaction"); err != nil {
+			return err
+		}
 	}
 	return r.ModelOptions.Validate()
 }
@@ -459,17 +500,8 @@ func (r ToolCallResult) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON reads content as a string or an array of parts.
 func (r *ToolCallResult) UnmarshalJSON(b []byte) error {
 	type plain ToolCallResult
-	var w struct {
-		plain
-		Content json.RawMessage `json:"content"`
-	}
-	if err := json.Unmarshal(b, &w); err != nil {
-		return unwrapPlain(err)
-	}
-	*r = ToolCallResult(w.plain)
-	var err error
-	r.Content, r.Parts, err = decodeContent(w.Content)
-	return err
+	*r = ToolCallResult{}
+	return unmarshalWithContent(b, (*plain)(r), &r.Content, &r.Parts)
 }
 
 // Validate checks call id, name and the content's parts.

@@ -169,6 +169,10 @@ type StatusEvent struct {
 	// model call's span.
 	Model      string `json:"model,omitempty"`
 	ResponseID string `json:"response_id,omitempty"`
+	// StopReason is, on a completed status, the stop reason of the whole
+	// response when the provider sends it after the blocks (Anthropic):
+	// their stops went out as they came, without it (docs/protocol.md §3).
+	StopReason StopReason `json:"stop_reason,omitempty"`
 }
 
 // ErrorEvent is llmw.llm.error.
@@ -338,6 +342,9 @@ func (e StatusEvent) Validate() error {
 	}
 	if !e.Status.Valid() {
 		return invalidf("status", "must be started, completed, cancelled, failed or queued, got %q", e.Status)
+	}
+	if !e.StopReason.Valid() {
+		return invalidf("stop_reason", "unknown stop reason %q", e.StopReason)
 	}
 	return nil
 }

@@ -18,10 +18,27 @@ const (
 	// BucketMedia is the object store of media parts too large to ride in
 	// messages (docs/protocol.md §4, pkg/media).
 	BucketMedia = "LLMW_MEDIA"
+	// BucketRequests holds the completion requests too large for one
+	// NATS message while ingest reads them (docs/protocol.md §3,
+	// "Completion request"): the request message names the object.
+	BucketRequests = "LLMW_REQUESTS"
 	// BucketQuota holds the provider limits every ingest replica shares
 	// (pkg/quota): running calls, recent requests and tokens, cooldowns.
 	BucketQuota = "LLMW_QUOTA"
+	// StreamTranscripts holds turn and session transcripts, one message
+	// per item (docs/protocol.md §8, pkg/transcript).
+	StreamTranscripts = "LLMW_TRANSCRIPTS"
+	// BucketAgents holds the agent definitions (pkg/agents), one key per
+	// agent name, with AgentHistory revisions of each.
+	BucketAgents = "LLMW_AGENTS"
+	// BucketA2APush holds the push notification configs of A2A tasks
+	// (pkg/a2a), one key per task id.
+	BucketA2APush = "LLMW_A2A_PUSH"
 )
+
+// AgentHistory is how many revisions of one agent LLMW_AGENTS keeps (the
+// most JetStream KV allows): "NAME@REV" resolves while REV is among them.
+const AgentHistory = 64
 
 // NoSession is the session token of worker events of a turn without a
 // session.
@@ -64,6 +81,14 @@ func (s Subjects) p() string {
 func (s Subjects) join(parts ...string) string {
 	return s.p() + "." + strings.Join(parts, ".")
 }
+
+// Transcript is P.transcript.<kind>.<key>: the items of one turn's
+// (kind "turn") or session's (kind "session") transcript in
+// LLMW_TRANSCRIPTS; key is the turn's or session's KV key.
+func (s Subjects) Transcript(kind, key string) string { return s.join("transcript", kind, key) }
+
+// TranscriptAll is P.transcript.>, LLMW_TRANSCRIPTS' subjects.
+func (s Subjects) TranscriptAll() string { return s.join("transcript", ">") }
 
 // LLMComplete is P.llm.complete, the ingest micro endpoint.
 func (s Subjects) LLMComplete() string { return s.join("llm", "complete") }
@@ -211,6 +236,17 @@ func (s Subjects) MCPResume(turnID string) string { return s.join("mcp", "resume
 
 // MCPResumeAll is P.mcp.resume.* (what an MCP gateway subscribes to).
 func (s Subjects) MCPResumeAll() string { return s.join("mcp", "resume", "*") }
+
+// SessionCompact is P.session.compact.<session_id>: a request to compact
+// a session between its turns (request/reply; one turn service replica
+// answers, queue group llmw-turn).
+func (s Subjects) SessionCompact(sessionID string) string {
+	return s.join("session", "compact", sessionID)
+}
+
+// SessionCompactAll is P.session.compact.* (what the turn service
+// subscribes to).
+func (s Subjects) SessionCompactAll() string { return s.join("session", "compact", "*") }
 
 // Hook is the default subject a hook named name answers on: P.hook.<name>.
 func (s Subjects) Hook(name string) string { return s.join("hook", name) }

@@ -16,6 +16,7 @@ const (
 	TypeTurnAborted   = "llmw.turn.aborted"
 	TypeTurnWarning   = "llmw.turn.warning"
 	TypeTurnQueued    = "llmw.turn.queued"
+	TypeTurnCompacted = "llmw.turn.compacted"
 
 	TypeBlockStart       = "llmw.block.start"
 	TypeBlockDelta       = "llmw.block.delta"
@@ -72,6 +73,14 @@ type TurnStarted struct {
 	// a turn's first start; it is left out when it would make the event
 	// larger than the NATS max payload.
 	Input []Message `json:"input,omitempty"`
+	// ParentTurnID, ParentCallID, RootTurnID and Depth are set on a
+	// sub-agent's child turn: the turn and call that started it, the
+	// turn at the top of its tree, and its depth (1 for a child of a
+	// root turn). A root turn leaves them out.
+	ParentTurnID string `json:"parent_turn_id,omitempty"`
+	ParentCallID string `json:"parent_call_id,omitempty"`
+	RootTurnID   string `json:"root_turn_id,omitempty"`
+	Depth        int    `json:"depth,omitempty"`
 }
 
 // TurnStep is the data of llmw.turn.step: one LLM request.
@@ -97,9 +106,31 @@ type TurnResumed struct {
 	Decisions map[string]Decision `json:"decisions,omitempty"`
 }
 
-// TurnCompleted is the data of llmw.turn.completed.
+// TurnCompleted is the data of llmw.turn.completed. It carries what the
+// turn added to its transcript, not the whole transcript, so that it does
+// not grow with the session: the whole transcript is the session's
+// (turn.LoadSession), or the concatenation of the Messages of the
+// session's turns in order.
 type TurnCompleted struct {
-	Messages   []Message  `json:"messages"`
+	// Messages are the turn's own messages: its input and what it
+	// produced (the answers, tool calls and tool results of its steps),
+	// in transcript order. A turn without a session has no others, so
+	// they are its whole transcript.
+	Messages []Message `json:"messages"`
+	// TranscriptLength is the transcript's length after the turn: the
+	// session's messages before it plus Messages. Messages begin at
+	// position TranscriptLength - len(Messages) (From). An event without
+	// it (a turn service that predates it, or a worker run in process)
+	// carries the whole transcript in Messages.
+	TranscriptLength int `json:"transcript_length,omitempty"`
+	// MessagesTruncated says that the turn's own messages did not fit one
+	// NATS message: Messages holds only the last of them (the answer),
+	// or none when that alone does not fit; the others are in the
+	// transcript (docs/protocol.md §8 "Transcripts").
+	MessagesTruncated bool `json:"messages_truncated,omitempty"`
+	// SessionID is the turn's session ("" for none), as in the event's
+	// ce-sessionid.
+	SessionID  string     `json:"session_id,omitempty"`
 	StopReason StopReason `json:"stop_reason"`
 	Usage      UsageEvent `json:"usage"`
 	// Output is the final answer parsed as JSON, for a turn with a
@@ -107,7 +138,21 @@ type TurnCompleted struct {
 	Output json.RawMessage `json:"output,omitempty"`
 	// Cost is what the turn's model calls cost, in the price table's
 	// currency, when the turn service has a price of the model.
+	// Usage and Cost of a turn that called sub-agents include what its
+	// child turns used (theirs included theirs).
 	Cost *float64 `json:"cost,omitempty"`
+	// Children is the share of each sub-agent call of the turn in Usage
+	// and Cost.
+	Children []ChildUsage `json:"children,omitempty"`
+}
+
+// From is the transcript position of Messages[0]: 0 when the event
+// carries the whole transcript.
+func (c TurnCompleted) From() int {
+	if c.TranscriptLength <= len(c.Messages) {
+		return 0
+	}
+	return c.TranscriptLength - len(c.Messages)
 }
 
 // TurnWarning is the data of llmw.turn.warning: settings of the model
@@ -138,7 +183,7 @@ type TurnQueued struct {
 type TurnEnded struct {
 	Reason string `json:"reason"`
 	// Code is a short machine-readable code, one of TurnEndCodes.
-	Code string `json:"code,omitempty" jsonschema:"enum=cancelled,enum=hook_abort,enum=hook_cancel,enum=hook_failed,enum=max_steps,enum=max_turn_end_retries,enum=budget_exceeded,enum=checkpoint,enum=invalid_output,enum=invalid_request,enum=unknown_tool,enum=too_large,enum=internal,enum=provider_error,enum=missing_api_key,enum=provider_auth,enum=unknown_provider,enum=unknown_model,enum=duplicate_request,enum=payload_too_large,enum=provider_setup,enum=shutting_down,enum=rate_limited,enum=provider_unavailable,enum=unsupported_content,enum=refusal,enum=content_filter,enum=prompt_blocked"`
+	Code string `json:"code,omitempty" jsonschema:"enum=cancelled,enum=hook_abort,enum=hook_cancel,enum=hook_failed,enum=max_steps,enum=max_turn_end_retries,enum=budget_exceeded,enum=checkpoint,enum=invalid_output,enum=invalid_request,enum=unknown_tool,enum=unknown_agent,enum=too_large,enum=internal,enum=no_a2a_client,enum=provider_error,enum=missing_api_key,enum=provider_auth,enum=unknown_provider,enum=unknown_model,enum=duplicate_request,enum=payload_too_large,enum=provider_setup,enum=shutting_down,enum=rate_limited,enum=provider_unavailable,enum=unsupported_content,enum=refusal,enum=content_filter,enum=prompt_blocked,enum=context_overflow"`
 }
 
 // TurnEndCodes are the codes of llmw.turn.failed and llmw.turn.aborted
@@ -148,12 +193,16 @@ var TurnEndCodes = []string{
 	// the turn loop (worker.Code*)
 	"cancelled", "hook_abort", "hook_cancel", "hook_failed", "max_steps", "max_turn_end_retries", "budget_exceeded", "checkpoint", "invalid_output",
 	// the turn service (turn.Code*)
-	"invalid_request", "unknown_tool", "too_large", "internal",
+	"invalid_request", "unknown_tool", "unknown_agent", "too_large", "internal", "no_a2a_client",
 	// a model call that failed: provider_error, or the kind its error
 	// names (llm.ErrorKind, ingest.Kind)
 	"provider_error", "missing_api_key", "provider_auth", "unknown_provider", "unknown_model", "duplicate_request", "payload_too_large", "provider_setup", "shutting_down", "rate_limited", "provider_unavailable", "unsupported_content",
 	// a model that declined (worker.StreamFailureCodes)
 	"refusal", "content_filter", "prompt_blocked",
+	// a context that does not fit the model's window: the provider refused
+	// it, after a compaction too, or no compaction could make it fit
+	// (worker.CodeContextOverflow)
+	"context_overflow",
 }
 
 // WorkerBlockStart, WorkerBlockDelta, WorkerBlockStop and WorkerBlockAbort
@@ -295,6 +344,14 @@ type UsageReport struct {
 	// currency, when the turn service has a price of the model.
 	Cost      *float64 `json:"cost,omitempty"`
 	TotalCost *float64 `json:"total_cost,omitempty"`
+	// Children is, for a turn that called sub-agents, each call's child
+	// turn's usage so far; Total and TotalCost include them.
+	Children []ChildUsage `json:"children,omitempty"`
+	// Compaction is the id of the compaction (llmw.turn.compacted) whose
+	// summarizer calls Usage counts, "" for the step's model call: a
+	// summary's usage is reported once per compaction, as the compaction
+	// is.
+	Compaction string `json:"compaction,omitempty"`
 }
 
 func appendInt(b []byte, i int) []byte {

@@ -19,6 +19,7 @@ import (
 //	llmw.turn.aborted      turn                 TurnAborted
 //	llmw.turn.warning      turn                 TurnWarning
 //	llmw.turn.queued       turn                 TurnQueued
+//	llmw.turn.compacted    turn                 TurnCompacted
 //	llmw.block.start       text|thinking|tool   WorkerBlockStart
 //	llmw.block.delta       text|thinking|tool   WorkerBlockDelta
 //	llmw.block.stop        text|thinking|tool   WorkerBlockStop
@@ -30,6 +31,7 @@ import (
 //	llmw.tool.result       tool                 ToolCallResult
 //	llmw.tool.skipped      tool                 ToolSkipped
 //	llmw.tool.cancelled    tool                 ToolCancelled
+//	llmw.tool.child        tool                 ToolChild
 //	llmw.hook.decision     hook                 HookDecision
 //	llmw.hook.message      hook                 HookMessage
 //	llmw.usage             usage                UsageReport
@@ -64,6 +66,7 @@ func (TurnFailed) WorkerType() string       { return TypeTurnFailed }
 func (TurnAborted) WorkerType() string      { return TypeTurnAborted }
 func (TurnWarning) WorkerType() string      { return TypeTurnWarning }
 func (TurnQueued) WorkerType() string       { return TypeTurnQueued }
+func (TurnCompacted) WorkerType() string    { return TypeTurnCompacted }
 func (WorkerBlockStart) WorkerType() string { return TypeBlockStart }
 func (WorkerBlockDelta) WorkerType() string { return TypeBlockDelta }
 func (WorkerBlockStop) WorkerType() string  { return TypeBlockStop }
@@ -75,6 +78,7 @@ func (ToolProgress) WorkerType() string     { return TypeToolProgress }
 func (ToolCallResult) WorkerType() string   { return TypeToolResult }
 func (ToolSkipped) WorkerType() string      { return TypeToolSkipped }
 func (ToolCancelled) WorkerType() string    { return TypeToolCancelled }
+func (ToolChild) WorkerType() string        { return TypeToolChild }
 func (HookDecision) WorkerType() string     { return TypeHookDecision }
 func (HookMessage) WorkerType() string      { return TypeHookMessage }
 func (UsageReport) WorkerType() string      { return TypeUsage }
@@ -88,6 +92,7 @@ func (TurnFailed) Channel() Channel         { return ChannelTurn }
 func (TurnAborted) Channel() Channel        { return ChannelTurn }
 func (TurnWarning) Channel() Channel        { return ChannelTurn }
 func (TurnQueued) Channel() Channel         { return ChannelTurn }
+func (TurnCompacted) Channel() Channel      { return ChannelTurn }
 func (e WorkerBlockStart) Channel() Channel { return BlockChannel(e.BlockType) }
 func (e WorkerBlockStop) Channel() Channel  { return BlockChannel(e.BlockType) }
 func (e WorkerBlockAbort) Channel() Channel { return BlockChannel(e.BlockType) }
@@ -98,6 +103,7 @@ func (ToolProgress) Channel() Channel       { return ChannelTool }
 func (ToolCallResult) Channel() Channel     { return ChannelTool }
 func (ToolSkipped) Channel() Channel        { return ChannelTool }
 func (ToolCancelled) Channel() Channel      { return ChannelTool }
+func (ToolChild) Channel() Channel          { return ChannelTool }
 func (HookDecision) Channel() Channel       { return ChannelHook }
 func (HookMessage) Channel() Channel        { return ChannelHook }
 func (UsageReport) Channel() Channel        { return ChannelUsage }
@@ -124,6 +130,7 @@ func (TurnFailed) isWorkerEvent()       {}
 func (TurnAborted) isWorkerEvent()      {}
 func (TurnWarning) isWorkerEvent()      {}
 func (TurnQueued) isWorkerEvent()       {}
+func (TurnCompacted) isWorkerEvent()    {}
 func (WorkerBlockStart) isWorkerEvent() {}
 func (WorkerBlockDelta) isWorkerEvent() {}
 func (WorkerBlockStop) isWorkerEvent()  {}
@@ -135,6 +142,7 @@ func (ToolProgress) isWorkerEvent()     {}
 func (ToolCallResult) isWorkerEvent()   {}
 func (ToolSkipped) isWorkerEvent()      {}
 func (ToolCancelled) isWorkerEvent()    {}
+func (ToolChild) isWorkerEvent()        {}
 func (HookDecision) isWorkerEvent()     {}
 func (HookMessage) isWorkerEvent()      {}
 func (UsageReport) isWorkerEvent()      {}
@@ -171,6 +179,8 @@ func DecodeWorkerEvent(typ string, data []byte) (WorkerEvent, error) {
 		return decodeWorker[TurnWarning](data)
 	case TypeTurnQueued:
 		return decodeWorker[TurnQueued](data)
+	case TypeTurnCompacted:
+		return decodeWorker[TurnCompacted](data)
 	case TypeBlockStart:
 		return decodeWorker[WorkerBlockStart](data)
 	case TypeBlockDelta:
@@ -193,6 +203,8 @@ func DecodeWorkerEvent(typ string, data []byte) (WorkerEvent, error) {
 		return decodeWorker[ToolSkipped](data)
 	case TypeToolCancelled:
 		return decodeWorker[ToolCancelled](data)
+	case TypeToolChild:
+		return decodeWorker[ToolChild](data)
 	case TypeHookDecision:
 		return decodeWorker[HookDecision](data)
 	case TypeHookMessage:

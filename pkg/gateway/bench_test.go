@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmworker/llmworker/pkg/emit"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/gateway"
 	"github.com/llmworker/llmworker/pkg/natstest"
@@ -22,12 +23,12 @@ import (
 
 // benchTurn is a gateway on an embedded NATS server and a turn whose
 // worker events the benchmark publishes itself, as the turn service does
-// (turn.EventPublisher), so that only the path from a stored event to
+// (emit.EventPublisher), so that only the path from a stored event to
 // the client is measured.
 type benchTurn struct {
 	srv     *natstest.Server
 	url     string
-	ep      *turn.EventPublisher
+	ep      *emit.EventPublisher
 	session string
 	turnID  string
 }
@@ -47,7 +48,7 @@ func newBenchTurn(b *testing.B) *benchTurn {
 		hs.Close()
 	})
 	bt := &benchTurn{srv: srv, url: hs.URL, session: "bench", turnID: "t-bench"}
-	bt.ep = turn.NewPublisher(srv.Connect(b), turn.PublisherOptions{}).Turn(bt.turnID, bt.session, turn.Position{})
+	bt.ep = emit.NewPublisher(srv.Connect(b), emit.PublisherOptions{}).Turn(bt.turnID, bt.session, emit.Position{})
 	for _, ev := range []events.WorkerEvent{
 		events.TurnStarted{TurnID: bt.turnID, SessionID: bt.session, Model: "bench:m"},
 		events.TurnStep{Step: 1},

@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -22,10 +21,7 @@ import (
 // before that text is complete; at the end the call has its output and
 // runs no more.
 func TestBrowserToolRunsWhileTextStreams(t *testing.T) {
-	bin := chromium()
-	if bin == "" {
-		t.Skip("no chromium binary on PATH (apt-get install chromium; .ci/run installs it)")
-	}
+	bin := needChromium(t)
 	chunks := make([]string, 30)
 	for i := range chunks {
 		chunks[i] = "word" + strings.Repeat(".", i%3) + " "
@@ -45,16 +41,7 @@ func TestBrowserToolRunsWhileTextStreams(t *testing.T) {
 	_, srv := startGateway(t, st, gateway.Config{Model: "script:eager", Models: []string{"script:eager"}})
 	answer := strings.Join(chunks, "") + "Paris."
 
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.WindowSize(1100, 900),
-		chromedp.Flag("disable-dev-shm-usage", true),
-	)
-	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
-	defer acancel()
-	bctx, bcancel := chromedp.NewContext(actx, chromedp.WithErrorf(t.Logf))
-	defer bcancel()
+	bctx, _, _ := openBrowser(t, bin)
 	if err := chromedp.Do(bctx,
 		chromedp.Navigate(srv.URL+"/"),
 		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`)),

@@ -49,45 +49,37 @@ func chromium() string {
 	return ""
 }
 
-// The web UI in a real browser: the empty chat's hint; run the replay
-// demo turn, see the thinking, the tool call and its approval buttons
-// render, approve the paused call, reload the page while the answer
-// streams, and see the turn go on after the reload with its text once,
-// not twice, its markdown rendered, and the user's question above it.
-// Then a scripted answer with markdown and HTML: the markdown is
-// rendered, the HTML shows as text and creates no element, before and
-// after a reload, which shows both of the user's messages. Screenshots of
-// the finished turn and of the markdown answer are kept as artifacts.
-func TestBrowserUI(t *testing.T) {
+// needChromium is the Chromium binary for a browser test, which it skips
+// where none is installed.
+func needChromium(t *testing.T) string {
+	t.Helper()
 	bin := chromium()
 	if bin == "" {
 		t.Skip("no chromium binary on PATH (apt-get install chromium; .ci/run installs it)")
 	}
-	sc, _ := replay.Lookup("anthropic")
-	// Paced so that the answer streams for a second or so: long enough to
-	// reload in the middle of it.
-	script := llmtest.NewScripted(llmtest.TextStep(markup...).WithDelay(100 * time.Millisecond))
-	st := startStack(t, stackOpts{approve: "fixed_version", pace: 150 * time.Millisecond, script: script})
-	_, srv := startGateway(t, st, gateway.Config{Model: sc.ModelString(), Models: []string{sc.ModelString(), "script:markup"}, Prompt: sc.Prompt})
-	var answer string
-	for _, b := range readRecorded(t, sc.Steps[len(sc.Steps)-1]).blocks {
-		answer += b.text
-	}
+	return bin
+}
 
+// openBrowser starts a headless bin for t, closed when t ends, and
+// returns its tab's context with wait and eval on it. wait waits, in the
+// page, for a JavaScript condition, evaluated every 25 ms (the conditions
+// read state, such as window.llmw.streaming, that changes without a DOM
+// mutation), and fails t with the messages the page shows; eval returns
+// a JavaScript expression's string value.
+func openBrowser(t *testing.T, bin string) (context.Context, func(what, js string), func(js string) string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.WindowSize(1100, 900),
 		chromedp.Flag("disable-dev-shm-usage", true),
 	)
 	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
-	defer acancel()
 	bctx, bcancel := chromedp.NewContext(actx, chromedp.WithErrorf(t.Logf))
-	defer bcancel()
-
-	// wait waits, in the page, for a JavaScript condition: the page
-	// evaluates it every 25 ms (the conditions read state, such as
-	// window.llmw.streaming, that changes without a DOM mutation).
+	t.Cleanup(func() {
+		bcancel()
+		acancel()
+		cancel()
+	})
 	wait := func(what, js string) {
 		t.Helper()
 		if _, err := chromedp.Run(bctx, chromedp.Poll[bool](js, chromedp.WithPollingInterval(25*time.Millisecond), chromedp.WithPollingTimeout(30*time.Second))); err != nil {
@@ -103,6 +95,32 @@ func TestBrowserUI(t *testing.T) {
 		}
 		return v
 	}
+	return bctx, wait, eval
+}
+
+// The web UI in a real browser: the empty chat's hint; run the replay
+// demo turn, see the thinking, the tool call and its approval buttons
+// render, approve the paused call, reload the page while the answer
+// streams, and see the turn go on after the reload with its text once,
+// not twice, its markdown rendered, and the user's question above it.
+// Then a scripted answer with markdown and HTML: the markdown is
+// rendered, the HTML shows as text and creates no element, before and
+// after a reload, which shows both of the user's messages. Screenshots of
+// the finished turn and of the markdown answer are kept as artifacts.
+func TestBrowserUI(t *testing.T) {
+	bin := needChromium(t)
+	sc, _ := replay.Lookup("anthropic")
+	// Paced so that the answer streams for a second or so: long enough to
+	// reload in the middle of it.
+	script := llmtest.NewScripted(llmtest.TextStep(markup...).WithDelay(100 * time.Millisecond))
+	st := startStack(t, stackOpts{approve: "fixed_version", pace: 150 * time.Millisecond, script: script})
+	_, srv := startGateway(t, st, gateway.Config{Model: sc.ModelString(), Models: []string{sc.ModelString(), "script:markup"}, Prompt: sc.Prompt})
+	var answer string
+	for _, b := range readRecorded(t, sc.Steps[len(sc.Steps)-1]).blocks {
+		answer += b.text
+	}
+
+	bctx, wait, eval := openBrowser(t, bin)
 	if err := chromedp.Do(bctx,
 		chromedp.Navigate(srv.URL+"/"),
 		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`)),

@@ -48,7 +48,11 @@ const (
 	DataBlockAbort   = "data-llmw-block-abort"
 	DataWarning      = "data-llmw-warning"
 	DataQueued       = "data-llmw-queued"
+	DataCompacted    = "data-llmw-compacted"
 	DataOutput       = "data-llmw-output"
+	// DataChild is a sub-agent call's child turn as its parent's
+	// llmw.tool.child names it (id "child-<toolCallId>").
+	DataChild = "data-llmw-child"
 )
 
 // HeaderStream is the response header that marks a UI message stream;
@@ -85,6 +89,10 @@ type Chunk struct {
 	// Data of a data-* part (JSON).
 	Data      json.RawMessage
 	Transient bool
+	// ProviderMetadata of text-start, reasoning-start and the tool-input
+	// parts (a JSON object): on the parts of a sub-agent's child turn,
+	// {"llmw": ChildOwner}.
+	ProviderMetadata json.RawMessage
 }
 
 // AppendJSON appends the chunk's JSON object, without reflection: a
@@ -112,6 +120,11 @@ func (c *Chunk) AppendJSON(b []byte) []byte {
 		}
 		b = append(b, v...)
 	}
+	optRaw := func(k string, v json.RawMessage) {
+		if len(v) > 0 {
+			raw(k, v)
+		}
+	}
 	flag := func(k string, v bool) {
 		if v {
 			b = append(b, ',', '"')
@@ -128,7 +141,10 @@ func (c *Chunk) AppendJSON(b []byte) []byte {
 		opt("reason", c.Reason)
 	case PartError:
 		str("errorText", c.ErrorText)
-	case PartTextStart, PartTextEnd, PartReasoningStart, PartReasoningEnd:
+	case PartTextStart, PartReasoningStart:
+		str("id", c.ID)
+		optRaw("providerMetadata", c.ProviderMetadata)
+	case PartTextEnd, PartReasoningEnd:
 		str("id", c.ID)
 	case PartTextDelta, PartReasoningDelta:
 		str("id", c.ID)
@@ -137,6 +153,7 @@ func (c *Chunk) AppendJSON(b []byte) []byte {
 		str("toolCallId", c.ToolCallID)
 		str("toolName", c.ToolName)
 		flag("providerExecuted", c.ProviderExecuted)
+		optRaw("providerMetadata", c.ProviderMetadata)
 	case PartToolInputDelta:
 		str("toolCallId", c.ToolCallID)
 		str("inputTextDelta", c.Delta)
@@ -145,11 +162,13 @@ func (c *Chunk) AppendJSON(b []byte) []byte {
 		str("toolName", c.ToolName)
 		raw("input", c.Input)
 		flag("providerExecuted", c.ProviderExecuted)
+		optRaw("providerMetadata", c.ProviderMetadata)
 	case PartToolInputError:
 		str("toolCallId", c.ToolCallID)
 		str("toolName", c.ToolName)
 		raw("input", c.Input)
 		str("errorText", c.ErrorText)
+		optRaw("providerMetadata", c.ProviderMetadata)
 	case PartToolApprovalRequest:
 		str("approvalId", c.ApprovalID)
 		str("toolCallId", c.ToolCallID)

@@ -23,6 +23,11 @@ type Config struct {
 	Models []string
 	// System is the system prompt of every turn; a request cannot set it.
 	System string
+	// Agent, when set, runs every turn as this agent of LLMW_AGENTS (NAME
+	// or NAME@REV, docs/protocol.md §5 "Agents"): the definition's model,
+	// tools, system prompt and sub-agents, over which a request's "model"
+	// and "tools", System and MaxSteps still win when set.
+	Agent string
 	// Tools are the tool patterns of a turn ("" entries ignored; nil =
 	// "*"). A request's "tools" may only narrow them: each must be one of
 	// these names, or any name when they hold "*".

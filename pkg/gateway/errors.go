@@ -35,4 +35,10 @@ var (
 	// ErrNoActiveStream is returned by Client.Resume for the protocol's
 	// 204: the session has no running or paused turn.
 	ErrNoActiveStream = errors.New("gateway: no active stream")
+	// ErrNothingToCompact (422): a session compacted on demand has
+	// nothing left to compact (its projection is its last unit).
+	ErrNothingToCompact = errors.New("gateway: nothing to compact")
+	// ErrUnavailable (503): no service answers what the gateway asks on
+	// the bus (no turn service runs).
+	ErrUnavailable = errors.New("gateway: service unavailable")
 )

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -71,6 +72,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Gateway, error) {
 	g.mux.HandleFunc("GET /api/chat/{id}/messages", g.handleMessages)
 	g.mux.HandleFunc("GET /api/chat/{id}/media/{ref}", g.handleMedia)
 	g.mux.HandleFunc("POST /api/chat/{id}/stop", g.handleStop)
+	g.mux.HandleFunc("POST /api/chat/{id}/compact", g.handleCompact)
 	g.mux.HandleFunc("GET /api/sessions", g.handleSessions)
 	g.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("%w: no endpoint %s %s (see docs/protocol.md, \"Gateway\")", ErrNotFound, r.Method, r.URL.Path))
@@ -174,6 +176,10 @@ func (g *Gateway) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if resp := req.approvals(); len(resp) > 0 {
+		if found && latest.Last != events.TypeTurnPaused && latest.Active() && nested(resp) {
+			g.resumeChildren(w, r, req.ID, latest, resp)
+			return
+		}
 		if !found || latest.Last != events.TypeTurnPaused {
 			status := "none"
 			if found {
@@ -187,7 +193,7 @@ func (g *Gateway) handleChat(w http.ResponseWriter, r *http.Request) {
 			writeError(w, err)
 			return
 		}
-		ds, err := decisions(paused.Pending, resp)
+		ds, err := decisions(paused.Pending, resp, "")
 		if err != nil {
 			writeError(w, err)
 			return
@@ -246,6 +252,139 @@ func (g *Gateway) handleChat(w http.ResponseWriter, r *http.Request) {
 	g.stream(w, r, req.ID, tr.TurnID, 0, rejected)
 }
 
+// nested reports whether some approval response answers a call of a
+// child turn (its toolCallId is "<child_turn_id>.<call_id>").
+func nested(resp map[string]UIPart) bool {
+	for id := range resp {
+		if strings.Contains(id, ".") {
+			return true
+		}
+	}
+	return false
+}
+
+// resumeChildren answers approval responses to the calls of the paused
+// child turns of the session's running turn root: each child turn with
+// responses is resumed (a resume of the child's turn id), and the answer
+// is root's stream from the first event after everything stored so far.
+// Responses to calls of a child that is not paused are earlier pauses'
+// and ignored; a child turn of another tree is refused.
+func (g *Gateway) resumeChildren(w http.ResponseWriter, r *http.Request, session string, root turnInfo, resp map[string]UIPart) {
+	ctx := r.Context()
+	byTurn := map[string]map[string]UIPart{}
+	for id, p := range resp {
+		turnID, _, ok := strings.Cut(id, ".")
+		if !ok {
+			continue
+		}
+		if byTurn[turnID] == nil {
+			byTurn[turnID] = map[string]UIPart{}
+		}
+		byTurn[turnID][id] = p
+	}
+	// Everything stored so far the client has: the tree waited for a
+	// person when its stream ended.
+	si, err := g.events.Info(ctx)
+	if err != nil {
+		writeError(w, fmt.Errorf("gateway: stream %s: %w", events.StreamEvents, err))
+		return
+	}
+	after := si.State.LastSeq
+	var resumes []*events.ResumeRequest
+	for _, turnID := range slices.Sorted(maps.Keys(byTurn)) {
+		if !events.ValidToken(turnID) {
+			writeError(w, badf("approval of call %s.…: %q is not a turn id", turnID, turnID))
+			return
+		}
+		latest, ok, err := g.lastOn(ctx, g.subj.Events("*", turnID, events.ChannelTurn))
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		if !ok {
+			writeError(w, fmt.Errorf("%w: approval responses for turn %s, which has no events", ErrNotFound, turnID))
+			return
+		}
+		if err := g.inTree(ctx, turnID, latest.Session, root.ID); err != nil {
+			writeError(w, err)
+			return
+		}
+		if latest.Last != events.TypeTurnPaused {
+			continue
+		}
+		paused, err := events.DecodeData[events.TurnPaused](latest.Env)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		ds, err := decisions(paused.Pending, byTurn[turnID], turnID+".")
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		resumes = append(resumes, &events.ResumeRequest{TurnID: turnID, Decisions: ds})
+	}
+	if len(resumes) == 0 {
+		writeError(w, fmt.Errorf("%w: approval responses, but no turn of session %s's turn %s is paused", ErrConflict, session, root.ID))
+		return
+	}
+	rejected := make(chan events.TurnRejected, 1)
+	done := make(chan struct{})
+	var fan sync.WaitGroup
+	defer func() {
+		close(done)
+		fan.Wait()
+	}()
+	for _, rq := range resumes {
+		ch, stop, err := g.tc.Rejections(rq.TurnID)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		defer stop()
+		fan.Add(1)
+		go func() {
+			defer fan.Done()
+			select {
+			case rj := <-ch:
+				select {
+				case rejected <- rj:
+				default:
+				}
+			case <-done:
+			}
+		}()
+	}
+	for _, rq := range resumes {
+		if err := g.tc.Resume(ctx, rq); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	g.stream(w, r, session, root.ID, after, rejected)
+}
+
+// inTree checks that turnID (of session token session) is a child turn
+// in the tree of root: its llmw.turn.started names root as its root turn
+// (or, naming none, as its parent).
+func (g *Gateway) inTree(ctx context.Context, turnID, session, root string) error {
+	m, err := g.events.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(g.subj.Events(session, turnID, events.ChannelTurn)))
+	if err != nil {
+		return fmt.Errorf("gateway: first event of turn %s: %w", turnID, err)
+	}
+	env, err := events.DecodeEnvelope(m.Header, m.Data)
+	if err != nil {
+		return fmt.Errorf("gateway: first event of turn %s: %w", turnID, err)
+	}
+	if env.Type == events.TypeTurnStarted {
+		st, err := events.DecodeData[events.TurnStarted](env)
+		if err == nil && st.ParentTurnID != "" && (st.RootTurnID == root || st.RootTurnID == "" && st.ParentTurnID == root) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: approval responses for turn %s, which is no sub-agent turn of turn %s", ErrForbidden, turnID, root)
+}
+
 // turnRequest builds the turn of a new user message from the config and
 // what the request may narrow.
 func (g *Gateway) turnRequest(req *ChatRequest, content []events.Part) (*events.TurnRequest, error) {
@@ -283,6 +422,16 @@ func (g *Gateway) turnRequest(req *ChatRequest, content []events.Part) (*events.
 		TurnID: "t" + nuid.Next(), SessionID: req.ID, Model: model, System: g.cfg.System,
 		Messages: []events.Message{{Role: events.RoleUser, Content: content}}, Tools: tools, MaxSteps: steps, MaxTokens: g.cfg.MaxTokens,
 		Metadata: map[string]any{"via": "gateway"},
+	}
+	if g.cfg.Agent != "" {
+		// The definition's model and tools, unless the request picks.
+		tr.Agent = g.cfg.Agent
+		if req.Model == "" {
+			tr.Model = ""
+		}
+		if req.Tools == nil {
+			tr.Tools = nil
+		}
 	}
 	if err := tr.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
@@ -444,6 +593,10 @@ func writeError(w http.ResponseWriter, err error) {
 		status, code = http.StatusNotFound, "not_found"
 	case errors.Is(err, ErrTooLarge):
 		status, code = http.StatusRequestEntityTooLarge, "too_large"
+	case errors.Is(err, ErrNothingToCompact):
+		status, code = http.StatusUnprocessableEntity, "nothing_to_compact"
+	case errors.Is(err, ErrUnavailable):
+		status, code = http.StatusServiceUnavailable, "unavailable"
 	case errors.Is(err, ErrShuttingDown):
 		status, code = http.StatusServiceUnavailable, "shutting_down"
 	case errors.Is(err, turn.ErrNotProvisioned):

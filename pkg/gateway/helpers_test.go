@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http/httptest"
 	"os"
@@ -16,11 +17,12 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/llmworker/llmworker/internal/cli"
-	"github.com/llmworker/llmworker/internal/fixtures"
+	"github.com/llmworker/llmworker/internal/leaf/fixtures"
 	"github.com/llmworker/llmworker/internal/replay"
 	"github.com/llmworker/llmworker/internal/service/hookbridgesvc"
 	"github.com/llmworker/llmworker/internal/service/ingestsvc"
 	"github.com/llmworker/llmworker/internal/service/toolexecsvc"
+	"github.com/llmworker/llmworker/internal/service/turnsvc"
 	"github.com/llmworker/llmworker/pkg/gateway"
 	"github.com/llmworker/llmworker/pkg/ingest"
 	"github.com/llmworker/llmworker/pkg/llm"
@@ -45,6 +47,15 @@ type stackOpts struct {
 	script *llmtest.Scripted
 	// toolDelay makes every demo tool call take this long.
 	toolDelay time.Duration
+	// turn configures the turn service (models file, compaction).
+	turn turnsvc.Options
+	// provider, when set, answers the models "script:<any>" instead of
+	// script.
+	provider llm.Provider
+	// providers answer the models "<key>:<any>" beside the replay models.
+	providers map[string]llm.Provider
+	// noTurn leaves the turn service out (startTurns runs replicas).
+	noTurn bool
 }
 
 // startStack runs NATS and the services with the replay models and demo
@@ -56,6 +67,7 @@ func startStack(t *testing.T, o stackOpts) *cli.Stack {
 		Getenv:   func(string) string { return "" },
 		Ingest:   ingestsvc.Options{Replay: true, ReplayPace: o.pace},
 		Toolexec: toolexecsvc.Options{Replay: true, ReplayDelay: o.toolDelay},
+		Turn:     o.turn,
 	}
 	if o.approve != "" {
 		p := filepath.Join(t.TempDir(), "hooks.yaml")
@@ -65,10 +77,13 @@ func startStack(t *testing.T, o stackOpts) *cli.Stack {
 		}
 		cfg.Hookbridge = hookbridgesvc.Options{Config: p}
 	}
-	if o.script != nil {
+	if o.script != nil || o.provider != nil || o.providers != nil {
 		// The stack's ingest knows only the replay models: this test's
 		// ingest serves both.
 		cfg.Services = slices.DeleteFunc(cfg.Services, func(s string) bool { return s == cli.SvcIngest })
+	}
+	if o.noTurn {
+		cfg.Services = slices.DeleteFunc(cfg.Services, func(s string) bool { return s == cli.SvcTurn })
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -83,13 +98,43 @@ func startStack(t *testing.T, o stackOpts) *cli.Stack {
 			t.Error(err)
 		}
 	})
-	if o.script != nil {
+	if o.script != nil || o.provider != nil || o.providers != nil {
 		startIngest(t, st, o)
 	}
 	if err := st.SyncHooks(ctx); err != nil {
 		t.Fatal(err)
 	}
 	return st
+}
+
+// startTurns runs n turn services on st's NATS, each a stack of its own
+// (instances r1, r2, …), as replicas of other processes.
+func startTurns(t *testing.T, st *cli.Stack, n int, o turnsvc.Options) []*cli.Stack {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out []*cli.Stack
+	for i := range n {
+		r, err := cli.StartStack(ctx, cli.StackConfig{
+			NATSURL: st.URL, Services: []string{cli.SvcTurn}, Instance: fmt.Sprintf("r%d", i+1),
+			Getenv: func(string) string { return "" }, Turn: o,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			if err := r.Stop(ctx); err != nil {
+				t.Error(err)
+			}
+		})
+		if err := r.SyncHooks(ctx); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // startIngest runs ingest on st with the replay models and o.script.
@@ -100,13 +145,18 @@ func startIngest(t *testing.T, st *cli.Stack, o stackOpts) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = rs.Close() })
-	ing, err := ingest.New(st.NC, ingest.Config{
-		Prefix: st.Prefix, Logger: slog.New(slog.DiscardHandler),
-		Providers: map[string]ingest.Factory{
-			replay.Prefix: rs.Factory(),
-			"script":      func(string) (llm.Provider, error) { return o.script, nil },
-		},
-	})
+	providers := map[string]ingest.Factory{}
+	for k, p := range o.providers {
+		providers[k] = ingest.Static(p)
+	}
+	providers[replay.Prefix] = rs.Factory()
+	providers["script"] = func(string) (llm.Provider, error) {
+		if o.provider != nil {
+			return o.provider, nil
+		}
+		return o.script, nil
+	}
+	ing, err := ingest.New(st.NC, ingest.Config{Prefix: st.Prefix, Logger: slog.New(slog.DiscardHandler), Providers: providers})
 	if err != nil {
 		t.Fatal(err)
 	}

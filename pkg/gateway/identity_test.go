@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -24,6 +25,8 @@ import (
 	"github.com/llmworker/llmworker/internal/service/servicetest"
 	"github.com/llmworker/llmworker/internal/service/toolexecsvc"
 	"github.com/llmworker/llmworker/internal/service/turnsvc"
+	"github.com/llmworker/llmworker/pkg/agents"
+	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/gateway"
 	"github.com/llmworker/llmworker/pkg/natstest"
 	"github.com/llmworker/llmworker/pkg/permissions"
@@ -91,6 +94,10 @@ func TestUnderItsIdentity(t *testing.T) {
 	}
 	js, _ := jetstream.New(pc)
 	if err := provision.Provision(natstest.Context(t), js, provision.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	// An agent the gateway serves over A2A.
+	if _, _, err := agents.New(js).Put(natstest.Context(t), events.AgentDefinition{Name: "demo", Model: "replay:anthropic"}, agents.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	pc.Close()
@@ -166,6 +173,25 @@ func TestUnderItsIdentity(t *testing.T) {
 	resp, err := c.HTTPGet(ctxT(t), "/api/sessions")
 	if err != nil || !strings.Contains(resp, `"id":"ident-1"`) {
 		t.Fatalf("sessions: %v %s", err, resp)
+	}
+	// A2A: the card and a task, read back.
+	card, err := c.HTTPGet(ctxT(t), "/a2a/demo/.well-known/agent-card.json")
+	if err != nil || !strings.Contains(card, `"name": "demo"`) {
+		t.Fatalf("A2A card: %v %s", err, card)
+	}
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"hi"}]}}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"ListTasks","params":{}}`,
+	} {
+		resp, err := http.Post(base+"/a2a/demo", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), "TASK_STATE_COMPLETED") {
+			t.Fatalf("A2A %.40s: %s", body[30:], b)
+		}
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()

@@ -42,6 +42,8 @@ func TestMapperTable(t *testing.T) {
 			[]string{`{"type":"start-step"}`, `{"type":"data-llmw-output","id":"output","data":{"city":"Oslo"}}`, `{"type":"finish-step"}`, `{"type":"finish","finishReason":"stop"}`}},
 		{"warning", []events.WorkerEvent{events.TurnWarning{Step: 1, Model: "openai:gpt", Warnings: []events.Warning{{Setting: "top_k", Message: "openai has no top_k"}}}},
 			[]string{`{"type":"data-llmw-warning","data":{"step":1,"model":"openai:gpt","warnings":[{"setting":"top_k","message":"openai has no top_k"}]}}`}},
+		{"compacted", []events.WorkerEvent{events.TurnCompacted{ID: "t1.c1", To: 12, Policy: "offload,clear,summary", Model: "openai:gpt", TokensBefore: 30000, TokensAfter: 9000, Step: 3}},
+			[]string{`{"type":"data-llmw-compacted","id":"compacted-t1.c1","data":{"id":"t1.c1","to":12,"policy":"offload,clear,summary","model":"openai:gpt","tokens_before":30000,"tokens_after":9000,"step":3}}`}},
 		{"denied by a person", []events.WorkerEvent{events.ToolSkipped{CallID: "c1", Name: "rm", Reason: "the user denied"}},
 			[]string{`{"type":"tool-output-denied","toolCallId":"c1"}`}},
 		{"skipped by a hook", []events.WorkerEvent{events.ToolSkipped{CallID: "c1", Name: "rm", Hook: "no-rm", Reason: "skipped by no-rm"}},
@@ -105,5 +107,44 @@ func TestMapperTable(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A tree waits for a person only when nothing of it runs: a paused turn
+// with a running child, or a child paused beside a running sibling, or
+// a child that ended before its parent took its result, does not.
+func TestMapperWaiting(t *testing.T) {
+	child := func(call, id string, st events.ChildStatus) events.ToolChild {
+		return events.ToolChild{CallID: call, Name: "a", ChildTurnID: id, Depth: 1, Status: st}
+	}
+	paused := events.TurnPaused{Reason: "r", Pending: []events.ToolCall{{ID: "x", Name: "t", Input: json.RawMessage(`{}`)}}}
+	type ev struct {
+		turn string
+		e    events.WorkerEvent
+	}
+	for _, tc := range []struct {
+		name string
+		evs  []ev
+		want bool
+	}{
+		{"root paused", []ev{{"r", paused}}, true},
+		{"root paused, then resumed", []ev{{"r", paused}, {"r", events.TurnResumed{}}}, false},
+		{"child paused", []ev{{"r", child("c1", "a", events.ChildStarted)}, {"a", paused}}, true},
+		{"child paused, sibling runs", []ev{{"r", child("c1", "a", events.ChildStarted)}, {"r", child("c2", "b", events.ChildStarted)}, {"a", paused}}, false},
+		{"child paused, sibling ended, not taken", []ev{{"r", child("c1", "a", events.ChildStarted)}, {"r", child("c2", "b", events.ChildStarted)}, {"a", paused}, {"b", events.TurnCompleted{}}}, false},
+		{"child paused, sibling taken", []ev{{"r", child("c1", "a", events.ChildStarted)}, {"r", child("c2", "b", events.ChildStarted)}, {"a", paused}, {"b", events.TurnCompleted{}}, {"r", child("c2", "b", events.ChildCompleted)}}, true},
+		{"child paused, another tool runs", []ev{{"r", child("c1", "a", events.ChildStarted)}, {"r", events.ToolStarted{CallID: "c3", Name: "slow"}}, {"a", paused}}, false},
+		{"root paused, child runs", []ev{{"r", child("c1", "a", events.ChildStarted)}, {"r", paused}}, false},
+		{"grandchild paused", []ev{{"r", child("c1", "a", events.ChildStarted)}, {"a", child("c5", "g", events.ChildStarted)}, {"g", paused}}, true},
+		{"child paused, then aborted", []ev{{"r", child("c1", "a", events.ChildStarted)}, {"a", paused}, {"a", events.TurnAborted{Code: "cancelled"}}}, false},
+	} {
+		m := gateway.NewTreeMapper("r")
+		for _, e := range tc.evs {
+			m.MapOf(nil, e.turn, e.e)
+			m.Found()
+		}
+		if got := m.Waiting(); got != tc.want {
+			t.Errorf("%s: Waiting() = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

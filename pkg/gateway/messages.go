@@ -64,35 +64,98 @@ func (g *Gateway) handleMessages(w http.ResponseWriter, r *http.Request) {
 }
 
 // history reads every stored event of the session once, in stored
-// order, and builds its messages turn by turn.
+// order, and builds its messages turn by turn; a turn's child turns
+// (sub-agents, whose events are not the session's) are read where their
+// parent names them.
 func (g *Gateway) history(ctx context.Context, session string) ([]ChatMessage, error) {
-	filter := g.subj.Events(session, "*", "*")
-	info, err := g.events.Info(ctx, jetstream.WithSubjectFilter(filter))
+	turns := map[string]*turnHistory{}
+	var order []*turnHistory
+	children := map[string]bool{}
+	err := g.readStored(ctx, g.subj.Events(session, "*", "*"), func(id string, ev events.WorkerEvent) error {
+		if st, ok := ev.(events.TurnStarted); ok && st.ParentTurnID != "" {
+			// A child turn whose events are the session's: its parent's
+			// message holds it.
+			children[id] = true
+		}
+		if children[id] {
+			return nil
+		}
+		t := turns[id]
+		if t == nil {
+			t = newTurnHistory(id)
+			turns[id] = t
+			order = append(order, t)
+		}
+		t.add(id, ev)
+		return g.children(ctx, t)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: history of %s: %w", session, err)
+	}
+	out := []ChatMessage{}
+	for _, t := range order {
+		out = append(out, t.input...)
+		out = append(out, t.answer())
+	}
+	return out, nil
+}
+
+// waiting reports whether the tree of a running turn waits only for a
+// person (Mapper.Waiting): one of its sub-agents' child turns is paused
+// for approval.
+func (g *Gateway) waiting(ctx context.Context, session, turnID string) (bool, error) {
+	t := newTurnHistory(turnID)
+	err := g.readStored(ctx, g.subj.Events(session, turnID, "*"), func(id string, ev events.WorkerEvent) error {
+		t.add(id, ev)
+		return g.children(ctx, t)
+	})
+	if err != nil {
+		return false, fmt.Errorf("gateway: events of turn %s: %w", turnID, err)
+	}
+	return t.m.Waiting(), nil
+}
+
+// children reads the stored events of the child turns t's mapper found
+// and adds them to t, depth first.
+func (g *Gateway) children(ctx context.Context, t *turnHistory) error {
+	for _, c := range t.m.Found() {
+		err := g.readStored(ctx, g.subj.Events(c.SessionID, c.TurnID, "*"), func(id string, ev events.WorkerEvent) error {
+			t.add(id, ev)
+			return g.children(ctx, t)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readStored calls f with each worker event stored on filter when it is
+// called, in stored order, and the turn whose subject it is on. Events
+// stored after the count was read (a running turn's) are left to its
+// stream; events of types this gateway does not know are skipped.
+func (g *Gateway) readStored(ctx context.Context, filter string, f func(turnID string, ev events.WorkerEvent) error) error {
+	info, err := g.events.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		return err
 	}
 	var total uint64
 	for _, n := range info.State.Subjects {
 		total += n
 	}
-	out := []ChatMessage{}
 	if total == 0 {
-		return out, nil
+		return nil
 	}
 	cons, err := g.js.OrderedConsumer(ctx, events.StreamEvents, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("gateway: history of %s: %w", session, err)
+		return err
 	}
-	turns := map[string]*turnHistory{}
-	var order []*turnHistory
-	// Events stored after the count was read (a running turn's) are
-	// left to its stream.
 	for got := uint64(0); got < total; {
 		batch, err := cons.Fetch(int(min(total-got, historyFetch)), jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
-			return nil, fmt.Errorf("gateway: history of %s: %w", session, err)
+			return err
 		}
 		n := 0
 		for m := range batch.Messages() {
@@ -106,27 +169,19 @@ func (g *Gateway) history(ctx context.Context, session string) ([]ChatMessage, e
 			if err != nil {
 				continue // a type this gateway does not know
 			}
-			t := turns[id]
-			if t == nil {
-				t = newTurnHistory(id)
-				turns[id] = t
-				order = append(order, t)
+			if err := f(id, ev); err != nil {
+				return err
 			}
-			t.add(ev)
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return nil, fmt.Errorf("gateway: history of %s: %w", session, err)
+			return err
 		}
 		if n == 0 {
 			break
 		}
 		got += uint64(n)
 	}
-	for _, t := range order {
-		out = append(out, t.input...)
-		out = append(out, t.answer())
-	}
-	return out, nil
+	return nil
 }
 
 // turnHistory builds the messages of one turn from its events.
@@ -144,7 +199,7 @@ type turnHistory struct {
 
 func newTurnHistory(id string) *turnHistory {
 	return &turnHistory{
-		id: id, m: NewMapper(),
+		id: id, m: NewTreeMapper(id),
 		msg:  ChatMessage{UIMessage: UIMessage{ID: id, Role: "assistant", Parts: []UIPart{}}},
 		meta: MessageMetadata{TurnID: id, Status: "running"},
 		byID: map[string]int{}, tools: map[string]int{}, data: map[string]int{},
@@ -154,11 +209,25 @@ func newTurnHistory(id string) *turnHistory {
 func (t *turnHistory) answer() ChatMessage {
 	m := t.msg
 	meta := t.meta
+	if meta.Status == "running" && t.m.Waiting() {
+		// Only a person is waited for, by a sub-agent's child turn: the
+		// turn is paused as its stream says (it ends there).
+		meta.Status = "paused"
+	}
 	m.Metadata = &meta
 	return m
 }
 
-func (t *turnHistory) add(ev events.WorkerEvent) {
+// add folds one event of the turn, or of one of its child turns, into
+// the turn's messages.
+func (t *turnHistory) add(turnID string, ev events.WorkerEvent) {
+	if turnID != t.id {
+		if e, ok := ev.(events.TurnResumed); ok {
+			t.decided(t.m.namespace(turnID), e)
+		}
+		t.fold(turnID, ev)
+		return
+	}
 	switch e := ev.(type) {
 	case events.TurnStarted:
 		if !e.Resumed && t.input == nil {
@@ -168,14 +237,7 @@ func (t *turnHistory) add(ev events.WorkerEvent) {
 		t.meta.Status = "paused"
 	case events.TurnResumed:
 		t.meta.Status = "running"
-		for id, d := range e.Decisions {
-			if i, ok := t.tools[id]; ok && t.msg.Parts[i].Approval != nil {
-				ok := d.Kind != events.DecisionDeny
-				t.msg.Parts[i].Approval.Approved = &ok
-				t.msg.Parts[i].Approval.Reason = d.Reason
-				t.msg.Parts[i].State = "approval-responded"
-			}
-		}
+		t.decided("", e)
 	case events.TurnCompleted:
 		t.meta.Status = "completed"
 	case events.TurnFailed:
@@ -183,9 +245,27 @@ func (t *turnHistory) add(ev events.WorkerEvent) {
 	case events.TurnAborted:
 		t.meta.Status = "aborted"
 	}
-	t.chunks = t.m.Map(t.chunks[:0], ev)
+	t.fold(turnID, ev)
+}
+
+// fold applies the parts of one event of the tree.
+func (t *turnHistory) fold(turnID string, ev events.WorkerEvent) {
+	t.chunks = t.m.MapOf(t.chunks[:0], turnID, ev)
 	for i := range t.chunks {
 		t.apply(&t.chunks[i])
+	}
+}
+
+// decided records a resume's decisions on the calls' parts (ns: the
+// prefix of the resumed turn's toolCallIds).
+func (t *turnHistory) decided(ns string, e events.TurnResumed) {
+	for id, d := range e.Decisions {
+		if i, ok := t.tools[ns+id]; ok && t.msg.Parts[i].Approval != nil {
+			ok := d.Kind != events.DecisionDeny
+			t.msg.Parts[i].Approval.Approved = &ok
+			t.msg.Parts[i].Approval.Reason = d.Reason
+			t.msg.Parts[i].State = "approval-responded"
+		}
 	}
 }
 
@@ -209,7 +289,7 @@ func (t *turnHistory) apply(c *Chunk) {
 			typ = "reasoning"
 		}
 		t.byID[c.ID] = len(*ps)
-		*ps = append(*ps, UIPart{Type: typ, State: "streaming"})
+		*ps = append(*ps, UIPart{Type: typ, State: "streaming", ProviderMetadata: c.ProviderMetadata})
 	case PartTextDelta, PartReasoningDelta:
 		if i, ok := t.byID[c.ID]; ok {
 			(*ps)[i].Text += c.Delta
@@ -220,7 +300,7 @@ func (t *turnHistory) apply(c *Chunk) {
 		}
 	case PartToolInputStart:
 		t.tools[c.ToolCallID] = len(*ps)
-		*ps = append(*ps, UIPart{Type: "tool-" + c.ToolName, ToolCallID: c.ToolCallID, State: "input-streaming", ProviderExecuted: c.ProviderExecuted})
+		*ps = append(*ps, UIPart{Type: "tool-" + c.ToolName, ToolCallID: c.ToolCallID, State: "input-streaming", ProviderExecuted: c.ProviderExecuted, CallProviderMetadata: c.ProviderMetadata})
 	case PartToolInputAvailable, PartToolInputError:
 		p := tool()
 		if p == nil {
@@ -230,6 +310,9 @@ func (t *turnHistory) apply(c *Chunk) {
 		}
 		p.Input = c.Input
 		p.State = "input-available"
+		if c.ProviderMetadata != nil {
+			p.CallProviderMetadata = c.ProviderMetadata
+		}
 		if c.Type == PartToolInputError {
 			p.State, p.ErrorText = "output-error", c.ErrorText
 		}

@@ -150,3 +150,53 @@ func js(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// A session of several completed turns reads back whole: each turn's
+// question and its answer, in order. Every turn's llmw.turn.completed
+// carries only what that turn added; the history is built from the
+// session's events, turn by turn.
+func TestSessionMessagesOfSeveralTurns(t *testing.T) {
+	st := startStack(t, stackOpts{})
+	_, srv := startGateway(t, st, gateway.Config{})
+	c := &gateway.Client{URL: srv.URL}
+	sc, _ := replay.Lookup("anthropic")
+	var wantText string
+	for _, step := range sc.Steps {
+		for _, b := range readRecorded(t, step).blocks {
+			if b.typ == "text" {
+				wantText += b.text
+			}
+		}
+	}
+	const chat = "history-several"
+	var questions, turns []string
+	for k := range 4 {
+		q := "question " + string(rune('A'+k))
+		s, err := c.Chat(ctxT(t), &gateway.ChatRequest{ID: chat, Messages: []gateway.UIMessage{userMsg(q)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts, _ := readAll(t, s, nil)
+		s.Close()
+		questions, turns = append(questions, q), append(turns, parts[0].field("messageId"))
+	}
+	var msgs []gateway.ChatMessage
+	natstest.Eventually(t, "every turn completed in the history", func() bool {
+		var err error
+		msgs, err = c.Messages(ctxT(t), chat)
+		return err == nil && len(msgs) == 2*len(turns) && msgs[len(msgs)-1].Metadata != nil && msgs[len(msgs)-1].Metadata.Status == "completed"
+	})
+	for k := range turns {
+		checkUser(t, msgs, 2*k, questions[k])
+		a := checkAssistant(t, msgs, 2*k+1, turns[k], "completed")
+		var text string
+		for _, p := range a.Parts {
+			if p.Type == "text" {
+				text += p.Text
+			}
+		}
+		if text != wantText {
+			t.Errorf("turn %d's answer %q, recorded %q", k, text, wantText)
+		}
+	}
+}

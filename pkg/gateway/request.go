@@ -55,6 +55,11 @@ type UIPart struct {
 	ErrorText        string          `json:"errorText,omitempty"`
 	ProviderExecuted bool            `json:"providerExecuted,omitempty"`
 	Approval         *UIApproval     `json:"approval,omitempty"`
+	// ProviderMetadata of a text or reasoning part and
+	// CallProviderMetadata of a tool part: on a sub-agent's parts,
+	// {"llmw": ChildOwner}.
+	ProviderMetadata     json.RawMessage `json:"providerMetadata,omitempty"`
+	CallProviderMetadata json.RawMessage `json:"callProviderMetadata,omitempty"`
 	// ID and Data of a data part.
 	ID   string          `json:"id,omitempty"`
 	Data json.RawMessage `json:"data,omitempty"`
@@ -157,25 +162,29 @@ func (r *ChatRequest) userContent() ([]events.Part, error) {
 // decisions turns approval responses into the decisions of a paused
 // turn's pending calls. Every pending call needs one. An approved call
 // whose input differs from the paused call's input is an edit.
-func decisions(pending []events.ToolCall, resp map[string]UIPart) (map[string]events.Decision, error) {
+//
+// ns is the prefix of the paused turn's toolCallIds in the stream ("" for
+// the session's turn, "<child_turn_id>." for a sub-agent's child turn).
+func decisions(pending []events.ToolCall, resp map[string]UIPart, ns string) (map[string]events.Decision, error) {
 	out := make(map[string]events.Decision, len(pending))
 	for _, c := range pending {
-		p, ok := resp[c.ID]
+		id := ns + c.ID
+		p, ok := resp[id]
 		if !ok {
-			return nil, badf("messages: no approval response for the paused call %s (%s)", c.ID, c.Name)
+			return nil, badf("messages: no approval response for the paused call %s (%s)", id, c.Name)
 		}
-		if p.Approval.ID != "" && p.Approval.ID != ApprovalID(c.ID) {
-			return nil, badf("approval %q does not answer call %s (want %q)", p.Approval.ID, c.ID, ApprovalID(c.ID))
+		if p.Approval.ID != "" && p.Approval.ID != ApprovalID(id) {
+			return nil, badf("approval %q does not answer call %s (want %q)", p.Approval.ID, id, ApprovalID(id))
 		}
 		if p.Approval.Approved == nil {
-			return nil, badf("approval of call %s: approved missing", c.ID)
+			return nil, badf("approval of call %s: approved missing", id)
 		}
 		switch {
 		case !*p.Approval.Approved:
 			out[c.ID] = events.Decision{Kind: events.DecisionDeny, Reason: p.Approval.Reason}
 		case len(p.Input) > 0 && !jsonEqual(p.Input, c.Input):
 			if !json.Valid(p.Input) || bytes.TrimSpace(p.Input)[0] != '{' {
-				return nil, badf("approval of call %s: the edited input must be a JSON object", c.ID)
+				return nil, badf("approval of call %s: the edited input must be a JSON object", id)
 			}
 			out[c.ID] = events.Decision{Kind: events.DecisionEdit, Input: p.Input}
 		default:

@@ -10,7 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/llmworker/llmworker/internal/jsread"
+	"github.com/llmworker/llmworker/internal/leaf/jsread"
 	"github.com/llmworker/llmworker/pkg/events"
 )
 
@@ -137,6 +137,17 @@ func (g *Gateway) sessions(ctx context.Context, allow func(string) bool) ([]Sess
 			si.Turns = append(si.Turns, t.ID)
 		}
 		si.LastTurn, si.Status, si.Updated = last.ID, last.Status(), last.Time
+		if si.Status == "running" {
+			// A running turn whose sub-agent waits for approval is paused
+			// as its stream and messages say.
+			w, err := g.waiting(ctx, si.ID, last.ID)
+			if err != nil {
+				return nil, err
+			}
+			if w {
+				si.Status = "paused"
+			}
+		}
 		out = append(out, *si)
 	}
 	slices.SortFunc(out, func(a, b SessionInfo) int { return b.Updated.Compare(a.Updated) })

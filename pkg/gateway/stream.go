@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -11,9 +12,11 @@ import (
 	"github.com/llmworker/llmworker/pkg/events"
 )
 
-// item is one stored event of the followed turn.
+// item is one stored event of the followed turn or of one of its child
+// turns.
 type item struct {
 	ev      events.WorkerEvent
+	turn    string // the turn whose subject it is on
 	seq     uint64 // stream sequence in LLMW_EVENTS
 	pending uint64 // stored events not yet delivered
 	err     error
@@ -43,27 +46,12 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request, session, turnID
 	defer g.streams.Done()
 	ctx, cancel := context.WithTimeout(r.Context(), g.cfg.MaxStreamDuration)
 	defer cancel()
-	cons, err := g.js.OrderedConsumer(ctx, events.StreamEvents, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{g.subj.Events(session, turnID, "*")}, DeliverPolicy: jetstream.DeliverAllPolicy,
-	})
-	if err != nil {
+	tr := g.newTree(session, turnID)
+	if err := tr.start(ctx, 1); err != nil {
 		writeError(w, err)
 		return
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(pullBuffer))
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	items := make(chan item)
-	quit := make(chan struct{})
-	exited := make(chan struct{})
-	go read(it, items, quit, exited)
-	defer func() {
-		close(quit)
-		it.Stop()
-		<-exited
-	}()
+	defer tr.stop()
 
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -86,7 +74,7 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request, session, turnID
 		return
 	}
 	buf = buf[:0]
-	m := NewMapper()
+	m := NewTreeMapper(turnID)
 	var chunks []Chunk
 	keep := time.NewTicker(g.cfg.KeepAlive)
 	defer keep.Stop()
@@ -114,28 +102,37 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request, session, turnID
 			}
 			end(Chunk{Type: PartError, ErrorText: "turn " + rj.TurnID + " not run: " + rj.Code + ": " + rj.Reason}, Chunk{Type: PartFinish, FinishReason: "error"})
 			return
-		case x := <-items:
+		case x := <-tr.items:
 			if x.err != nil {
 				g.cfg.Logger.Warn("gateway: read events", "turn_id", turnID, "err", x.err)
 				end(Chunk{Type: PartError, ErrorText: "reading the turn's events: " + x.err.Error()})
 				return
 			}
-			if x.ev == nil {
+			if x.ev == nil || !tr.fresh(x) {
 				continue
 			}
-			chunks = m.Map(chunks[:0], x.ev)
+			chunks = m.MapOf(chunks[:0], x.turn, x.ev)
 			if x.seq > after {
 				for i := range chunks {
 					buf = chunks[i].AppendSSE(buf)
 				}
 			}
-			switch {
-			case m.Ended():
+			if m.Ended() {
 				end()
 				return
-			case m.Paused() && x.pending == 0 && x.seq > after:
+			}
+			if found := m.Found(); len(found) > 0 {
+				// The child turns' events follow from here, and those
+				// stored before their parent named them.
+				if err := tr.add(ctx, x.seq, found); err != nil {
+					g.cfg.Logger.Warn("gateway: follow child turns", "turn_id", turnID, "err", err)
+					end(Chunk{Type: PartError, ErrorText: "following the turn's sub-agents: " + err.Error()})
+					return
+				}
+				x.pending = 0 // the restarted reader counts anew: flush
+			} else if m.Waiting() && x.pending == 0 && x.seq > after {
 				// Waiting for a person: the stream ends, the answer (the
-				// next POST) resumes the turn.
+				// next POST) resumes the paused turn.
 				end(Chunk{Type: PartFinish})
 				return
 			}
@@ -149,8 +146,86 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request, session, turnID
 	}
 }
 
+// tree reads the stored events of a turn and of the child turns its
+// events name, in one order every reader of the same stored events
+// takes: by stream sequence, a child's events from its parent's first
+// llmw.tool.child on (its earlier ones, if any, right after that event).
+// One ordered consumer reads the subjects of every turn known so far;
+// a new child restarts it with the child's subjects added.
+type tree struct {
+	g       *Gateway
+	filters []string
+	seen    map[string]uint64 // per turn, the last stream sequence mapped
+	items   chan item
+	it      jetstream.MessagesContext
+	quit    chan struct{}
+	exited  chan struct{}
+}
+
+func (g *Gateway) newTree(session, turnID string) *tree {
+	return &tree{g: g, filters: []string{g.subj.Events(session, turnID, "*")}, seen: map[string]uint64{}}
+}
+
+// start reads the tree's subjects from stream sequence from on.
+func (t *tree) start(ctx context.Context, from uint64) error {
+	cons, err := t.g.js.OrderedConsumer(ctx, events.StreamEvents, jetstream.OrderedConsumerConfig{
+		FilterSubjects: t.filters, DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: max(from, 1),
+	})
+	if err != nil {
+		return err
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(pullBuffer))
+	if err != nil {
+		return err
+	}
+	t.it, t.items, t.quit, t.exited = it, make(chan item), make(chan struct{}), make(chan struct{})
+	go read(t.g.subj.P(), it, t.items, t.quit, t.exited)
+	return nil
+}
+
+// stop ends the reader and waits for it.
+func (t *tree) stop() {
+	if t.it == nil {
+		return
+	}
+	close(t.quit)
+	t.it.Stop()
+	<-t.exited
+	t.it = nil
+}
+
+// fresh reports whether x is an event not mapped yet (a restarted reader
+// delivers again what it had), and records it.
+func (t *tree) fresh(x item) bool {
+	if x.seq <= t.seen[x.turn] {
+		return false
+	}
+	t.seen[x.turn] = x.seq
+	return true
+}
+
+// add follows the child turns found at stream sequence at: from the
+// sequence after it, or from a child's first event when that is earlier.
+func (t *tree) add(ctx context.Context, at uint64, found []Child) error {
+	from := at + 1
+	for _, c := range found {
+		f := t.g.subj.Events(c.SessionID, c.TurnID, "*")
+		t.filters = append(t.filters, f)
+		first, err := t.g.events.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(f))
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+		case err != nil:
+			return fmt.Errorf("first event of %s: %w", c.TurnID, err)
+		case first.Sequence < from:
+			from = first.Sequence
+		}
+	}
+	t.stop()
+	return t.start(ctx, from)
+}
+
 // read delivers the consumer's events until it is stopped.
-func read(it jetstream.MessagesContext, out chan<- item, quit <-chan struct{}, exited chan<- struct{}) {
+func read(p string, it jetstream.MessagesContext, out chan<- item, quit <-chan struct{}, exited chan<- struct{}) {
 	defer close(exited)
 	for {
 		m, err := it.Next()
@@ -161,6 +236,7 @@ func read(it jetstream.MessagesContext, out chan<- item, quit <-chan struct{}, e
 		if err != nil {
 			x.err = err
 		} else {
+			_, x.turn = subjectIDs(p, m.Subject())
 			env, err := events.DecodeEnvelope(m.Headers(), m.Data())
 			if err == nil {
 				x.ev, err = events.DecodeWorkerEnvelope(env)

@@ -110,7 +110,7 @@ func cloneMessages(msgs []events.Message) []events.Message {
 	}
 	out := make([]events.Message, len(msgs))
 	for i, m := range msgs {
-		out[i] = events.Message{Role: m.Role, Content: slices.Clone(m.Content)}
+		out[i] = events.Message{Role: m.Role, Content: slices.Clone(m.Content), Pinned: m.Pinned}
 	}
 	return out
 }

@@ -14,7 +14,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/llmworker/llmworker/internal/childenv"
+	"github.com/llmworker/llmworker/internal/leaf/childenv"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook/hooknats"
 	"github.com/llmworker/llmworker/pkg/telemetry"

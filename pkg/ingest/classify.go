@@ -30,6 +30,8 @@ func kindOf(k llm.ErrorKind) Kind {
 	switch k {
 	case llm.KindInvalidRequest:
 		return KindInvalidRequest
+	case llm.KindContextOverflow:
+		return KindContextOverflow
 	case llm.KindMissingAPIKey:
 		return KindMissingAPIKey
 	case llm.KindUnknownModel:

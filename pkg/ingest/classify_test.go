@@ -10,8 +10,9 @@ import (
 
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/llmworker/llmworker/internal/fixtures"
+	"github.com/llmworker/llmworker/internal/leaf/fixtures"
 	"github.com/llmworker/llmworker/pkg/ingest"
+	"github.com/llmworker/llmworker/pkg/llm"
 	"github.com/llmworker/llmworker/pkg/provider/openai"
 	"github.com/llmworker/llmworker/pkg/provider/providertest"
 )
@@ -104,5 +105,34 @@ func TestAllowModels(t *testing.T) {
 	}
 	if _, err := f("c"); !errors.Is(err, ingest.ErrUnknownModel) {
 		t.Errorf("other model: %v", err)
+	}
+}
+
+// A provider's context-too-long answer, through the real OpenAI adapter,
+// is an error reply of kind context_overflow (400) that the client reads
+// back as that kind.
+func TestContextOverflowFromRealAdapter(t *testing.T) {
+	srv := providertest.NewServer(t,
+		providertest.Status(http.StatusBadRequest, "", `{"error":{"message":"This model's maximum context length is 128000 tokens. However, your messages resulted in 133557 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`))
+	p, err := openai.New(openai.Config{APIKey: "test", BaseURL: srv.URL() + "/v1", MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := startNATS(t)
+	startService(t, url, ingest.Config{Providers: map[string]ingest.Factory{"openai": ingest.Static(p)}})
+	nc := connect(t, url)
+	r := request(t, nc, binaryRequest("llmw.llm.complete", completionData("c1", "openai:gpt-4o"), nil))
+	if got := r.Header.Get(micro.ErrorCodeHeader); got != "400" {
+		t.Errorf("code %q, want 400", got)
+	}
+	if got := r.Header.Get(ingest.HeaderErrorKind); got != "context_overflow" {
+		t.Errorf("%s %q, want context_overflow", ingest.HeaderErrorKind, got)
+	}
+	_, err = ingest.DecodeReply(r)
+	if !errors.Is(err, ingest.ErrContextOverflow) || !strings.Contains(err.Error(), "maximum context length is 128000 tokens") {
+		t.Fatalf("got %v, want ErrContextOverflow with the provider's message", err)
+	}
+	if k, _ := llm.KindOf(err); k != llm.KindContextOverflow {
+		t.Fatalf("kind %s, want context_overflow", k)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nuid"
 
@@ -68,10 +69,10 @@ type ClientOptions struct {
 	Buffer int
 }
 
-// LegacyStreamsFor is how long a Client keeps subscribing to the
+// RequestSubjectFor is how long a Client keeps subscribing to the
 // per-request stream subject as well, after an ingest replied with one
 // (an ingest that predates stream groups, docs/protocol.md §3).
-const LegacyStreamsFor = 10 * time.Minute
+const RequestSubjectFor = 10 * time.Minute
 
 // Client is an llm.Provider that sends completion requests to ingest
 // over NATS (docs/protocol.md, "Model calls") and reads the provider stream events back.
@@ -87,15 +88,17 @@ type Client struct {
 	o        ClientOptions
 	group    string
 
+	requests objects // LLMW_REQUESTS, for requests larger than a message (stored.go)
+
 	mu     sync.Mutex
 	sub    *nats.Subscription      // P.llm.stream.<group>.*, made by the first Stream
 	routes map[string]*streamQueue // request id → its stream's queue
 	closed bool
 
-	// legacyUntil (unix nanoseconds) is when the Client stops subscribing
+	// requestSubjUntil (unix nanoseconds) is when the Client stops subscribing
 	// to per-request stream subjects too; set when an ingest replied with
 	// one.
-	legacyUntil atomic.Int64
+	requestSubjUntil atomic.Int64
 }
 
 var _ llm.Provider = (*Client)(nil)
@@ -114,10 +117,14 @@ func NewClient(nc *nats.Conn, o ClientOptions) *Client {
 	if o.Buffer <= 0 {
 		o.Buffer = DefaultStreamBuffer
 	}
-	return &Client{
+	c := &Client{
 		nc: nc, subjects: events.NewSubjects(o.Prefix), o: o,
 		group: nuid.Next(), routes: map[string]*streamQueue{},
 	}
+	// jetstream.New does no I/O; LLMW_REQUESTS is opened by the first
+	// request too large for a message.
+	c.requests.js, c.requests.jsErr = jetstream.New(nc)
+	return c
 }
 
 // Close unsubscribes the Client's stream group. Streams still open end as
@@ -146,7 +153,7 @@ func (c *Client) Close() error {
 // subject P.llm.stream.<request_id>, where the stream's first events may
 // already have gone by: that request is cancelled and sent once more
 // under the id <request_id>-l (req.RequestID is set to it), subscribed to
-// both subjects, and so is every request for LegacyStreamsFor after.
+// both subjects, and so is every request for RequestSubjectFor after.
 func (c *Client) Stream(ctx context.Context, req *llm.Request) (llm.Stream, error) {
 	if req.RequestID == "" {
 		req.RequestID = nuid.Next()
@@ -154,7 +161,7 @@ func (c *Client) Stream(ctx context.Context, req *llm.Request) (llm.Stream, erro
 	if !events.ValidToken(req.RequestID) {
 		return nil, fmt.Errorf("%w: request_id %q is not a subject token", events.ErrInvalid, req.RequestID)
 	}
-	s, retry, err := c.open(ctx, req, time.Now().UnixNano() < c.legacyUntil.Load())
+	s, retry, err := c.open(ctx, req, time.Now().UnixNano() < c.requestSubjUntil.Load())
 	if retry {
 		req.RequestID += "-l"
 		s, _, err = c.open(ctx, req, true)
@@ -165,7 +172,7 @@ func (c *Client) Stream(ctx context.Context, req *llm.Request) (llm.Stream, erro
 // open sends one request and returns its stream; retry reports that the
 // request was answered by an ingest without stream groups while only the
 // group was subscribed, and was cancelled.
-func (c *Client) open(ctx context.Context, req *llm.Request, legacy bool) (_ *ingestStream, retry bool, err error) {
+func (c *Client) open(ctx context.Context, req *llm.Request, perRequest bool) (_ *ingestStream, retry bool, err error) {
 	s := &ingestStream{c: c, ctx: ctx, reqID: req.RequestID, q: newStreamQueue(c.o.Buffer)}
 	s.q.onQueued = llm.QueuedFunc(ctx)
 	if err := c.route(s); err != nil {
@@ -177,12 +184,12 @@ func (c *Client) open(ctx context.Context, req *llm.Request, legacy bool) (_ *in
 		}
 	}()
 	groupSubj := c.subjects.LLMGroupStream(c.group, req.RequestID)
-	legacySubj := c.subjects.LLMStream(req.RequestID)
-	if legacy {
-		if s.legacySub, err = c.nc.Subscribe(legacySubj, s.q.push); err != nil {
-			return nil, false, fmt.Errorf("ingest: subscribe %s: %w", legacySubj, err)
+	requestSubj := c.subjects.LLMStream(req.RequestID)
+	if perRequest {
+		if s.requestSub, err = c.nc.Subscribe(requestSubj, s.q.push); err != nil {
+			return nil, false, fmt.Errorf("ingest: subscribe %s: %w", requestSubj, err)
 		}
-		_ = s.legacySub.SetPendingLimits(-1, -1) // s.q bounds it
+		_ = s.requestSub.SetPendingLimits(-1, -1) // s.q bounds it
 	}
 	r := *req
 	r.StreamGroup = c.group
@@ -192,12 +199,20 @@ func (c *Client) open(ctx context.Context, req *llm.Request, legacy bool) (_ *in
 	}
 	env.Subject = req.RequestID
 	telemetry.Inject(ctx, env)
+	msg := cenats.NewMsg(c.subjects.LLMComplete(), env)
+	if len(msg.Data) > c.storeLimit() {
+		name, err := c.storeRequest(ctx, req.RequestID, msg)
+		if err != nil {
+			return nil, false, err
+		}
+		defer c.deleteRequest(ctx, name)
+	}
 	rctx, cancel := context.WithTimeout(ctx, c.o.RequestTimeout)
-	reply, err := c.nc.RequestMsgWithContext(rctx, cenats.NewMsg(c.subjects.LLMComplete(), env))
+	reply, err := c.nc.RequestMsgWithContext(rctx, msg)
 	cancel()
 	var streamSubj string
 	if err == nil {
-		streamSubj, s.warnings, err = c.checkReply(reply, groupSubj, legacySubj)
+		streamSubj, s.warnings, err = c.checkReply(reply, groupSubj, requestSubj)
 	} else if ctx.Err() != nil {
 		err = ctx.Err()
 	} else if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
@@ -209,15 +224,15 @@ func (c *Client) open(ctx context.Context, req *llm.Request, legacy bool) (_ *in
 		return nil, false, err
 	}
 	switch {
-	case streamSubj == legacySubj:
-		c.legacyUntil.Store(time.Now().Add(LegacyStreamsFor).UnixNano())
-		if s.legacySub == nil {
+	case streamSubj == requestSubj:
+		c.requestSubjUntil.Store(time.Now().Add(RequestSubjectFor).UnixNano())
+		if s.requestSub == nil {
 			c.publishCancel(req.RequestID)
 			return nil, true, nil
 		}
-	case s.legacySub != nil:
-		_ = s.legacySub.Unsubscribe()
-		s.legacySub = nil
+	case s.requestSub != nil:
+		_ = s.requestSub.Unsubscribe()
+		s.requestSub = nil
 	}
 	if c.o.IdleTimeout > 0 {
 		s.timer = time.NewTimer(c.o.IdleTimeout)
@@ -274,7 +289,7 @@ func (c *Client) dispatch(m *nats.Msg) {
 // checkReply returns the stream subject and the warnings of a successful
 // reply; the subject must be one of the two the request may be streamed
 // on.
-func (c *Client) checkReply(m *nats.Msg, groupSubj, legacySubj string) (string, []events.Warning, error) {
+func (c *Client) checkReply(m *nats.Msg, groupSubj, requestSubj string) (string, []events.Warning, error) {
 	if m.Header.Get(micro.ErrorCodeHeader) != "" {
 		_, err := DecodeReply(m)
 		return "", nil, err // an *Error, or ErrNoReply for a malformed code
@@ -291,7 +306,7 @@ func (c *Client) checkReply(m *nats.Msg, groupSubj, legacySubj string) (string, 
 	if err != nil {
 		return "", nil, fmt.Errorf("%w: %w", ErrBadReply, err)
 	}
-	if r.StreamSubject != groupSubj && r.StreamSubject != legacySubj {
+	if r.StreamSubject != groupSubj && r.StreamSubject != requestSubj {
 		return "", nil, fmt.Errorf("%w: stream_subject %q, want %q", ErrBadReply, r.StreamSubject, groupSubj)
 	}
 	return r.StreamSubject, r.Warnings, nil
@@ -310,12 +325,12 @@ func (c *Client) publishCancel(reqID string) {
 // ingestStream reads one request's events. It is used by one goroutine, as
 // llm.Stream requires.
 type ingestStream struct {
-	c         *Client
-	ctx       context.Context
-	reqID     string
-	q         *streamQueue
-	legacySub *nats.Subscription // P.llm.stream.<request_id>, only for an ingest without stream groups
-	timer     *time.Timer
+	c          *Client
+	ctx        context.Context
+	reqID      string
+	q          *streamQueue
+	requestSub *nats.Subscription // P.llm.stream.<request_id>, only for an ingest without stream groups
+	timer      *time.Timer
 
 	// warnings are those of ingest's reply: the request's settings the
 	// provider does not have, which were not sent.
@@ -461,8 +476,8 @@ func (s *ingestStream) release() {
 	}
 	s.closed = true
 	s.c.unroute(s.reqID)
-	if s.legacySub != nil {
-		_ = s.legacySub.Unsubscribe()
+	if s.requestSub != nil {
+		_ = s.requestSub.Unsubscribe()
 	}
 	s.q.clear()
 	if s.timer != nil {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/llmworker/llmworker/internal/version"
+	"github.com/llmworker/llmworker/internal/leaf/version"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/llm"
 	"github.com/llmworker/llmworker/pkg/media"
@@ -20,7 +20,7 @@ const ServiceName = "llmw-ingest"
 // EndpointName is the name of the completion endpoint.
 const EndpointName = "complete"
 
-// Version is the micro service version: llmworker's (internal/version).
+// Version is the micro service version: llmworker's (internal/leaf/version).
 var Version = version.String()
 
 // DefaultIdleTimeout bounds a provider that stops sending: with no event for
@@ -71,6 +71,10 @@ type Config struct {
 	// MaxPayload refuses requests whose body is larger (0 = the server's
 	// max payload as the connection reports it).
 	MaxPayload int
+	// MaxStoredRequest refuses requests stored in LLMW_REQUESTS (those
+	// too large for one message) whose data is larger (0 =
+	// DefaultMaxStoredRequest).
+	MaxStoredRequest int
 	// Logger receives one record per request (nil = slog.Default()).
 	Logger *slog.Logger
 	// Structured publishes stream events in structured content mode (a JSON
@@ -105,8 +109,8 @@ func (c *Config) validate() error {
 			}
 		}
 	}
-	if c.MaxPayload < 0 {
-		return fmt.Errorf("%w: negative max payload %d", ErrInvalidConfig, c.MaxPayload)
+	if c.MaxPayload < 0 || c.MaxStoredRequest < 0 {
+		return fmt.Errorf("%w: negative max payload %d or max stored request %d", ErrInvalidConfig, c.MaxPayload, c.MaxStoredRequest)
 	}
 	if strings.ContainsAny(c.Instance, " \t\r\n/") {
 		return fmt.Errorf("%w: instance %q must not contain spaces or '/'", ErrInvalidConfig, c.Instance)

@@ -28,6 +28,13 @@
 // (to every replica; only the one running the stream acts) cancels the
 // provider call: the stream ends with block aborts and status cancelled.
 //
+// A request whose data does not fit one NATS message (longer than the
+// connection's max payload less RequestHeadroom) travels by name: Client
+// stores the data in the LLMW_REQUESTS object store and sends the
+// request's headers with no data and Llmw-Request-Object naming the
+// object; the service reads it before anything else (stored.go), and the
+// Client deletes it once the service answered.
+//
 // Every stream is normalized once (llm.Normalize with Config.IdleTimeout;
 // the built-in adapters' streams are normalized already, with
 // provider.Config.IdleTimeout, and pass through), so what is published is
@@ -44,7 +51,9 @@
 // naming the kind; the body is {"code", "message", "field"}) and no stream:
 // an invalid request names the field (400), a missing key (401), an unknown
 // provider or model (404), a request_id that is already streaming (409), a
-// body larger than Config.MaxPayload (413), a provider that cannot be set up
+// body larger than Config.MaxPayload or a stored one larger than
+// Config.MaxStoredRequest (413), a stored request whose object is gone
+// (400, naming it), a provider that cannot be set up
 // (500) and a replica that is shutting down (503). Because the provider call
 // is opened before the reply, the provider's own refusals before its first
 // byte are error replies too: an unknown model (404), rejected credentials

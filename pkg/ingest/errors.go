@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 
+	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/llm"
 )
 
@@ -15,6 +16,7 @@ import (
 //
 //	sentinel               code  Llmw-Error
 //	ErrInvalidRequest      400   invalid_request
+//	ErrContextOverflow     400   context_overflow
 //	ErrMissingAPIKey       401   missing_api_key
 //	ErrUnknownProvider     404   unknown_provider
 //	ErrUnknownModel        404   unknown_model
@@ -36,6 +38,12 @@ var (
 	// message names the field; the cause matches events.ErrInvalid).
 	ErrInvalidRequest = errors.New("ingest: invalid completion request")
 
+	// ErrContextOverflow: the provider refused the request because its
+	// context (messages, tools and the output it asks room for) does not
+	// fit the model's window (llm.KindContextOverflow). The same request
+	// fails the same way; a shorter context may not.
+	ErrContextOverflow = errors.New("ingest: context does not fit the model's window")
+
 	// ErrMissingAPIKey is returned by a Factory when its provider has no API
 	// key configured (e.g. OPENAI_API_KEY unset).
 	ErrMissingAPIKey = errors.New("ingest: missing API key")
@@ -52,7 +60,8 @@ var (
 	// running on this instance.
 	ErrDuplicateRequest = errors.New("ingest: request_id already streaming")
 
-	// ErrPayloadTooLarge: the request body exceeds Config.MaxPayload.
+	// ErrPayloadTooLarge: the request body exceeds Config.MaxPayload, or
+	// the data of a request stored in LLMW_REQUESTS Config.MaxStoredRequest.
 	ErrPayloadTooLarge = errors.New("ingest: payload too large")
 
 	// ErrProviderSetup: a Factory failed for a reason other than a missing
@@ -83,7 +92,7 @@ var (
 	ErrNilConn = errors.New("ingest: nil NATS connection")
 
 	// ErrInvalidConfig is returned by New for a prefix that is not a valid
-	// NATS subject prefix or a negative MaxPayload.
+	// NATS subject prefix or a negative MaxPayload or MaxStoredRequest.
 	ErrInvalidConfig = errors.New("ingest: invalid config")
 
 	// ErrAlreadyStarted is returned by Start on a started (or stopped)
@@ -110,6 +119,11 @@ var (
 	// subscribed to.
 	ErrBadReply = errors.New("ingest: invalid ingest reply")
 
+	// ErrRequestStore is returned by Client.Stream for a request too large
+	// for one NATS message that could not be stored in LLMW_REQUESTS (the
+	// object store is missing, or the store failed).
+	ErrRequestStore = errors.New("ingest: cannot store the request in " + events.BucketRequests)
+
 	// ErrClientClosed is returned by Client.Stream after Client.Close.
 	ErrClientClosed = errors.New("ingest: client closed")
 )
@@ -124,6 +138,7 @@ type Kind string
 
 const (
 	KindInvalidRequest   Kind = "invalid_request"
+	KindContextOverflow  Kind = "context_overflow"
 	KindMissingAPIKey    Kind = "missing_api_key"
 	KindUnknownProvider  Kind = "unknown_provider"
 	KindUnknownModel     Kind = "unknown_model"
@@ -143,6 +158,7 @@ var kinds = []struct {
 	err  error
 }{
 	{KindInvalidRequest, 400, ErrInvalidRequest},
+	{KindContextOverflow, 400, ErrContextOverflow},
 	{KindMissingAPIKey, 401, ErrMissingAPIKey},
 	{KindUnknownProvider, 404, ErrUnknownProvider},
 	{KindUnknownModel, 404, ErrUnknownModel},

@@ -54,7 +54,8 @@ type Service struct {
 	base     context.Context
 	stopAll  context.CancelFunc
 
-	media media.Lazy // opened on the first request with a ref
+	media    media.Lazy // opened on the first request with a ref
+	requests objects    // LLMW_REQUESTS, opened on the first stored request
 }
 
 // stream is one running completion.
@@ -94,6 +95,7 @@ func New(nc *nats.Conn, cfg Config) (*Service, error) {
 		return nil, err
 	}
 	s.media.JS = js
+	s.requests.js = js
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -343,30 +345,42 @@ func (s *Service) maxPayload() int {
 
 // handle is the micro handler of P.llm.complete. It runs on the endpoint's
 // subscription goroutine, so it only validates, replies and hands the
-// stream to its own goroutine.
+// stream to its own goroutine; a request whose data waits in LLMW_REQUESTS
+// is read on a goroutine of its own (stored.go).
 func (s *Service) handle(mr micro.Request) {
-	r, rerr := parseRequest(map[string][]string(mr.Headers()), mr.Data(), s.maxPayload())
+	if name := mr.Headers().Get(events.HeaderRequestObject); name != "" {
+		s.handleStored(mr, name)
+		return
+	}
+	s.admit(map[string][]string(mr.Headers()), mr.Data(), s.maxPayload(), mr.Reply(),
+		func(r *request, e *Error) { s.refuse(mr, r, e) })
+}
+
+// admit validates a request whose data is at most limit bytes and starts
+// its stream; refuse answers it when it cannot be served.
+func (s *Service) admit(h map[string][]string, data []byte, limit int, replyTo string, refuse func(*request, *Error)) {
+	r, rerr := parseRequest(h, data, limit)
 	var p llm.Provider
 	if rerr == nil {
 		p, rerr = s.resolve(r)
 	}
 	if rerr == nil {
-		p = s.limited(p, r, len(mr.Data()))
+		p = s.limited(p, r, len(data))
 	}
 	if rerr != nil {
-		s.refuse(mr, r, rerr)
+		refuse(r, rerr)
 		return
 	}
 	id := r.req.RequestID
 	s.mu.Lock()
 	if s.state != stateRunning {
 		s.mu.Unlock()
-		s.refuse(mr, r, newError(KindShuttingDown, "ingest instance "+s.cfg.Instance+" is shutting down; retry", nil))
+		refuse(r, newError(KindShuttingDown, "ingest instance "+s.cfg.Instance+" is shutting down; retry", nil))
 		return
 	}
 	if _, dup := s.streams[id]; dup {
 		s.mu.Unlock()
-		s.refuse(mr, r, newError(KindDuplicateRequest, fmt.Sprintf("request_id %q is already streaming", id), nil))
+		refuse(r, newError(KindDuplicateRequest, fmt.Sprintf("request_id %q is already streaming", id), nil))
 		return
 	}
 	ctx, cancel := context.WithCancel(s.base)
@@ -378,7 +392,7 @@ func (s *Service) handle(mr micro.Request) {
 	// The stream goroutine replies by publishing to the reply subject: a
 	// micro.Request must not be used once the handler returned (see
 	// refuseLate).
-	go s.run(ctx, st, p, r, mr.Reply())
+	go s.run(ctx, st, p, r, replyTo)
 }
 
 func (s *Service) refuse(mr micro.Request, r *request, e *Error) {
@@ -403,8 +417,11 @@ func (s *Service) refuse(mr micro.Request, r *request, e *Error) {
 // calling it later is a data race; the reply is published directly instead,
 // in the same micro error format.
 func (s *Service) refuseLate(reply string, r *request, e *Error) {
-	s.log.Warn("request refused", "kind", e.Kind, "code", e.Code, "reason", e.Message,
-		"request_id", r.req.RequestID, "model", r.req.Model)
+	attrs := []any{"kind", e.Kind, "code", e.Code, "reason", e.Message}
+	if r != nil {
+		attrs = append(attrs, "request_id", r.req.RequestID, "model", r.req.Model)
+	}
+	s.log.Warn("request refused", attrs...)
 	if reply == "" {
 		return
 	}
@@ -544,8 +561,9 @@ func (s *Service) run(ctx context.Context, st *stream, p llm.Provider, r *reques
 }
 
 // resolveMedia replaces the request's media refs with their bytes
-// (media.Resolve). A ref the bucket does not hold is the requester's
-// error, named by its field; a store that cannot be read is unavailable.
+// (media.Resolve). A ref the bucket does not hold, or whose bytes are not
+// its part's size or media_type, is the requester's error, named by its
+// field; a store that cannot be read is unavailable.
 func (s *Service) resolveMedia(ctx context.Context, req *llm.Request) *Error {
 	if !media.HasRefs(req.Messages) {
 		return nil
@@ -560,7 +578,7 @@ func (s *Service) resolveMedia(ctx context.Context, req *llm.Request) *Error {
 	case err == nil:
 		req.Messages = msgs
 		return nil
-	case errors.As(err, &re) && (errors.Is(err, media.ErrNotFound) || errors.Is(err, media.ErrInvalidRef) || errors.Is(err, media.ErrCorrupt)):
+	case errors.As(err, &re) && (errors.Is(err, media.ErrNotFound) || errors.Is(err, media.ErrInvalidRef) || errors.Is(err, media.ErrCorrupt) || errors.Is(err, media.ErrMediaType)):
 		e := newError(KindInvalidRequest, err.Error(), err)
 		e.Field = re.Field
 		return e

@@ -7,7 +7,11 @@
 // # Streams
 //
 // A Stream is an iterator of events.Event (Next, Current, Err, Close).
-// SliceStream plays a fixed list; Collect reads a stream to its end.
+// SliceStream plays a fixed list; Collect reads a stream to its end. An
+// adapter's stream embeds a Pump (the pull loop: status started, a queue
+// of translated events, a read of the provider per empty queue, Close from
+// any goroutine) and runs its request under a Guard (the caller's cancel,
+// Close and an idle timer cancel it), so that it is SelfBounded.
 //
 // # Well-formed streams
 //

@@ -22,6 +22,11 @@ var (
 	// event followed by status failed) when the source stream panicked in
 	// Next or Close.
 	ErrSourcePanic = errors.New("llm: provider stream panicked")
+
+	// ErrIdle is the cancel cause a Guard's idle timer gives the request's
+	// context (context.Cause): the provider sent nothing for the idle
+	// timeout.
+	ErrIdle = errors.New("llm: provider idle timeout")
 )
 
 // Codes of the error events Normalize synthesizes.

@@ -24,8 +24,10 @@ type normalizer struct {
 	dropped map[int]bool // source indexes of nameless tool blocks being dropped
 	ids     idSet        // tool_use ids given out so far
 
-	// model and responseID of the source's completed status, kept on ours.
+	// model, responseID and stopReason of the source's completed status,
+	// kept on ours.
 	model, responseID string
+	stopReason        events.StopReason
 }
 
 type nblock struct {
@@ -85,7 +87,10 @@ func (n *normalizer) feed(ev events.Event) {
 	case events.StatusEvent:
 		switch e.Status {
 		case events.StatusCompleted:
-			n.model, n.responseID = e.Model, e.ResponseID
+			n.model, n.responseID, n.stopReason = e.Model, e.ResponseID, e.StopReason
+			if !n.stopReason.Valid() {
+				n.stopReason = ""
+			}
 			n.terminateWith(ev, e.Status, nil, "")
 		case events.StatusCancelled:
 			n.terminate(e.Status, nil, "cancelled by the provider")
@@ -160,7 +165,7 @@ func (n *normalizer) terminateWith(src events.Event, st events.StreamStatus, ee 
 	}
 	ev := events.StatusEvent{Status: st}
 	if st == events.StatusCompleted {
-		ev.Model, ev.ResponseID = n.model, n.responseID
+		ev.Model, ev.ResponseID, ev.StopReason = n.model, n.responseID, n.stopReason
 	}
 	switch s, ok := src.(events.StatusEvent); {
 	case ok && s == ev:

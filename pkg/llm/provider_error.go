@@ -33,6 +33,12 @@ const (
 	KindRateLimited ErrorKind = "rate_limited"
 	// KindUnavailable: anything else, typically 5xx or a transport failure.
 	KindUnavailable ErrorKind = "provider_unavailable"
+	// KindContextOverflow: the request's context (its messages, tools and
+	// the output it asks room for) does not fit the model's context
+	// window. Each provider says so in its own words under 400 or 413;
+	// an adapter recognises them and reports this kind, which is not
+	// retryable as it is: the caller must shorten the context first.
+	KindContextOverflow ErrorKind = "context_overflow"
 	// KindUnsupportedContent: the request holds a content part (an image,
 	// a file of some media type) that the provider cannot take at all;
 	// refused by the adapter before the call (UnsupportedContent).

@@ -11,7 +11,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/llmworker/llmworker/internal/childenv"
+	"github.com/llmworker/llmworker/internal/leaf/childenv"
 	"github.com/llmworker/llmworker/pkg/events"
 )
 

@@ -18,15 +18,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
-	"github.com/llmworker/llmworker/internal/version"
+	"github.com/llmworker/llmworker/internal/leaf/version"
 	"github.com/llmworker/llmworker/pkg/cenats"
+	"github.com/llmworker/llmworker/pkg/emit"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook"
 	"github.com/llmworker/llmworker/pkg/hook/hooknats"
 	"github.com/llmworker/llmworker/pkg/telemetry"
 	"github.com/llmworker/llmworker/pkg/tool"
 	"github.com/llmworker/llmworker/pkg/toolexec"
-	"github.com/llmworker/llmworker/pkg/turn"
 )
 
 // Defaults of GatewayConfig.
@@ -75,7 +75,7 @@ type Gateway struct {
 	chain   *hook.Chain
 	hooks   *hooknats.Watcher
 	client  *toolexec.Client
-	pub     *turn.Publisher
+	pub     *emit.Publisher
 	resume  *nats.Subscription
 	cancel  context.CancelFunc
 	synced  chan struct{} // closed when the catalog sync goroutine ends
@@ -119,8 +119,8 @@ func NewGateway(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg 
 	if g.log == nil {
 		g.log = slog.Default()
 	}
-	g.client = toolexec.NewClient(nc, js, toolexec.ClientOptions{Prefix: cfg.Prefix, Source: g.source})
-	g.pub = turn.NewPublisher(nc, turn.PublisherOptions{Prefix: cfg.Prefix, Service: GatewayService, Instance: cfg.Instance})
+	g.client = toolexec.NewClient(nc, js, toolexec.ClientOptions{Prefix: cfg.Prefix, Source: g.source, Logger: g.log})
+	g.pub = emit.NewPublisher(nc, emit.PublisherOptions{Prefix: cfg.Prefix, Service: GatewayService, Instance: cfg.Instance})
 	g.server = sdk.NewServer(&sdk.Implementation{Name: "llmworker", Title: "llmworker tool catalog", Version: version.String()},
 		&sdk.ServerOptions{Logger: g.log, HasTools: true})
 
@@ -299,7 +299,7 @@ type gatewayCall struct {
 	turn  *hook.Turn
 	call  events.ToolCall
 	entry events.ToolCatalogEntry
-	ep    *turn.EventPublisher
+	ep    *emit.EventPublisher
 }
 
 // call is a tools/call's life: decode → gate (before_tool_call, a pause
@@ -388,7 +388,7 @@ func (g *Gateway) decode(req *sdk.CallToolRequest) (*gatewayCall, string) {
 	c := &gatewayCall{
 		g: g, entry: entry,
 		call: events.ToolCall{ID: "call-" + nuid.Next(), Name: name, Input: input},
-		ep:   g.pub.Turn(turnID, g.cfg.SessionID, turn.Position{}),
+		ep:   g.pub.Turn(turnID, g.cfg.SessionID, emit.Position{}),
 	}
 	c.turn = &hook.Turn{ID: turnID, SessionID: g.cfg.SessionID, Step: 1, Observer: hook.ObserverFuncs{
 		Decision: func(d events.HookDecision) { c.record(d) },

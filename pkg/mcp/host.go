@@ -20,7 +20,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nuid"
 
-	"github.com/llmworker/llmworker/internal/childenv"
+	"github.com/llmworker/llmworker/internal/leaf/childenv"
 	"github.com/llmworker/llmworker/pkg/telemetry"
 	"github.com/llmworker/llmworker/pkg/tool"
 )

@@ -9,8 +9,14 @@ var (
 	ErrNotFound = errors.New("media: no such object in " + bucket)
 
 	// ErrCorrupt is returned by Store.Get when the bytes read back do not
-	// hash to the ref they were stored under.
+	// hash to the ref they were stored under, and by Resolve when their
+	// length is not the part's size.
 	ErrCorrupt = errors.New("media: object does not match its ref")
+
+	// ErrMediaType is returned by Resolve when the bytes stored under a
+	// part's ref are not of the part's media_type (the check
+	// events.MatchMedia makes of inline data).
+	ErrMediaType = errors.New("media: the stored bytes are not of the part's media_type")
 
 	// ErrInvalidRef is returned by Store.Get and Resolve for a ref that is
 	// not sha256:<64 lowercase hex digits>.

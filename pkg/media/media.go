@@ -200,8 +200,11 @@ func partsHaveRefs(parts []events.Part) bool {
 
 // Resolve returns msgs with every ref part replaced by a part holding its
 // bytes as data. msgs are not modified: the messages and part lists that
-// hold a ref are copied, the others shared. An unknown ref is an error
-// naming the part (messages[i].content[j].ref) that wraps ErrNotFound.
+// hold a ref are copied, the others shared. A ref that cannot be used is
+// a *RefError naming the part (messages[i].content[j].ref, or .size): one
+// the store does not hold (ErrNotFound), bytes that do not hash to the ref
+// or whose length is not the part's size (ErrCorrupt), bytes that are not
+// of the part's media_type (ErrMediaType).
 func Resolve(ctx context.Context, g Getter, msgs []events.Message) ([]events.Message, error) {
 	if !HasRefs(msgs) {
 		return msgs, nil
@@ -243,6 +246,11 @@ func resolveParts(ctx context.Context, g Getter, parts []events.Part, field stri
 		}
 		if p.Size > 0 && int64(len(data)) != p.Size {
 			return nil, &RefError{Field: f + ".size", Ref: p.Ref, Err: fmt.Errorf("%w: %d bytes stored, the part says %d", ErrCorrupt, len(data), p.Size)}
+		}
+		// A ref's bytes were never validated: a client uploads them
+		// itself, under any media_type it then names.
+		if holds, ok := events.MatchMedia(p.MediaType, data); !ok {
+			return nil, &RefError{Field: f + ".ref", Ref: p.Ref, Err: fmt.Errorf("%w: holds %s, not %s", ErrMediaType, holds, p.MediaType)}
 		}
 		p.Data, p.Ref, p.Size = base64.StdEncoding.EncodeToString(data), "", 0
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -120,6 +121,65 @@ func TestOffloadAndResolve(t *testing.T) {
 	if !errors.As(err, &re) || !errors.Is(err, media.ErrNotFound) || re.Field != "messages[1].content[0].content[1].ref" {
 		t.Fatalf("Resolve of an unknown ref: %v", err)
 	}
+}
+
+// A ref is held to its part's media_type as inline data is: a PNG
+// uploaded and sent as a PDF, or bytes that are not UTF-8 sent as text,
+// fail naming the part's ref, and the part is not resolved.
+func TestResolveChecksTheMediaTypeOfARef(t *testing.T) {
+	st, _ := open(t)
+	ctx := natstest.Context(t)
+	img := png(100)
+	pngRef, err := st.Put(ctx, img, "image/png")
+	if err != nil {
+		t.Fatal(err)
+	}
+	binRef, err := st.Put(ctx, []byte{0x00, 0x81, 0xfe, 0xff}, "application/octet-stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, mediaType, ref, holds string
+	}{
+		{"a PNG sent as a PDF", "application/pdf", pngRef, "image/png"},
+		{"a PNG sent as a JPEG", "image/jpeg", pngRef, "image/png"},
+		{"binary sent as text", "text/plain", binRef, "binary data of an unknown kind"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			msgs := []events.Message{{Role: events.RoleUser, Content: []events.Part{
+				events.TextPart("what is this?"),
+				{Type: partType(c.mediaType), MediaType: c.mediaType, Ref: c.ref},
+			}}}
+			out, err := media.Resolve(ctx, st, msgs)
+			var re *media.RefError
+			if !errors.As(err, &re) || !errors.Is(err, media.ErrMediaType) || re.Field != "messages[0].content[1].ref" || re.Ref != c.ref {
+				t.Fatalf("Resolve = %v, %v; want ErrMediaType naming messages[0].content[1].ref", out, err)
+			}
+			if want := "holds " + c.holds + ", not " + c.mediaType; !strings.Contains(err.Error(), want) {
+				t.Fatalf("error %q does not say %q", err, want)
+			}
+		})
+	}
+	t.Run("a PNG sent as a PNG", func(t *testing.T) {
+		msgs := []events.Message{{Role: events.RoleUser, Content: []events.Part{
+			{Type: events.PartImage, MediaType: "image/png", Ref: pngRef, Size: int64(len(img))},
+		}}}
+		out, err := media.Resolve(ctx, st, msgs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := out[0].Content[0].Bytes(); !bytes.Equal(b, img) {
+			t.Fatalf("resolved to %d bytes, want the PNG's %d", len(b), len(img))
+		}
+	})
+}
+
+func partType(mediaType string) events.PartType {
+	if strings.HasPrefix(mediaType, "image/") {
+		return events.PartImage
+	}
+	return events.PartFile
 }
 
 // mapGetter serves refs from a map, for the fuzz target.

@@ -17,8 +17,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/llmworker/llmworker/internal/natsutil"
-	"github.com/llmworker/llmworker/internal/poll"
+	"github.com/llmworker/llmworker/internal/leaf/natsutil"
+	"github.com/llmworker/llmworker/internal/leaf/poll"
 	"github.com/llmworker/llmworker/pkg/provision"
 )
 
@@ -33,6 +33,9 @@ type Options struct {
 	FileStorage bool
 	// Prefix is the subject prefix Provision uses ("" = llmw).
 	Prefix string
+	// MaxPayload is the server's max_payload (0: the embedded server's
+	// 8 MiB), for tests of what does not fit into one message.
+	MaxPayload int32
 	// ConnOptions are added to the connection's options.
 	ConnOptions []nats.Option
 }
@@ -73,7 +76,7 @@ func Start(t testing.TB, o Options) *Server {
 // New starts a server outside a test (a runnable Example, a program's own
 // test harness, a demo); Close stops it. Start is New for a test.
 func New(o Options) (*Server, error) {
-	e, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{})
+	e, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{MaxPayload: o.MaxPayload})
 	if err != nil {
 		return nil, fmt.Errorf("natstest: start nats-server: %w", err)
 	}

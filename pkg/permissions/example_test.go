@@ -7,21 +7,25 @@ import (
 	"github.com/llmworker/llmworker/pkg/permissions"
 )
 
-// A client that submits turns may publish the request subjects, upload
-// attachments to the LLMW_MEDIA object store (its chunks and the
-// JetStream API of its stream) and hear rejections; nothing else of
-// llmworker's.
+// A client that submits turns may publish the request subjects, ask the
+// turn service to compact a session, upload attachments to the
+// LLMW_MEDIA object store (its chunks and the JetStream API of its
+// stream) and hear rejections; nothing else of llmworker's.
 func ExampleFor() {
 	p := permissions.For(permissions.Submitter, "acme")
+	media := 0
 	for _, s := range p.Publish {
-		if !strings.Contains(s, "LLMW_MEDIA") {
-			fmt.Println("publish", s)
+		if strings.Contains(s, "LLMW_MEDIA") {
+			media++
+			continue
 		}
+		fmt.Println("publish", s)
 	}
-	fmt.Println("publish", len(p.Publish)-4, "subjects of LLMW_MEDIA")
+	fmt.Println("publish", media, "subjects of LLMW_MEDIA")
 	fmt.Println("subscribe", p.Subscribe)
 	// Output:
 	// publish acme.mcp.resume.*
+	// publish acme.session.compact.*
 	// publish acme.turn.cancel.*
 	// publish acme.turn.resume
 	// publish acme.turn.submit

@@ -25,7 +25,9 @@ const (
 	Ingest Role = "ingest"
 	// Turn runs turns from LLMW_TURNS: worker events (P.emit.>), model
 	// calls, tool calls and results, hook requests, its state buckets,
-	// and turn cancels it forwards to the replica running the turn.
+	// turn cancels it forwards to the replica running the turn, and the
+	// child turns of its sub-agent calls it submits and cancels; it reads
+	// the agent definitions of LLMW_AGENTS.
 	Turn Role = "turn"
 	// Toolexec runs tool calls from LLMW_TOOLCALLS and publishes their
 	// results; registers its tools in LLMW_TOOLS.
@@ -37,18 +39,25 @@ const (
 	// its calls' worker events and answers P.mcp.resume.*.
 	MCP Role = "mcp"
 	// Gateway serves HTTP clients (pkg/gateway): it submits, resumes and
-	// cancels turns and hears rejections, as a submitter, and reads
-	// LLMW_EVENTS, as a reader; it answers nothing on the bus.
+	// cancels turns and hears rejections, as a submitter, asks the turn
+	// service to compact sessions (P.session.compact.*), reads
+	// LLMW_EVENTS, as a reader, and LLMW_AGENTS, the agents it serves over
+	// A2A, and reads and writes LLMW_A2A_PUSH, their tasks' push configs;
+	// it answers nothing on the bus.
 	Gateway Role = "gateway"
-	// Submitter publishes turn requests, resumes and cancels, uploads
-	// attachments to LLMW_MEDIA, and hears rejections; it reads no state.
+	// Submitter publishes turn requests, resumes and cancels, asks the
+	// turn service to compact sessions (P.session.compact.*, `llmworker
+	// session compact`), uploads attachments to LLMW_MEDIA, and hears
+	// rejections; it reads no state.
 	Submitter Role = "submitter"
 	// Reader follows worker events: P.events.> live and LLMW_EVENTS
 	// through the JetStream API; it publishes nothing else.
 	Reader Role = "reader"
-	// Provisioner creates and updates the streams and buckets
-	// (`llmworker provision`): the JetStream API of the account, nothing
-	// on llmworker's own subjects.
+	// Provisioner is the operator: it creates and updates the streams and
+	// buckets (`llmworker provision`) with the JetStream API of the
+	// account, and writes the agent definitions of LLMW_AGENTS
+	// (`llmworker agent put`, `agent rm`); nothing else on llmworker's own
+	// subjects.
 	Provisioner Role = "provision"
 )
 
@@ -94,9 +103,9 @@ func kv(bucket string) string { return "KV_" + bucket }
 func obj(b string) string { return "OBJ_" + b }
 
 var allStreams = []string{
-	events.StreamTurns, events.StreamEvents, events.StreamToolCalls, events.StreamToolResults,
+	events.StreamTurns, events.StreamEvents, events.StreamToolCalls, events.StreamToolResults, events.StreamTranscripts,
 	kv(events.BucketSessions), kv(events.BucketTools), kv(events.BucketHooks), kv(events.BucketTurnState),
-	kv(events.BucketQuota), obj(events.BucketMedia),
+	kv(events.BucketQuota), kv(events.BucketAgents), kv(events.BucketA2APush), obj(events.BucketMedia), obj(events.BucketRequests),
 }
 
 // info is what a service's start needs of every stream and bucket when it
@@ -140,6 +149,18 @@ func mediaWrite() []string {
 	return append(mediaRead(), "$O."+events.BucketMedia+".>", "$JS.API.STREAM.PURGE."+obj(events.BucketMedia))
 }
 
+// requestsRead is reading the completion requests that LLMW_REQUESTS
+// holds for ingest (a meta lookup, an ordered consumer over the chunks).
+func requestsRead() []string { return read(obj(events.BucketRequests)) }
+
+// requestsWrite is storing a completion request in LLMW_REQUESTS and
+// deleting it once ingest answered: chunks and meta on
+// $O.LLMW_REQUESTS.>, the purge of an object's chunks, and the meta
+// lookup both need.
+func requestsWrite() []string {
+	return append(requestsRead(), "$O."+events.BucketRequests+".>", "$JS.API.STREAM.PURGE."+obj(events.BucketRequests))
+}
+
 // discovery is the micro service protocol every service answers
 // ($SRV.PING, $SRV.INFO, $SRV.STATS, by service and by instance).
 const discovery = "$SRV.>"
@@ -157,6 +178,7 @@ func For(role Role, prefix string) Permissions {
 	case Ingest:
 		pub = []string{p + ".llm.stream.>"}
 		pub = append(pub, mediaRead()...)
+		pub = append(pub, requestsRead()...)
 		pub = append(pub, bucket(events.BucketQuota)...)
 		sub = []string{s.LLMComplete(), s.LLMCancelAll(), discovery, inbox}
 		responses = true
@@ -164,15 +186,22 @@ func For(role Role, prefix string) Permissions {
 		pub = []string{
 			s.EmitAll(), s.LLMComplete(), p + ".llm.cancel.*", s.ToolCallAll(), s.ToolCancelAll(),
 			p + ".hook.>", s.TurnRejectedAll(), s.TurnCancelAll(),
+			s.TurnSubmit(), // the child turns of its sub-agent calls
 		}
 		pub = append(pub, read(events.StreamTurns)...)
 		pub = append(pub, read(events.StreamToolResults)...)
 		pub = append(pub, read(events.StreamEvents)...)
+		// Transcripts: appended on P.transcript.> (fenced by the
+		// subject's last sequence) and read back on recovery.
+		pub = append(pub, s.TranscriptAll())
+		pub = append(pub, read(events.StreamTranscripts)...)
 		for _, b := range []string{events.BucketTurnState, events.BucketSessions, events.BucketTools, events.BucketHooks} {
 			pub = append(pub, bucket(b)...)
 		}
 		pub = append(pub, mediaWrite()...)
-		sub = []string{s.TurnCancelAny(), p + ".llm.stream.>", s.ToolStoredAll(), s.ToolResultAll(), s.ToolProgressAll(), discovery, inbox}
+		pub = append(pub, requestsWrite()...)
+		pub = append(pub, read(kv(events.BucketAgents))...) // the agents turn requests name
+		sub = []string{s.TurnCancelAny(), p + ".llm.stream.>", s.ToolStoredAll(), s.ToolResultAll(), s.ToolProgressAll(), s.SessionCompactAll(), discovery, inbox}
 		responses = true
 	case Toolexec:
 		pub = []string{s.ToolResultAll(), s.ToolProgressAll()}
@@ -195,18 +224,24 @@ func For(role Role, prefix string) Permissions {
 		sub = []string{s.ToolStoredAll(), s.ToolResultAll(), s.ToolProgressAll(), s.MCPResumeAll(), inbox}
 		responses = true
 	case Gateway:
-		pub = append([]string{s.TurnSubmit(), s.TurnResume(), s.TurnCancelAll()}, read(events.StreamEvents)...)
+		pub = append([]string{s.TurnSubmit(), s.TurnResume(), s.TurnCancelAll(), s.SessionCompactAll()}, read(events.StreamEvents)...)
+		pub = append(pub, read(events.StreamTranscripts)...)
 		pub = append(pub, mediaWrite()...)
+		pub = append(pub, read(kv(events.BucketAgents))...) // the agents it serves over A2A
+		pub = append(pub, bucket(events.BucketA2APush)...)  // their tasks' push configs
 		sub = []string{s.TurnRejectedAll(), inbox}
 	case Submitter:
-		pub = []string{s.TurnSubmit(), s.TurnResume(), s.TurnCancelAll(), s.MCPResumeAll()}
+		pub = []string{s.TurnSubmit(), s.TurnResume(), s.TurnCancelAll(), s.MCPResumeAll(), s.SessionCompactAll()}
 		pub = append(pub, mediaWrite()...) // attachments are uploaded first
 		sub = []string{s.TurnRejectedAll(), inbox}
 	case Reader:
 		pub = append(read(events.StreamEvents), mediaRead()...)
+		pub = append(pub, read(events.StreamTranscripts)...)
 		sub = []string{s.EventsAll(), inbox}
 	case Provisioner:
-		pub = []string{"$JS.API.>"}
+		// The operator: every stream and bucket, and the agent
+		// definitions (`llmworker agent put` and rm).
+		pub = append([]string{"$JS.API.>"}, bucket(events.BucketAgents)...)
 		sub = []string{inbox}
 	default:
 		panic(fmt.Sprintf("permissions: unknown role %q", role))

@@ -1,17 +1,13 @@
 package price
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 
-	"gopkg.in/yaml.v3"
-
+	"github.com/llmworker/llmworker/internal/leaf/tablefile"
 	"github.com/llmworker/llmworker/pkg/events"
 )
 
@@ -101,21 +97,8 @@ type entry struct {
 // the field.
 func Parse(data []byte, yamlForm bool) (*Table, error) {
 	var f file
-	if yamlForm {
-		d := yaml.NewDecoder(bytes.NewReader(data))
-		d.KnownFields(true)
-		if err := d.Decode(&f); err != nil && err != io.EOF {
-			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
-		}
-	} else {
-		d := json.NewDecoder(bytes.NewReader(data))
-		d.DisallowUnknownFields()
-		if err := d.Decode(&f); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
-		}
-		if d.More() {
-			return nil, fmt.Errorf("%w: more than one JSON value", ErrInvalid)
-		}
+	if err := tablefile.Decode(data, yamlForm, &f); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if len(f.Models) == 0 {
 		return nil, fmt.Errorf("%w: no models (a table is {\"models\": {\"provider:model\": {\"input\": …, \"output\": …}}})", ErrInvalid)

@@ -29,6 +29,10 @@ const (
 	// session keeps the transcript that refers to it, counted from its
 	// upload.
 	DefaultMediaMaxAge = DefaultSessionsTTL
+	// DefaultTranscriptsMaxAge keeps a transcript item (pkg/transcript)
+	// as long as a session keeps its record after its last turn, counted
+	// from the item's append.
+	DefaultTranscriptsMaxAge = DefaultSessionsTTL
 	// DefaultDuplicateWindow covers a tool call redelivered after AckWait a
 	// few times and a turn replica that re-publishes a call on resume.
 	DefaultDuplicateWindow = 10 * time.Minute
@@ -61,6 +65,10 @@ type Options struct {
 	// MediaMaxAge limits LLMW_MEDIA by age (0 = DefaultMediaMaxAge;
 	// negative = none).
 	MediaMaxAge time.Duration
+	// TranscriptsMaxAge limits LLMW_TRANSCRIPTS by age (0 =
+	// DefaultTranscriptsMaxAge; negative = none): a session whose first
+	// items are older cannot be read (pkg/transcript.ErrMissing).
+	TranscriptsMaxAge time.Duration
 	// DuplicateWindow of the streams whose messages carry client ids as
 	// Nats-Msg-Id (0 = DefaultDuplicateWindow).
 	DuplicateWindow time.Duration
@@ -98,6 +106,7 @@ func (o Options) withDefaults() Options {
 	o.TurnsMaxAge = orNone(o.TurnsMaxAge, DefaultTurnsMaxAge)
 	o.SessionsTTL = orNone(o.SessionsTTL, DefaultSessionsTTL)
 	o.MediaMaxAge = orNone(o.MediaMaxAge, DefaultMediaMaxAge)
+	o.TranscriptsMaxAge = orNone(o.TranscriptsMaxAge, DefaultTranscriptsMaxAge)
 	// The server rejects a duplicate window longer than the max age.
 	o.DuplicateWindow = min(o.DuplicateWindow, o.ToolResultsMaxAge, o.ToolCallsMaxAge)
 	return o
@@ -123,7 +132,8 @@ func (o Options) storage() jetstream.StorageType {
 }
 
 // StreamConfigs returns the configurations Provision applies, in order
-// (LLMW_TURNS, LLMW_EVENTS, LLMW_TOOLCALLS, LLMW_TOOLRESULTS).
+// (LLMW_TURNS, LLMW_EVENTS, LLMW_TOOLCALLS, LLMW_TOOLRESULTS,
+// LLMW_TRANSCRIPTS).
 func StreamConfigs(o Options) []jetstream.StreamConfig {
 	o = o.withDefaults()
 	s := events.NewSubjects(o.Prefix)
@@ -190,6 +200,19 @@ func StreamConfigs(o Options) []jetstream.StreamConfig {
 			Duplicates:  o.DuplicateWindow,
 			AllowDirect: true,
 		},
+		{
+			Name:        events.StreamTranscripts,
+			Description: "llmworker turn and session transcripts, one message per item",
+			// Appends are fenced by the subject's last sequence
+			// (pkg/transcript), not de-duplicated by id.
+			Subjects:    []string{s.TranscriptAll()},
+			Retention:   jetstream.LimitsPolicy,
+			MaxAge:      o.TranscriptsMaxAge,
+			Storage:     st,
+			Replicas:    o.Replicas,
+			Duplicates:  TurnsDuplicateWindow,
+			AllowDirect: true,
+		},
 	}
 }
 
@@ -233,16 +256,42 @@ func BucketConfigs(o Options) []jetstream.KeyValueConfig {
 		// of a few hundred bytes, one per limit, whose leases expire by
 		// the time they hold, not by a TTL of the key.
 		kv(events.BucketQuota, "llmworker provider quotas shared by ingest replicas"),
+		// Agent definitions (pkg/agents) keep their last revisions, so
+		// that "NAME@REV" resolves after a change or a delete.
+		withHistory(kv(events.BucketAgents, "llmworker agent definitions"), events.AgentHistory),
+		// The push notification configs of A2A tasks (pkg/a2a), kept
+		// for as long as a task's events are.
+		withTTL(kv(events.BucketA2APush, "llmworker A2A push notification configs"), A2APushTTL),
 	}
 }
 
+// A2APushTTL is how long LLMW_A2A_PUSH keeps a task's push configs after
+// their last change: the default age of LLMW_EVENTS, past which the
+// task's events, and so its notifications, are gone.
+const A2APushTTL = 24 * time.Hour
+
+// RequestsTTL is how long LLMW_REQUESTS keeps a completion request too
+// large for one message: ingest reads it within the model call's reply
+// timeout, and the requester deletes it once ingest answered, so only the
+// objects of a requester that died in between wait for the TTL.
+const RequestsTTL = time.Hour
+
+// withHistory keeps n revisions of each key.
+func withHistory(c jetstream.KeyValueConfig, n uint8) jetstream.KeyValueConfig {
+	c.History = n
+	return c
+}
+
 // ObjectStoreConfigs returns the object store configurations Provision
-// applies: LLMW_MEDIA (pkg/media).
+// applies: LLMW_MEDIA (pkg/media) and LLMW_REQUESTS (pkg/ingest).
 func ObjectStoreConfigs(o Options) []jetstream.ObjectStoreConfig {
 	o = o.withDefaults()
 	return []jetstream.ObjectStoreConfig{{
 		Bucket: events.BucketMedia, Description: "llmworker media parts (images, files) by sha256",
 		TTL: o.MediaMaxAge, Storage: o.storage(), Replicas: o.Replicas,
+	}, {
+		Bucket: events.BucketRequests, Description: "llmworker completion requests too large for one message",
+		TTL: RequestsTTL, Storage: o.storage(), Replicas: o.Replicas,
 	}}
 }
 

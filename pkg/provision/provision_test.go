@@ -86,6 +86,31 @@ func TestProvisionTwiceAndConcurrently(t *testing.T) {
 			t.Errorf("bucket %s: history %d, TTL %v (want 1, %v), %v", b, st.History(), st.TTL(), ttl, err)
 		}
 	}
+	// Media live as long as the transcripts that name them; a completion
+	// request too large for a message only until ingest has read it
+	// (docs/protocol.md §2).
+	for b, ttl := range map[string]time.Duration{"LLMW_MEDIA": 30 * 24 * time.Hour, "LLMW_REQUESTS": time.Hour} {
+		obs, err := e.JS.ObjectStore(c, b)
+		if err != nil {
+			t.Fatalf("object store %s: %v", b, err)
+		}
+		st, err := obs.Status(c)
+		if err != nil {
+			t.Fatalf("object store %s: %v", b, err)
+		}
+		if st.TTL() != ttl {
+			t.Errorf("object store %s: TTL %v, want %v", b, st.TTL(), ttl)
+		}
+	}
+	// Agent definitions keep 64 revisions per name: "NAME@REV" resolves
+	// while the history holds REV (docs/protocol.md §2).
+	kv, err := e.JS.KeyValue(c, "LLMW_AGENTS")
+	if err != nil {
+		t.Fatalf("bucket LLMW_AGENTS: %v", err)
+	}
+	if st, err := kv.Status(c); err != nil || st.History() != 64 || st.TTL() != 0 {
+		t.Errorf("bucket LLMW_AGENTS: history %d, TTL %v (want 64, 0), %v", st.History(), st.TTL(), err)
+	}
 }
 
 // The operator's limits (`llmworker provision`, ApplyLimits) hold: a

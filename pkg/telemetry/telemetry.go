@@ -12,7 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/llmworker/llmworker/internal/version"
+	"github.com/llmworker/llmworker/internal/leaf/version"
 	"github.com/llmworker/llmworker/pkg/events"
 )
 

@@ -328,6 +328,20 @@ func (c *ToolCallCollector) Collected() []CollectedCall {
 	return append([]CollectedCall(nil), c.calls...)
 }
 
+// CollectedAt returns the call collected from the block at index (the
+// last one, should a stream use an index twice), without copying the
+// others; false when none was.
+func (c *ToolCallCollector) CollectedAt(index int) (CollectedCall, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := len(c.calls) - 1; i >= 0; i-- {
+		if c.calls[i].Index == index {
+			return c.calls[i], true
+		}
+	}
+	return CollectedCall{}, false
+}
+
 // TakeCollected returns the collected calls and empties the collector.
 func (c *ToolCallCollector) TakeCollected() []CollectedCall {
 	c.mu.Lock()

@@ -9,7 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/llmworker/llmworker/internal/natsutil"
+	"github.com/llmworker/llmworker/internal/leaf/natsutil"
 	"github.com/llmworker/llmworker/pkg/provision"
 	"github.com/llmworker/llmworker/pkg/tool"
 	"github.com/llmworker/llmworker/pkg/toolexec"

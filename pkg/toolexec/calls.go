@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -70,6 +71,9 @@ func (s *Server) pull(ctx context.Context, h *hosted) {
 		case ctx.Err() != nil, errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, jetstream.ErrConnectionClosed),
 			errors.Is(err, jetstream.ErrConsumerDeleted):
 			return
+		case errors.Is(err, errReconnected):
+			backoff = 50 * time.Millisecond
+			continue // a fresh pull at once
 		case handled:
 			backoff = 50 * time.Millisecond
 		}
@@ -92,6 +96,17 @@ func (s *Server) pull(ctx context.Context, h *hosted) {
 // Pull requests expire after about AckWait: a replica cut off from the
 // network keeps its outstanding requests on the server until they expire,
 // and each would take (and lose) one redelivery.
+//
+// A reconnect ends the pull (errReconnected), and the slot starts a new
+// one with an inbox of its own. The iterator pulls again after a
+// reconnect, and its requests from before stay at the server until they
+// expire, with interest once the connection subscribes the inbox again:
+// each could deliver a call into the iterator's buffer of one
+// (PullMaxMessages) while the slot runs another, and nats.go drops the
+// call beyond it (a slow consumer), which then waits for AckWait. Drain
+// unsubscribes the inbox, so that the server drops those requests, and
+// hands out the call already delivered, if any.
+//
 // handled is whether it ran at least one call.
 func (s *Server) consume(ctx context.Context, h *hosted) (handled bool, err error) {
 	it, err := h.cons.Messages(jetstream.PullMaxMessages(1), jetstream.PullExpiry(s.pullExpiry()))
@@ -100,15 +115,36 @@ func (s *Server) consume(ctx context.Context, h *hosted) (handled bool, err erro
 	}
 	defer it.Stop()
 	defer context.AfterFunc(ctx, it.Stop)()
+	var reconnected atomic.Bool
+	status := s.nc.StatusChanged(nats.CONNECTED)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for range status { // closed by RemoveStatusListener
+			if !reconnected.Swap(true) {
+				it.Drain()
+			}
+		}
+	}()
+	defer func() {
+		s.nc.RemoveStatusListener(status)
+		<-watched
+	}()
 	for {
 		m, err := it.Next()
 		if err != nil {
+			if reconnected.Load() && errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				err = errReconnected
+			}
 			return handled, err
 		}
 		handled = true
 		s.handle(m, h)
 	}
 }
+
+// errReconnected ends a pull whose connection reconnected (consume).
+var errReconnected = errors.New("toolexec: the connection reconnected; the pull starts again")
 
 // handle runs one delivered call: decode, skip if already answered, run,
 // publish the result, ack.

@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/llmworker/llmworker/internal/jsread"
+	"github.com/llmworker/llmworker/internal/leaf/jsread"
 	"github.com/llmworker/llmworker/pkg/events"
 )
 

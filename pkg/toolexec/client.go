@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
-	"github.com/llmworker/llmworker/internal/jsread"
+	"github.com/llmworker/llmworker/internal/leaf/jsread"
 	"github.com/llmworker/llmworker/pkg/cenats"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/fence"
@@ -48,6 +50,9 @@ type ClientOptions struct {
 	// result also comes as a core NATS message, which a connection cut
 	// off from its server (a partitioned node) does not get.
 	Recheck time.Duration
+	// Logger receives the client's warnings: a stored result that cannot
+	// be read (nil = discarded).
+	Logger *slog.Logger
 }
 
 // Client sends tool calls to toolexec over JetStream (docs/protocol.md, "Tools")
@@ -79,6 +84,9 @@ func NewClient(nc *nats.Conn, js jetstream.JetStream, o ClientOptions) *Client {
 	}
 	if o.Recheck == 0 {
 		o.Recheck = DefaultRecheck
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Client{nc: nc, js: js, subjects: events.NewSubjects(o.Prefix), o: o}
 }
@@ -116,9 +124,11 @@ func (c *Client) republished(ctx context.Context) bool {
 // LLMW_TOOLRESULTS, as the stream's leader has it; ok is false when there
 // is none yet. A replica that is behind (a node back from a partition)
 // may not have a result the leader stored, and a call believed
-// unanswered runs again.
+// unanswered runs again. A stored result that cannot be read (see
+// Unreadable) is returned as the error result Unreadable makes of it:
+// it is the call's result of record all the same.
 func (c *Client) StoredResult(ctx context.Context, turnID, callID string) (events.ToolCallResult, bool, error) {
-	return c.storedResult(ctx, turnID, callID, true)
+	return c.storedResult(ctx, turnID, callID, "", true)
 }
 
 // storedResult is StoredResult, read from the stream's leader or, with
@@ -126,7 +136,7 @@ func (c *Client) StoredResult(ctx context.Context, turnID, callID string) (event
 // for a result to appear, where a replica that is behind only makes them
 // look again (a call's result is stored once; a replica that has it has
 // the one of record).
-func (c *Client) storedResult(ctx context.Context, turnID, callID string, leader bool) (events.ToolCallResult, bool, error) {
+func (c *Client) storedResult(ctx context.Context, turnID, callID, name string, leader bool) (events.ToolCallResult, bool, error) {
 	var m *jetstream.RawStreamMsg
 	var err error
 	if leader {
@@ -144,11 +154,60 @@ func (c *Client) storedResult(ctx context.Context, turnID, callID string, leader
 	if err != nil {
 		return events.ToolCallResult{}, false, fmt.Errorf("toolexec: stored result of call %s: %w", callID, err)
 	}
-	r, err := DecodeResult(m.Header, m.Data)
-	if err != nil {
-		return events.ToolCallResult{}, false, err
+	return c.readResult(m.Header, m.Data, turnID, callID, name), true, nil
+}
+
+// readResult is the result of call callID of turn turnID that a message
+// of its result subject holds, or for one that cannot be read the error
+// result Unreadable makes of it, logged: the stream stored it as the
+// call's result, and refuses any later one as a duplicate, so waiting for
+// another would only end at the deadline. name is the tool's ("" when the
+// caller does not know it).
+func (c *Client) readResult(h nats.Header, data []byte, turnID, callID, name string) events.ToolCallResult {
+	r, err := ReadResult(h, data, turnID, callID)
+	if err == nil {
+		return r
 	}
-	return r, true, nil
+	if name == "" {
+		name = r.Name
+	}
+	c.o.Logger.Warn("toolexec: a tool result that cannot be read is the call's result; the model is told so",
+		"turn_id", turnID, "call_id", callID, "tool", name, "err", err)
+	return Unreadable(turnID, callID, name, err)
+}
+
+// ReadResult decodes a result message of call callID of turn turnID,
+// taken from its subject P.tool.result.<turn_id>.<call_id> (or the
+// stream's republished copy): DecodeResult, and then a result that names
+// another call or turn than its subject is an error too (wrapping
+// ErrUnreadableResult). On an error the result holds what could be read.
+func ReadResult(h nats.Header, data []byte, turnID, callID string) (events.ToolCallResult, error) {
+	r, err := DecodeResult(h, data)
+	switch {
+	case err != nil:
+		return r, fmt.Errorf("%w: %w", ErrUnreadableResult, err)
+	case r.CallID != callID:
+		return r, fmt.Errorf("%w: field \"call_id\" is %q, but the result was published for call %q", ErrUnreadableResult, r.CallID, callID)
+	case r.TurnID != "" && r.TurnID != turnID:
+		return r, fmt.Errorf("%w: field \"turn_id\" is %q, but the result was published for turn %q", ErrUnreadableResult, r.TurnID, turnID)
+	}
+	return r, nil
+}
+
+// Unreadable is the error result that stands for a stored result of a
+// call that cannot be read (ReadResult's err): the model reads what was
+// wrong with it, and that the tool may have run.
+func Unreadable(turnID, callID, name string, err error) events.ToolCallResult {
+	why := err.Error()
+	for _, p := range []string{ErrUnreadableResult.Error() + ": ", "toolexec: tool result: "} {
+		why = strings.TrimPrefix(why, p)
+	}
+	tool := "the tool"
+	if name != "" {
+		tool = fmt.Sprintf("tool %q", name)
+	}
+	return events.ToolCallResult{CallID: callID, TurnID: turnID, Name: name, IsError: true,
+		Content: fmt.Sprintf("the result of %s cannot be read: %s. Its host published a malformed result, which is the call's only result: the tool may have run.", tool, why)}
 }
 
 // storedWait bounds how long Call waits for a result it received to
@@ -168,7 +227,7 @@ func (c *Client) awaitStored(ctx context.Context, req events.ToolCallRequest) (e
 	backoff := storedPoll
 	for {
 		actx, cancel := context.WithTimeout(ctx, time.Second)
-		r, ok, err := c.storedResult(actx, req.TurnID, req.CallID, false)
+		r, ok, err := c.storedResult(actx, req.TurnID, req.CallID, req.Name, false)
 		cancel()
 		if err == nil && ok {
 			return r, true
@@ -281,7 +340,7 @@ func (c *Client) Call(ctx context.Context, req events.ToolCallRequest, timeout t
 		// deadline rather than hand the model an error about our plumbing.
 		err = retryUntil(ctx, req.Deadline, func(actx context.Context) error {
 			var err error
-			stored, ok, err = c.StoredResult(actx, req.TurnID, req.CallID)
+			stored, ok, err = c.storedResult(actx, req.TurnID, req.CallID, req.Name, true)
 			return err
 		})
 		fenceErr = <-fenced
@@ -334,18 +393,16 @@ func (c *Client) Call(ctx context.Context, req events.ToolCallRequest, timeout t
 			// have been lost to this connection (a partition, a
 			// reconnect while it was routed).
 			actx, cancel := context.WithTimeout(ctx, time.Second)
-			stored, ok, err := c.storedResult(actx, req.TurnID, req.CallID, false)
+			stored, ok, err := c.storedResult(actx, req.TurnID, req.CallID, req.Name, false)
 			cancel()
 			if err == nil && ok {
 				return stored, nil
 			}
 		case m := <-ch:
-			r, err := DecodeResult(m.Header, m.Data)
-			if err != nil || r.CallID != req.CallID {
-				continue // not ours or garbage: keep waiting for the real one
-			}
+			// The subject is the call's: what comes there is its result,
+			// readable or not.
 			if republished {
-				return r, nil
+				return c.readResult(m.Header, m.Data, req.TurnID, req.CallID, req.Name), nil
 			}
 			// The message comes as the server routes it, which may be
 			// before the stream stored it, or without it storing it (a

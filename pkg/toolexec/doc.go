@@ -30,7 +30,9 @@
 // # Running a call
 //
 // Each of Config.Concurrency slots per tool pulls one call at a time (a
-// busy replica leaves work to idle ones), then: decodes it (an undecodable
+// busy replica leaves work to idle ones; after a reconnect the slot pulls
+// on a new inbox, so that its requests from before, which stay at the
+// server until they expire, deliver no call it would drop), then: decodes it (an undecodable
 // call is terminated, after an error result if its ids can be read); acks
 // it without running if LLMW_TOOLRESULTS already holds its result (a
 // duplicate delivery; not looked for at the first delivery of a call
@@ -59,7 +61,12 @@
 // every tool execution. Cancelling publishes
 // P.tool.cancel.<turn_id>.<call_id>; no
 // result by the deadline is ErrToolDeadline, so a tool nobody hosts never
-// hangs a turn. Catalog reads, writes and watches KV LLMW_TOOLS.
+// hangs a turn. A stored result that cannot be read (ReadResult: it does
+// not decode or validate, or names another call or turn than its
+// subject) is still the call's only one, the stream refusing any later
+// result as a duplicate: it becomes the error result Unreadable makes,
+// naming the field, at once and logged. Catalog reads, writes and
+// watches KV LLMW_TOOLS.
 //
 // # Stopping and failures
 //

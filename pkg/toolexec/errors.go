@@ -44,6 +44,14 @@ var (
 	// content, which the model reads).
 	ErrToolFailed = errors.New("toolexec: tool result is an error")
 
+	// ErrUnreadableResult is wrapped by ReadResult's error for a result
+	// message that cannot be read (not a llmw.tool.result, data that does
+	// not decode or validate, a media part whose bytes are not its
+	// media_type) or that names another call or turn than its subject.
+	// Client.Call and StoredResult answer such a stored result with an
+	// error result (Unreadable) instead of waiting for another.
+	ErrUnreadableResult = errors.New("toolexec: tool result cannot be read")
+
 	// ErrInvalidCall is returned by Client.Call for a request that cannot
 	// be sent (missing or malformed ids or name).
 	ErrInvalidCall = errors.New("toolexec: invalid tool call")

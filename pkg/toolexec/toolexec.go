@@ -18,7 +18,7 @@ import (
 	"github.com/nats-io/nuid"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/llmworker/llmworker/internal/version"
+	"github.com/llmworker/llmworker/internal/leaf/version"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/media"
 	"github.com/llmworker/llmworker/pkg/provision"

@@ -296,8 +296,9 @@ func TestResumeWhileTheRunHereEndsItsPauseWaitsForIt(t *testing.T) {
 	pausedState(t, s, id)
 	next := rejectedOf(t, ns.NC, s, id)
 	hereAck := &recAck{seq: 1, looked: make(chan struct{})}
-	here := &turnRun{s: s, id: id, msg: newRequest(hereAck, s.log), done: make(chan struct{})}
-	here.pausing.Store(true)
+	here := &turnRun{s: s, id: id, msg: newRequest(hereAck, s.log), life: newRunLife()}
+	here.life.decide() // it ran the turn
+	here.life.enter(phasePausing)
 	s.mu.Lock()
 	s.running[id] = here
 	s.mu.Unlock()
@@ -313,7 +314,7 @@ func TestResumeWhileTheRunHereEndsItsPauseWaitsForIt(t *testing.T) {
 	s.mu.Lock()
 	delete(s.running, id)
 	s.mu.Unlock()
-	close(here.done)
+	close(here.life.done)
 	if a := <-answered; a != termWith(events.RejectInvalidRequest) {
 		t.Fatalf("answer %+v, want the resume rejected (invalid_request) once the run here ended", a)
 	}

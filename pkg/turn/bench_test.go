@@ -20,7 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel"
 
-	"github.com/llmworker/llmworker/internal/natsutil"
+	"github.com/llmworker/llmworker/internal/leaf/natsutil"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/llm"
 	"github.com/llmworker/llmworker/pkg/llm/llmtest"
@@ -237,6 +237,7 @@ func stepOverhead(b *testing.B, e *env) {
 		b.Fatal(err)
 	}
 	var inproc, dist time.Duration
+	var inMsgs, inBytes int64 // what the server received during the distributed turns
 	b.ResetTimer()
 	for i := range b.N {
 		start := time.Now()
@@ -248,15 +249,20 @@ func stepOverhead(b *testing.B, e *env) {
 
 		id := "so-" + strconv.Itoa(i)
 		_, end := te.expect(id)
+		m0, b0 := serverIn(e)
 		start = time.Now()
 		e.submit(events.TurnRequest{TurnID: id, Model: "test:m", Messages: []events.Message{events.UserText("go")}, Tools: []string{"echo"}})
 		if typ := waitEnd(b, end); typ != events.TypeTurnCompleted {
 			b.Fatalf("distributed turn %s ended %s", id, typ)
 		}
 		dist += time.Since(start)
+		m1, b1 := serverIn(e)
+		inMsgs, inBytes = inMsgs+m1-m0, inBytes+b1-b0
 	}
 	b.StopTimer()
 	n := float64(b.N)
+	b.ReportMetric(float64(inMsgs)/n, "server-msgs/turn")
+	b.ReportMetric(float64(inBytes)/n/1024, "server-KiB/turn")
 	b.ReportMetric(ms(inproc)/n, "inproc-ms/turn")
 	b.ReportMetric(ms(dist)/n, "nats-ms/turn")
 	b.ReportMetric((ms(dist)-ms(inproc))/n/10, "overhead-ms/step")
@@ -276,7 +282,7 @@ func stepOverhead(b *testing.B, e *env) {
 // Deltas that are already waiting travel joined: ingest joins those its
 // provider stream has read ahead (ingest.Config.KeepDeltas), the turn
 // service those that queue behind an unacknowledged event
-// (turn.EventPublisher), so under load one message carries several.
+// (emit.EventPublisher), so under load one message carries several.
 func BenchmarkDeltaThroughput(b *testing.B) { deltaThroughput(b, newEnv(b)) }
 
 // BenchmarkDeltaThroughputLazyFsync is BenchmarkDeltaThroughput on a
@@ -528,4 +534,15 @@ func waitEnd(b testing.TB, end chan string) string {
 		b.Fatal("the turn did not end within a minute")
 		return ""
 	}
+}
+
+// serverIn is what the embedded server has received from its clients so
+// far: messages (publishes and requests, every stored write among them)
+// and their bytes.
+func serverIn(e *env) (msgs, bytes int64) {
+	v, err := e.emb.Server.Varz(nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return v.InMsgs, v.InBytes
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/llmworker/llmworker/internal/jsread"
+	"github.com/llmworker/llmworker/internal/leaf/jsread"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook"
 )
@@ -31,7 +31,7 @@ func (s *Service) cancelHere(id string) bool {
 	s.mu.Lock()
 	t := s.running[id]
 	if t != nil {
-		t.cancelRequested = true
+		t.life.cancelRequested = true
 	}
 	s.mu.Unlock()
 	if t != nil {
@@ -52,7 +52,7 @@ func (s *Service) onQueuedCancel(m *nats.Msg) {
 	}
 	id, ok := strings.CutPrefix(m.Subject, s.subjects.TurnCancel(""))
 	if !ok || !events.ValidToken(id) {
-		s.rejected(events.TurnRejected{Request: events.TypeTurnCancel, Code: events.RejectInvalidRequest,
+		s.publishRejected(events.TurnRejected{Request: events.TypeTurnCancel, Code: events.RejectInvalidRequest,
 			Reason: fmt.Sprintf("the cancel subject %q names no single turn: publish a cancel to %s, one turn id and no wildcard", m.Subject, s.subjects.TurnCancel("<turn_id>"))})
 		return
 	}
@@ -120,7 +120,7 @@ func (s *Service) cancelIdle(ctx context.Context, id string) {
 				tomb := State{Version: StateVersion, Status: StatusCancelled, Owner: s.cfg.Instance,
 					Reason: "the turn was cancelled before it started", Code: CodeCancelled, Updated: time.Now().UTC()}
 				b, _ := json.Marshal(&tomb)
-				if _, err := s.storeState(ctx, id, b, 0, s.cfg.CancelTTL); isConflict(err) {
+				if _, err := s.casState(ctx, id, b, 0, s.cfg.CancelTTL); isConflict(err) {
 					continue // the turn just started
 				} else if err != nil {
 					s.log.Warn("turn: cancel: record the cancel of a turn that has not started", "turn_id", id, "err", err)
@@ -128,25 +128,27 @@ func (s *Service) cancelIdle(ctx context.Context, id string) {
 				}
 				reason += fmt.Sprintf("; a submit of it within %s ends at once with llmw.turn.aborted (the cancel may have overtaken it)", s.cfg.CancelTTL)
 			}
-			s.rejected(events.TurnRejected{TurnID: id, Request: events.TypeTurnCancel, Code: events.RejectUnknownTurn, Reason: reason})
+			s.publishRejected(events.TurnRejected{TurnID: id, Request: events.TypeTurnCancel, Code: events.RejectUnknownTurn, Reason: reason})
 			return
 		case err != nil:
 			s.log.Warn("turn: cancel: read checkpoint", "turn_id", id, "err", err)
 			return
 		case st.Status == StatusPaused && st.Checkpoint != nil:
+			s.cancelChildren(st)
 			if s.abortPaused(ctx, id, st, rev, "the turn was cancelled while paused: "+s.cancelCause(id).Error()) {
 				continue // a resume or another replica was first
 			}
 			return
 		case st.Status == StatusRunning:
+			s.cancelChildren(st)
 			s.putCancelRequest(ctx, id)
 			return
 		case st.Status == StatusCancelled:
-			s.rejected(events.TurnRejected{TurnID: id, Request: events.TypeTurnCancel, Code: events.RejectUnknownTurn,
+			s.publishRejected(events.TurnRejected{TurnID: id, Request: events.TypeTurnCancel, Code: events.RejectUnknownTurn,
 				Reason: fmt.Sprintf("no turn %q is running or paused; it was already cancelled before it started", id)})
 			return
 		case st.Status.Finished():
-			s.rejected(events.TurnRejected{TurnID: id, Request: events.TypeTurnCancel, Code: events.RejectTurnEnded, Status: string(st.Status),
+			s.publishRejected(events.TurnRejected{TurnID: id, Request: events.TypeTurnCancel, Code: events.RejectTurnEnded, Status: string(st.Status),
 				Reason: fmt.Sprintf("turn %q already ended (%s): there is nothing to cancel", id, st.Status)})
 			return
 		default:
@@ -172,7 +174,7 @@ func (s *Service) putCancelRequest(ctx context.Context, id string) {
 			Reason: s.cancelCause(id).Error(), Code: CodeCancelled, Updated: time.Now().UTC()}
 		b, _ := json.Marshal(&rec)
 		// A conflict: a cancel of the turn is recorded already.
-		if _, err := s.storeKey(ctx, cancelKey(id), b, 0, s.cfg.CancelTTL); err != nil && !isConflict(err) {
+		if _, err := s.casKey(ctx, cancelKey(id), b, 0, s.cfg.CancelTTL); err != nil && !isConflict(err) {
 			s.log.Warn("turn: cancel: record the cancel of a running turn", "turn_id", id, "err", err)
 		}
 	}
@@ -201,9 +203,9 @@ func (s *Service) takeCancelRequest(id string) bool {
 	if s.cfg.CancelTTL <= 0 {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(s.root, kvTimeout)
+	ctx, cancel := kvContext(s.root)
 	defer cancel()
-	b, _, err := jsread.KVLast(ctx, s.nc, s.pub.apiPrefix, events.BucketTurnState, cancelKey(id))
+	b, _, err := jsread.KVLast(ctx, s.nc, s.pub.APIPrefix(), events.BucketTurnState, cancelKey(id))
 	if err != nil {
 		if !errors.Is(err, jetstream.ErrKeyNotFound) {
 			s.log.Warn("turn: read the cancel request of a turn taken over", "turn_id", id, "err", err)
@@ -229,7 +231,7 @@ func (s *Service) abortPaused(ctx context.Context, id string, st *State, rev uin
 	if st.Request != nil {
 		session = st.Request.SessionID
 	}
-	t := s.owner(id, session)
+	t := s.endingRun(id, session)
 	ep := t.ep
 	end := *st
 	end.Status, end.Owner, end.Reason, end.Code, end.Updated = StatusAborted, s.cfg.Instance, reason, CodeCancelled, now
@@ -237,10 +239,16 @@ func (s *Service) abortPaused(ctx context.Context, id string, st *State, rev uin
 	if err != nil {
 		return false
 	}
-	if rev, err = s.storeState(ctx, id, b, rev, s.cfg.FinishedTTL); err != nil {
+	if rev, err = s.casState(ctx, id, b, rev, s.cfg.FinishedTTL); err != nil {
 		return isConflict(err) // a resume or another replica was first
 	}
+	s.cancelRemoteOf(st)
 	cp := st.Checkpoint
+	if s.cfg.Hooks != nil {
+		if _, err := s.loadCheckpoint(ctx, st); err != nil {
+			s.log.Warn("turn: cancel: read the paused turn's transcript for on_abort", "turn_id", id, "err", err)
+		}
+	}
 	obs := hook.ObserverFuncs{
 		Decision: func(d events.HookDecision) { t.publish(d) },
 		Message:  func(m events.HookMessage) { t.publish(m) },
@@ -256,13 +264,13 @@ func (s *Service) abortPaused(ctx context.Context, id string, st *State, rev uin
 	if err := s.flush(ep); err != nil {
 		s.log.Warn("turn: cancel: llmw.turn.aborted not stored; the turn stays paused", "turn_id", id, "err", err)
 		if b, err := marshalState(st); err == nil {
-			_, _ = s.storeState(ctx, id, b, rev, 0)
+			_, _ = s.casState(ctx, id, b, rev, 0)
 		}
 		return false
 	}
 	end.Seq, end.Checkpoint = ep.Seq(), nil
 	if b, err := json.Marshal(&end); err == nil {
-		_, _ = s.storeState(ctx, id, b, rev, s.cfg.FinishedTTL)
+		_, _ = s.casState(ctx, id, b, rev, s.cfg.FinishedTTL)
 	}
 	return false
 }

@@ -11,40 +11,52 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/llmworker/llmworker/pkg/emit"
 	"github.com/llmworker/llmworker/pkg/events"
 )
 
-// recover continues a running turn from its checkpoint: aborts for the
+// takeOver continues a running turn from its checkpoint: aborts for the
 // blocks the previous replica left open, then worker.RunFrom (tool calls
 // with stored results are not run again; the interrupted model call is made
 // again).
-func (s *Service) recover(t *turnRun, st *State, rev uint64) answer {
-	t.rev.Store(rev)
-	t.base = State{Version: StateVersion, Request: st.Request, RequestDigest: st.RequestDigest, SessionPrefix: st.SessionPrefix}
+func (s *Service) takeOver(t *turnRun, st *State, rev uint64) answer {
+	t.w.rev.Store(rev)
+	t.base = State{Version: StateVersion, Request: st.Request, RequestDigest: st.RequestDigest, SessionPrefix: st.SessionPrefix, SessionCompaction: st.SessionCompaction, SubAgents: st.SubAgents, SubAgentCalls: st.SubAgentCalls, Remote: st.Remote}
 	if st.Request == nil || st.Checkpoint == nil {
 		t.ep = s.turnEvents(t.id, "")
 		return s.failRun(t, CodeInternal, fmt.Errorf("the checkpoint of turn %q cannot be continued (no request or worker state)", t.id))
 	}
 	t.session = st.Request.SessionID
+	seqs, err := s.loadCheckpoint(s.root, st)
+	if err != nil {
+		if transcriptLost(err) {
+			t.ep = s.turnEvents(t.id, t.session)
+			return s.failRun(t, CodeInternal, err)
+		}
+		s.log.Warn("turn: read the transcript of an interrupted turn", "turn_id", t.id, "err", err)
+		return retry
+	}
+	t.startFrom(st, seqs)
 	sc, err := s.scanEvents(s.root, t.session, t.id, st.Seq)
 	if err != nil {
 		// Without the stream's position the first publish cannot be
 		// fenced right: leave the turn to a later delivery.
 		s.log.Warn("turn: scan events of an interrupted turn", "turn_id", t.id, "err", err)
-		return nakAfter(time.Second)
+		return retry
 	}
 	// Claim the checkpoint (one of the replicas a request may reach
 	// wins), then the event stream (fences the replica that lost it).
 	claim := *st
 	claim.Owner, claim.Seq, claim.Updated = s.cfg.Instance, sc.pos.Seq, time.Now().UTC()
-	if err := t.write(&claim); err != nil {
-		if !isConflict(err) {
-			return nakAfter(time.Second)
-		}
-		return leave // a conflict: the replica that claimed the turn runs it
+	if err := t.writeClaim(&claim); err != nil {
+		// A conflict: the replica that claimed the turn runs it.
+		return afterWrite(err, leave)
 	}
 	if a, ok := s.claimEvents(t, st, sc); !ok {
 		return a
+	}
+	if st.Remote != nil {
+		return t.runRemote(st.Checkpoint, false)
 	}
 	tools, err := s.selectTools(s.root, st.Request.Tools)
 	if err != nil {
@@ -54,6 +66,7 @@ func (s *Service) recover(t *turnRun, st *State, rev uint64) answer {
 	if err != nil {
 		return s.failRun(t, workerCode(err), err)
 	}
+	t.noteChildren(st.Checkpoint)
 	res, err := w.RunFrom(t.ctx, st.Checkpoint)
 	return t.finish(res, err)
 }
@@ -85,19 +98,19 @@ func (s *Service) claimEvents(t *turnRun, st *State, sc scanned) (a answer, ok b
 				}
 			}
 			t.ep = s.pub.Turn(t.id, t.session, sc.pos)
-			return t.answerEnd(t.writeFinal(status, reason, code), ackAnswer), false
+			return afterWrite(t.writeEndOnce(status, reason, code), ackAnswer), false
 		}
 		t.ep = s.pub.Turn(t.id, t.session, sc.pos)
-		t.results, t.started, t.cancelled = sc.results, sc.started, sc.cancelled
+		t.obs.published = sc.published
 		for _, a := range sc.open {
 			_, _ = t.emit(a)
 		}
 		_, _ = t.emit(events.TurnStarted{TurnID: t.id, SessionID: t.session, Model: st.Request.Model, Resumed: true})
-		ctx, cancel := context.WithTimeout(s.root, s.pub.retry+kvTimeout)
+		ctx, cancel := s.flushContext(s.root)
 		err := t.ep.Flush(ctx)
 		cancel()
 		if err == nil {
-			t.claimed = true
+			t.obs.claimed = true
 			return leave, true
 		}
 		if !errors.Is(err, ErrFenced) || attempt == claimAttempts || !t.owns() {
@@ -107,25 +120,37 @@ func (s *Service) claimEvents(t *turnRun, st *State, sc scanned) (a answer, ok b
 		s.log.Info("turn: a replica that lost the turn published meanwhile; claiming again", "turn_id", t.id, "attempt", attempt)
 		if sc, err = s.scanEvents(s.root, t.session, t.id, st.Seq); err != nil {
 			s.log.Warn("turn: scan events of an interrupted turn", "turn_id", t.id, "err", err)
-			t.silenced.Store(true)
-			return nakAfter(time.Second), false
+			t.life.enter(phaseLost)
+			return retry, false
 		}
 	}
 }
 
 // scanned is what scanEvents found in a turn's events.
 type scanned struct {
-	pos Position
+	pos emit.Position
 	// open are block.abort events for the blocks left open by a replica
 	// that stopped mid-step.
 	open []events.WorkerBlockAbort
-	// results are the calls whose llmw.tool.result (or tool.started, or
-	// tool.cancelled) was published after the checkpoint: the replica
-	// continuing the turn does not publish them again.
-	results, started, cancelled map[string]bool
+	published
 	// end is the turn's terminal event, if the turn ended (a replica that
 	// had lost the turn finished it before the claim reached the stream).
 	end *events.Envelope
+}
+
+// published is what a turn's events hold that a replica continuing the
+// turn does not publish again.
+type published struct {
+	// results are the calls whose llmw.tool.result (or tool.started, or
+	// tool.cancelled) was published after the checkpoint.
+	results, started, cancelled map[string]bool
+	// compacted and summaries are the compactions whose
+	// llmw.turn.compacted and whose summary's llmw.usage (its
+	// compaction field) the turn's events hold, wherever they are: the
+	// checkpoint that commits a compaction is stored before either goes
+	// out, so they may follow the seq it counts, and a claim moves the
+	// state's seq past them.
+	compacted, summaries map[string]bool
 }
 
 // scanEvents reads the worker events of a turn in LLMW_EVENTS published
@@ -133,10 +158,11 @@ type scanned struct {
 // no block is open): where they end, the blocks left open, the tool
 // results already published and a terminal event.
 func (s *Service) scanEvents(ctx context.Context, session, turnID string, after uint64) (scanned, error) {
-	ctx, cancel := context.WithTimeout(ctx, kvTimeout)
+	ctx, cancel := kvContext(ctx)
 	defer cancel()
-	sc := scanned{results: map[string]bool{}, started: map[string]bool{}, cancelled: map[string]bool{}}
-	pos, err := LastEvent(ctx, s.nc, s.cfg.Prefix, session, turnID)
+	sc := scanned{published: published{results: map[string]bool{}, started: map[string]bool{}, cancelled: map[string]bool{},
+		compacted: map[string]bool{}, summaries: map[string]bool{}}}
+	pos, err := emit.LastEvent(ctx, s.nc, s.cfg.Prefix, session, turnID)
 	sc.pos = pos
 	if err != nil || pos.StreamSeq == 0 {
 		return sc, err
@@ -163,6 +189,22 @@ func (s *Service) scanEvents(ctx context.Context, session, turnID string, after 
 			return sc, err
 		}
 		seq, _ := strconv.ParseUint(m.Headers().Get(events.HeaderSeq), 10, 64)
+		switch m.Headers().Get(events.HeaderType) {
+		case events.TypeTurnCompacted:
+			var c struct {
+				ID string `json:"id"`
+			}
+			if json.Unmarshal(m.Data(), &c) == nil && c.ID != "" {
+				sc.compacted[c.ID] = true
+			}
+		case events.TypeUsage:
+			var u struct {
+				Compaction string `json:"compaction"`
+			}
+			if json.Unmarshal(m.Data(), &u) == nil && u.Compaction != "" {
+				sc.summaries[u.Compaction] = true
+			}
+		}
 		if seq > after {
 			var b struct {
 				Index     int              `json:"index"`
@@ -220,4 +262,17 @@ func (s *Service) scanEvents(ctx context.Context, session, turnID string, after 
 	}
 	sc.open = aborts
 	return sc, nil
+}
+
+// writeClaim stores st, a claim of the turn, with the expected revision (queue).
+// An error silences the run: a conflict (isConflict) means another
+// replica owns the turn; any other error, that the bucket took no write
+// for RetryTimeout. The caller answers the request.
+func (t *turnRun) writeClaim(st *State) error {
+	b, err := marshalState(st)
+	if err != nil {
+		t.life.enter(phaseLost)
+		return err
+	}
+	return t.queue(func() ([]byte, error) { return b, nil }, 0, false)
 }

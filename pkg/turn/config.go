@@ -11,6 +11,7 @@ import (
 	"github.com/llmworker/llmworker/pkg/hook"
 	"github.com/llmworker/llmworker/pkg/ingest"
 	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/models"
 	"github.com/llmworker/llmworker/pkg/price"
 	"github.com/llmworker/llmworker/pkg/provision"
 	"github.com/llmworker/llmworker/pkg/tool"
@@ -23,6 +24,12 @@ const (
 	DefaultStepRetries   = 2
 	// DefaultFinishedTTL keeps an ended turn's state as long as its events.
 	DefaultFinishedTTL = provision.DefaultEventsMaxAge
+	// DefaultMaxDepth is how deep sub-agents nest by default
+	// (Config.MaxDepth).
+	DefaultMaxDepth = 4
+	// DefaultMaxChildren is how many sub-agent calls a turn makes at most
+	// by default (Config.MaxChildren).
+	DefaultMaxChildren = 16
 	// DefaultCancelTTL bounds how long a cancel waits for the submit it
 	// overtook.
 	DefaultCancelTTL = 10 * time.Minute
@@ -112,6 +119,16 @@ type Config struct {
 	// force when it starts. A request with max_cost whose model has no
 	// price fails with invalid_request. nil prices nothing.
 	Prices price.Source
+	// Models is the model table of the turns (models.File follows a
+	// file): the context window and max output tokens of their models
+	// (worker.Config.ModelLimits). Each run of a turn takes the table in
+	// force when it starts. nil is the shipped table (models.Default).
+	Models models.Source
+	// Compaction is the compaction setting of every turn (pkg/compact);
+	// a session's stored setting and a request's "compaction" override
+	// its fields (events.CompactionConfig.Merge). The zero value
+	// compacts with pkg/compact's defaults.
+	Compaction events.CompactionConfig
 	// CheckpointToolResults also checkpoints after every tool result, so
 	// that a resumed turn never runs an in-process tool (Tools) again;
 	// remote tools do not need it (their results are in LLMW_TOOLRESULTS).
@@ -140,6 +157,21 @@ type Config struct {
 	// deadline, then cancels them, and ends paused turns, each with
 	// llmw.turn.aborted, so that every client gets a terminal event.
 	Ephemeral bool
+	// MaxDepth bounds how deep sub-agents nest: a call that would start a
+	// child turn deeper than it (a root turn is at depth 0) gets an error
+	// result instead (0 = DefaultMaxDepth; negative: no sub-agent runs).
+	MaxDepth int
+	// MaxChildren bounds the sub-agent calls one turn makes: a call past
+	// it gets an error result instead of a child turn (0 =
+	// DefaultMaxChildren).
+	MaxChildren int
+	// RemoteAgents opens the remote A2A agents (a definition's
+	// a2a_url) whose turns this replica runs: a sub-agent call's child,
+	// or a turn that names such an agent (remote.go). cmd/turn and
+	// `llmworker up` give pkg/a2a/remote.Agents. nil: this replica has no
+	// A2A client, and such a turn fails with no_a2a_client
+	// (ErrNoA2AClient).
+	RemoteAgents RemoteAgents
 
 	// Provider, when set, replaces ingest (tests, benchmarks, embedding a
 	// provider in-process); nil sends model calls to ingest over NATS.
@@ -164,6 +196,9 @@ func (c *Config) withDefaults() error {
 		return fmt.Errorf("%w: negative bound", ErrInvalidConfig)
 	}
 	if err := events.ValidateFallbackModels("FallbackModels", "", c.FallbackModels); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	if err := c.Compaction.Validate("Compaction"); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	seen := map[string]bool{}
@@ -200,6 +235,12 @@ func (c *Config) withDefaults() error {
 	if c.Retryable == nil {
 		c.Retryable = DefaultRetryable
 	}
+	if c.MaxDepth == 0 {
+		c.MaxDepth = DefaultMaxDepth
+	}
+	if c.MaxChildren <= 0 {
+		c.MaxChildren = DefaultMaxChildren
+	}
 	c.FinishedTTL = ttl(c.FinishedTTL, DefaultFinishedTTL)
 	c.CancelTTL = ttl(c.CancelTTL, DefaultCancelTTL)
 	c.Provision.Prefix = c.Prefix
@@ -211,7 +252,11 @@ func (c *Config) withDefaults() error {
 // an idle timeout, an undecodable event, no ingest), a broken or cut-off
 // provider stream, and provider overload or server errors (5xx). Refusals,
 // content filters, invalid requests, missing keys and unknown models are
-// not: the same request would fail the same way.
+// not: the same request would fail the same way. A rate limit is not
+// either: it reaches the turn after the adapter's SDK waited out the
+// provider's Retry-After, and the step's backoff is far shorter than a
+// rate limit's window; Service.fallback moves it to the next model at
+// once (docs/protocol.md §5, Fallbacks).
 func DefaultRetryable(code string) bool {
 	return slices.Contains(retryableCodes, strings.ToLower(code))
 }

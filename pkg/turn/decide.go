@@ -19,10 +19,15 @@ const (
 	standPaused                    // the state says paused
 	standEnded                     // completed, failed or aborted
 	// A run of the turn on this replica: the request's own message
-	// delivered again, the run finishing a pause (the paused state is
-	// written, the run not over yet), or running.
+	// delivered again, a run that has not decided yet what to do with
+	// its own request (it reads the state, and may run the turn or only
+	// answer its request), the run finishing a pause (the paused state
+	// is written, the run not over yet), the run ending (its terminal
+	// event published, its end not written yet), or running.
 	standHereSameMsg
+	standHereDeciding
 	standHerePausing
+	standHereEnding
 	standHereRunning
 )
 
@@ -36,7 +41,7 @@ const (
 	actAbortCancelled               // end the turn at once with llmw.turn.aborted
 	actDuplicate                    // acknowledge: the submit of the turn again, whose events answer it
 	actLeave                        // give no answer: the run that has the message answers it
-	actWait                         // wait for the run here to end, then look again
+	actWait                         // wait for the run here to decide (deciding) or to end, then look again
 	actUnknownTurn                  // reject: unknown_turn
 	actNotPaused                    // reject: not_paused
 	actTurnExists                   // reject: turn_exists
@@ -63,11 +68,21 @@ func decide(s situation) action {
 	switch s.stand {
 	case standHereSameMsg:
 		return actLeave
+	case standHereDeciding:
+		// Which of the two requests continues the turn is the state's to
+		// say once the run here decided: a redelivered request answered
+		// as the duplicate of one that only answers itself would leave
+		// the turn to no request at all.
+		return actWait
 	case standHerePausing:
 		if s.kind == kindResume {
 			return actWait
 		}
 		return existing(s)
+	case standHereEnding:
+		// A client that saw the end and sends the id again is answered
+		// with the ended status, which the run writes next.
+		return actWait
 	case standHereRunning:
 		return existing(s)
 	case standNone:

@@ -34,12 +34,18 @@ func TestDecide(t *testing.T) {
 		{"submit of an ended turn with other data is turn_exists", situation{kind: kindSubmit, stand: standEnded}, actTurnExists},
 		{"resume of an ended turn is not_paused", situation{kind: kindResume, stand: standEnded}, actNotPaused},
 		{"the message a run here has, delivered again, is left to it", situation{kind: kindSubmit, stand: standHereSameMsg, redelivered: true}, actLeave},
+		{"redelivered submit while the run here decides waits for its decision", situation{kind: kindSubmit, stand: standHereDeciding, redelivered: true, sameData: true}, actWait},
+		{"submit while the run here decides waits for its decision", situation{kind: kindSubmit, stand: standHereDeciding, sameData: true}, actWait},
+		{"resume while the run here decides waits for its decision", situation{kind: kindResume, stand: standHereDeciding}, actWait},
 		{"resume while the run here ends with a pause waits for it", situation{kind: kindResume, stand: standHerePausing}, actWait},
 		{"submit while the run here ends with a pause, other data, is turn_exists", situation{kind: kindSubmit, stand: standHerePausing}, actTurnExists},
 		{"submit while the run here ends with a pause, its data, is a duplicate", situation{kind: kindSubmit, stand: standHerePausing, sameData: true}, actDuplicate},
 		{"resume while the turn runs here is not_paused", situation{kind: kindResume, stand: standHereRunning, redelivered: true}, actNotPaused},
 		{"submit with its data while the turn runs here is a duplicate", situation{kind: kindSubmit, stand: standHereRunning, sameData: true, redelivered: true}, actDuplicate},
 		{"submit with other data while the turn runs here is turn_exists", situation{kind: kindSubmit, stand: standHereRunning}, actTurnExists},
+		{"submit with other data while the run here ends waits for its end", situation{kind: kindSubmit, stand: standHereEnding}, actWait},
+		{"submit with its data while the run here ends waits for its end", situation{kind: kindSubmit, stand: standHereEnding, sameData: true}, actWait},
+		{"resume while the run here ends waits for its end", situation{kind: kindResume, stand: standHereEnding}, actWait},
 	} {
 		t.Run(row.name, func(t *testing.T) {
 			if got := decide(row.sit); got != row.want {

@@ -2,8 +2,10 @@ package turn
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -31,28 +33,44 @@ func (s *Service) process(m *request, env *events.Envelope, submit *events.TurnR
 	// The request's trace context (telemetry.Extract) parents the turn's
 	// spans; a continued turn's checkpoint keeps it (worker.Checkpoint).
 	ctx, cancel := context.WithCancelCause(telemetry.Extract(s.root, env))
-	t := &turnRun{s: s, id: id, msg: m, cancelF: cancel, done: make(chan struct{})}
+	t := &turnRun{s: s, id: id, msg: m, cancelF: cancel, life: newRunLife()}
 	// Remote tool calls and hook requests go out only once the turn's
 	// events are stored, fenced: proof that the turn is still this run's.
 	t.ctx = fence.With(ctx, func(context.Context) error { return t.fence() })
 	for {
+		onDispatch(dispatchArrived, id, sit.redelivered)
 		here := s.register(t)
 		if here == nil {
+			onDispatch(dispatchRegistered, id, sit.redelivered)
 			break
 		}
+		onDispatch(dispatchFoundRun, id, sit.redelivered)
 		sit.stand = here.standFor(m)
 		act := decide(sit)
 		if act == actWait {
-			<-here.done
+			if sit.stand == standHereDeciding {
+				<-here.life.decided
+			} else {
+				<-here.life.done
+			}
 			continue
 		}
-		cancel(nil)
 		if act == actLeave {
+			cancel(nil)
 			return leave
 		}
 		st, _, err := s.leaderRead(id)
+		if err == nil && act == actNotPaused && st.Status == StatusPaused {
+			// The run here is another resume that has not claimed the
+			// turn yet: answer with the status it leaves, or, if it
+			// ends without a claim (refused), look again.
+			if st, err = s.awaitClaim(here, id); err == nil && st == nil {
+				continue
+			}
+		}
+		cancel(nil)
 		if err != nil {
-			return nakAfter(time.Second)
+			return retry
 		}
 		sit.sameData = dg != "" && dg == st.RequestDigest
 		return s.answerExisting(id, st, decide(sit))
@@ -66,11 +84,17 @@ func (s *Service) process(m *request, env *events.Envelope, submit *events.TurnR
 			st, sit.stand = nil, standNone
 		case err != nil:
 			s.log.Warn("turn: read checkpoint", "turn_id", id, "err", err)
-			return nakAfter(time.Second)
+			return retry
 		default:
 			sit.stand, sit.sameData = standingOf(st.Status), dg != "" && dg == st.RequestDigest
 		}
-		switch act := decide(sit); act {
+		act := decide(sit)
+		if act == actStart || act == actResume || act == actRecover || act == actAbortCancelled {
+			// The run answers for the turn from here on: another request
+			// of it that came meanwhile waited for this (standHereDeciding).
+			t.life.decide()
+		}
+		switch act {
 		case actStart:
 			a, again := s.fresh(t, submit, dg)
 			if again && attempt < 3 {
@@ -86,11 +110,61 @@ func (s *Service) process(m *request, env *events.Envelope, submit *events.TurnR
 				// soon as this run continues it.
 				s.cancelHere(id)
 			}
-			return s.recover(t, st, rev)
+			return s.takeOver(t, st, rev)
 		case actAbortCancelled:
 			return s.abortCancelled(t, submit, rev, dg)
 		default:
 			return s.answerExisting(id, st, act)
+		}
+	}
+}
+
+// Where process stands with a request, for dispatchHook.
+const (
+	dispatchArrived    = "arrived"    // before it registers the run
+	dispatchRegistered = "registered" // its run is the turn's on this replica
+	dispatchFoundRun   = "found run"  // another run of the turn is here
+)
+
+// dispatchHook, set by tests only, is called by process at each stage
+// with the request's turn id and whether it was delivered before.
+var dispatchHook atomic.Pointer[func(stage, turnID string, redelivered bool)]
+
+func onDispatch(stage, turnID string, redelivered bool) {
+	if f := dispatchHook.Load(); f != nil {
+		(*f)(stage, turnID, redelivered)
+	}
+}
+
+// claimPoll is how often awaitClaim reads the state of a turn that a
+// resume here is claiming.
+const claimPoll = 20 * time.Millisecond
+
+// awaitClaim waits until the turn id, which a run here is resuming, is
+// not paused any more, and returns its state; nil when the run ended first
+// (its resume refused, the turn still paused). A resume that finds
+// another resuming the turn is answered not_paused with the status that
+// resume gives it, not the paused status it is about to leave. After
+// kvTimeout it returns the paused state it read last.
+func (s *Service) awaitClaim(here *turnRun, id string) (*State, error) {
+	tick := time.NewTicker(claimPoll)
+	defer tick.Stop()
+	deadline := time.After(kvTimeout)
+	var last *State
+	for {
+		select {
+		case <-here.life.done:
+			return nil, nil
+		case <-deadline:
+			return last, nil
+		case <-tick.C:
+		}
+		st, _, err := s.leaderRead(id)
+		if err != nil {
+			return nil, err
+		}
+		if last = st; st.Status != StatusPaused {
+			return st, nil
 		}
 	}
 }
@@ -113,7 +187,11 @@ func (t *turnRun) standFor(m *request) standing {
 	switch {
 	case sameMsg(t.currentMsg(), m):
 		return standHereSameMsg
-	case t.pausing.Load():
+	case t.life.deciding():
+		return standHereDeciding
+	case t.life.ending.Load():
+		return standHereEnding
+	case t.life.load() == phasePausing:
 		return standHerePausing
 	}
 	return standHereRunning
@@ -129,13 +207,6 @@ func sameMsg(a, b *request) bool {
 	return err1 == nil && err2 == nil && ma.Sequence.Stream == mb.Sequence.Stream
 }
 
-// leaderRead is leaderState within kvTimeout.
-func (s *Service) leaderRead(id string) (*State, uint64, error) {
-	ctx, cancel := context.WithTimeout(s.root, kvTimeout)
-	defer cancel()
-	return s.leaderState(ctx, id)
-}
-
 // answerExisting is the answer to a request the service does not run,
 // act's: a rejection (unknown_turn, not_paused, turn_exists), or for a
 // submit with the same data as the turn's (a retried publish, a
@@ -149,11 +220,14 @@ func (s *Service) answerExisting(id string, st *State, act action) answer {
 		if st != nil {
 			why = "it was cancelled before it started"
 		}
-		return s.reject(events.TurnRejected{TurnID: id, Request: req, Code: events.RejectUnknownTurn,
+		return s.termRejected(events.TurnRejected{TurnID: id, Request: req, Code: events.RejectUnknownTurn,
 			Reason: fmt.Sprintf("there is no turn %q to resume (%s)", id, why)})
 	case actNotPaused:
-		return s.reject(events.TurnRejected{TurnID: id, Request: events.TypeTurnResume, Code: events.RejectNotPaused, Status: string(st.Status),
-			Reason: fmt.Sprintf("turn %q is %s, not paused: a resume applies to a paused turn once (a resume sent twice finds it running or ended)", id, st.Status)})
+		reason := fmt.Sprintf("turn %q is %s, not paused: a resume applies to a paused turn once (a resume sent twice, or the second of two at once, finds it running or ended)", id, st.Status)
+		if st.Status == StatusPaused {
+			reason = fmt.Sprintf("turn %q is being resumed by another resume request: a resume applies to a paused turn once", id)
+		}
+		return s.termRejected(events.TurnRejected{TurnID: id, Request: events.TypeTurnResume, Code: events.RejectNotPaused, Status: string(st.Status), Reason: reason})
 	case actDuplicate:
 		return ackAnswer
 	default:
@@ -161,26 +235,60 @@ func (s *Service) answerExisting(id string, st *State, act action) answer {
 		if st.Status.Finished() && s.cfg.FinishedTTL > 0 {
 			reason += fmt.Sprintf(" (the id is free again %s after the turn ended)", s.cfg.FinishedTTL)
 		}
-		return s.reject(events.TurnRejected{TurnID: id, Request: events.TypeTurnSubmit, Code: events.RejectTurnExists, Status: string(st.Status), Reason: reason})
+		return s.termRejected(events.TurnRejected{TurnID: id, Request: events.TypeTurnSubmit, Code: events.RejectTurnExists, Status: string(st.Status), Reason: reason})
 	}
 }
 
-// turnEvents returns the EventPublisher of a turn positioned where its
-// events in LLMW_EVENTS end (a new turn's when they cannot be read: its
-// first publish is then refused if the turn has events).
-func (s *Service) turnEvents(turnID, sessionID string) *EventPublisher {
-	ctx, cancel := context.WithTimeout(s.root, kvTimeout)
-	defer cancel()
-	pos, err := LastEvent(ctx, s.nc, s.cfg.Prefix, sessionID, turnID)
+func (s *Service) unregister(t *turnRun) {
+	s.mu.Lock()
+	if s.running[t.id] == t {
+		delete(s.running, t.id)
+	}
+	cancelled := t.life.cancelRequested
+	s.mu.Unlock()
+	t.life.decide()
+	close(t.life.done)
+	t.cancelF(nil)
+	if cancelled && t.life.load() != phaseCancelled {
+		// The cancel reached this run but did not end the turn: the
+		// worker had paused it, or it ended otherwise (completed, failed),
+		// or the run only answered another request for a turn that had
+		// ended (a resume or submit of it). Settle it as a replica that
+		// does not run the turn does, so that the canceller gets its
+		// answer: the paused turn is aborted, an ended one answered
+		// turn_ended.
+		s.settleCancel(t.id)
+	}
+}
+
+// getState reads a turn's state with a direct get, which any replica of
+// the bucket's stream may answer (leaderState reads from the leader).
+func getState(ctx context.Context, kv jetstream.KeyValue, turnID string) (*State, uint64, error) {
+	e, err := kv.Get(ctx, kvKey(turnID))
 	if err != nil {
-		s.log.Warn("turn: read the last event of a turn", "turn_id", turnID, "err", err)
+		return nil, 0, err
 	}
-	return s.pub.Turn(turnID, sessionID, pos)
+	var st State
+	if err := json.Unmarshal(e.Value(), &st); err != nil {
+		return nil, e.Revision(), fmt.Errorf("turn: state of %s: %w", turnID, err)
+	}
+	return &st, e.Revision(), nil
 }
 
-// flush waits for a publisher's events to be stored.
-func (s *Service) flush(ep *EventPublisher) error {
-	ctx, cancel := context.WithTimeout(s.root, s.pub.retry+kvTimeout)
+// dispatchState reads the state process dispatches on. A submit's first
+// look may take the direct get (kv.Get, answered by any replica): for a
+// new turn, the common case, it says there is none, and if a lagging
+// replica said so wrongly the Create that follows conflicts and the next
+// look goes to the leader. Whatever else it finds is read again from the
+// leader, since a claim, a resume or an answer follows.
+func (s *Service) dispatchState(id string, direct bool) (*State, uint64, error) {
+	ctx, cancel := kvContext(s.root)
 	defer cancel()
-	return ep.Flush(ctx)
+	if direct {
+		st, rev, err := getState(ctx, s.stateKV, id)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return st, rev, err
+		}
+	}
+	return s.leaderState(ctx, id)
 }

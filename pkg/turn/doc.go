@@ -22,8 +22,9 @@
 //     LLMW_TOOLS) and run on toolexec through toolexec.RemoteTool; a name that
 //     is in neither fails the turn (code "unknown_tool"). Without "tools" a
 //     turn gets Config.DefaultTools (none by default);
-//   - puts the session's transcript (KV LLMW_SESSIONS) before "messages"
-//     when the request has a session_id;
+//   - puts the session's transcript (LLMW_TRANSCRIPTS, named by the
+//     session's record in KV LLMW_SESSIONS) before "messages" when the
+//     request has a session_id;
 //   - runs the worker: model calls go to ingest over NATS
 //     (ingest.Client: it subscribes before it asks, checks the
 //     stream's seq for gaps and ends a silent stream after IdleTimeout); a
@@ -46,10 +47,12 @@
 //     turn on that event finds this one's transcript — and acknowledges
 //     the request.
 //
-// A request that cannot be decoded or does not validate ends as
-// llmw.turn.failed (code "invalid_request", the reason names the field) on
-// the turn's subject when a turn id can be read, and is terminated — never
-// redelivered.
+// A request that cannot be decoded or does not validate is answered
+// llmw.turn.rejected (code "invalid_request", the reason names the field;
+// status the turn's when its id names one, which is left as it was) and
+// is terminated — never redelivered; a submit whose id has no turn also
+// gets llmw.turn.failed as its only event (docs/protocol.md §5, "Invalid
+// requests").
 //
 // # Durability
 //
@@ -83,8 +86,12 @@
 // not wait for one) is answered with llmw.turn.rejected (invalid_request);
 // the turn stays paused, its events untouched.
 //
-// A checkpoint, session transcript or completed event larger than the NATS
-// max payload fails the turn with code "too_large" and a reason saying so.
+// A state larger than the NATS max payload less 1024 bytes without its
+// transcript (the system prompt, the tools, the pending calls' outputs)
+// fails the turn with code "too_large" and a reason saying so. A
+// completed event whose messages do not fit one NATS message carries the
+// last of them alone (messages_truncated; all are in the turn's
+// transcript), or none; one too large even so fails the turn (too_large).
 //
 // # Cancellation
 //
@@ -100,8 +107,20 @@
 // with no state gets a cancelled state (Config.CancelTTL), so its submit
 // ends aborted when it arrives; the cancel of a running turn is stored
 // (Config.CancelTTL) for the replica that takes the turn over if its
-// replica died; one that ended is answered llmw.turn.rejected
+// replica died, and published again on P.turn.cancel.<turn_id> with the
+// header Llmw-Cancel-Forwarded-By (events.HeaderCancelForwardedBy), which
+// the replica running the turn applies and the queue group ignores: that
+// replica may have had the client's cancel before it registered the run,
+// and it registers the run before it writes the running state this
+// replica read; one that ended is answered llmw.turn.rejected
 // (turn_ended), with nothing written.
+//
+// A cancel of a turn cancels its sub-agents' child turns (below), at any
+// depth, but those whose agent says on_parent_cancel "abandon".
+//
+// A turn waiting for a sub-agent's child turn is handed off as soon as
+// Stop starts to drain: the replica that continues it waits for the
+// child.
 //
 // Stop drains: no more requests are fetched, running turns go on to their
 // end or their next step boundary, where the checkpoint is written and the
@@ -112,9 +131,27 @@
 // terminal event is published; the replica that continues the turn ends
 // it.
 //
+// # Sub-agents
+//
+// A turn of an agent whose definition lists agents offers each as a tool,
+// pinned (NAME@REV, State.SubAgents) when the turn starts. A call runs a
+// child turn: submitted on P.turn.submit with the id ChildTurnID(parent
+// turn, call) and TurnRequest.Parent, followed through its state in
+// LLMW_TURN_STATE, and answered with the child's final answer (or an
+// error result naming its failure). The parent's checkpoint lists the
+// children it waits for (State.Children); a replica that continues the
+// parent submits the same child again, a duplicate the child's turn
+// answers as its own, and takes its answer from its state and terminal
+// event. The parent's stream names each child with llmw.tool.child. The
+// root turn's budgets bound the whole tree (a ledger per tree in
+// LLMW_TURN_STATE), and the parent's usage events include its
+// children's. Config.MaxDepth and Config.MaxChildren bound the tree
+// (docs/protocol.md §5, "Sub-agents"; Example_subAgents).
+//
 // # Worker events
 //
-// Publisher.Turn returns a turn's EventPublisher, which stamps source,
+// The service publishes a turn's worker events with pkg/emit:
+// emit.Publisher.Turn returns a turn's EventPublisher, which stamps source,
 // subject (the turn id), turnid, sessionid and a seq counting per turn
 // across channels. Publish queues an event (deltas encoded without
 // reflection) and returns; a sender goroutine publishes the turn's events
@@ -123,18 +160,19 @@
 // on P.events.<session|_>.<turn>.*); what queued behind an
 // acknowledgement goes as one atomic batch fenced on its first event,
 // stored whole or refused whole, where the stream allows atomic publish
-// (PublisherOptions.NoAtomicBatches turns it off). LLMW_EVENTS stores it as
-// P.events.<session|_>.<turn>.<channel> and republishes it there, so live
+// (emit.PublisherOptions.NoAtomicBatches turns it off). LLMW_EVENTS
+// stores it as P.events.<session|_>.<turn>.<channel> and republishes it
+// there, so live
 // subscribers see only stored events. Once another replica published for
 // the turn, the server refuses the rest (ErrFenced) and the run stops
 // quietly; Flush waits for the events published before it to be stored
 // (not for those published while it waits), and the service calls it (or
 // FlushTo the checkpoint's seq) before every checkpoint and before it
-// acknowledges the request, and
-// FlushTo before every tool call and hook request (pkg/fence: every event
-// but the calls' own llmw.tool.started, whose calls a stored checkpoint
-// lists already). A replica continuing a turn reads
-// where its events end with LastEvent (docs/architecture.md#fencing).
+// acknowledges the request, and FlushTo before every tool call and hook
+// request (pkg/fence: every event but the calls' own llmw.tool.started,
+// whose calls a stored checkpoint lists already). A replica continuing a
+// turn reads where its events end with emit.LastEvent
+// (docs/architecture.md#fencing).
 //
 // # Configuration
 //

@@ -1,28 +1,13 @@
 package turn
 
-import "github.com/nats-io/nats.go"
+import (
+	"context"
 
-// HoldSender waits until ep's sender goroutine has stored what is queued,
-// then keeps it from starting again until release is called: the events
-// published meanwhile queue, and the sender then takes them all at once,
-// as it takes what queued behind an acknowledgement.
-func HoldSender(ep *EventPublisher) (release func()) {
-	for {
-		ep.mu.Lock()
-		if !ep.sending {
-			break
-		}
-		if ep.advanced == nil {
-			ep.advanced = make(chan struct{})
-		}
-		advanced := ep.advanced
-		ep.mu.Unlock()
-		<-advanced
-	}
-	ep.sending = true
-	ep.mu.Unlock()
-	return func() { go ep.send() }
-}
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/llmworker/llmworker/pkg/transcript"
+)
 
 // StateKey is the key of a turn's state in LLMW_TURN_STATE.
 func StateKey(id string) string { return kvKey(id) }
@@ -36,4 +21,44 @@ func CancelKey(id string) string { return cancelKey(id) }
 // it held the run.
 func AnswerCancel(s *Service, id string) {
 	s.onQueuedCancel(&nats.Msg{Subject: s.subjects.TurnCancel(id)})
+}
+
+// Transcripts is the service's store of LLMW_TRANSCRIPTS (for a test
+// that counts what its turns read).
+func Transcripts(s *Service) *transcript.Store { return s.tx }
+
+// FetchWait is how long one fetch of the turn consumer waits.
+const FetchWait = fetchWait
+
+// SetBeforeChildSubmit has f run between a sub-agent call's
+// llmw.tool.child started and its child's submit, until the test ends.
+func SetBeforeChildSubmit(t interface{ Cleanup(func()) }, f func(ctx context.Context, parentID, childID string)) {
+	beforeChildSubmit.Store(&f)
+	t.Cleanup(func() { beforeChildSubmit.Store(nil) })
+}
+
+// TreeKey is the key of the ledger of the tree rooted at root in
+// LLMW_TURN_STATE.
+func TreeKey(root string) string { return treeKey(root) }
+
+// SetBeforeResolvePinned has f fail reads of pinned sub-agents with the
+// error it returns, until the test ends.
+func SetBeforeResolvePinned(t interface{ Cleanup(func()) }, f func(ref string) error) {
+	beforeResolvePinned.Store(&f)
+	t.Cleanup(func() { beforeResolvePinned.Store(nil) })
+}
+
+// SetAfterChildWatch has f get every watch of a child's state that a
+// parent starts, until the test ends.
+func SetAfterChildWatch(t interface{ Cleanup(func()) }, f func(childID string, w jetstream.KeyWatcher)) {
+	afterChildWatch.Store(&f)
+	t.Cleanup(func() { afterChildWatch.Store(nil) })
+}
+
+// SetDispatchHook has f called as a replica dispatches each turn request
+// (stage "arrived", then "registered", or "found run" when another run of
+// the turn is on the replica), until the test ends.
+func SetDispatchHook(t interface{ Cleanup(func()) }, f func(stage, turnID string, redelivered bool)) {
+	dispatchHook.Store(&f)
+	t.Cleanup(func() { dispatchHook.Store(nil) })
 }

@@ -105,6 +105,28 @@ func TestFallbackModels(t *testing.T) {
 		}
 	})
 
+	// docs/protocol.md §5: a rate limit outlasted the SDK's retries and
+	// the provider's Retry-After; the step's short retries would meet it
+	// again, so the next model is asked at once.
+	t.Run("a 429 before the first delta: the next model at once, no step retry", func(t *testing.T) {
+		c := clouds{
+			anthropic: providertest.NewServer(t, providertest.Status(http.StatusTooManyRequests, "",
+				`{"type":"error","error":{"type":"rate_limit_error","message":"Number of request tokens has exceeded your per-minute rate limit"}}`)),
+			openai: providertest.NewServer(t, providertest.SSE(sse(t, gptText))),
+		}
+		w := c.run(t, turn.Config{}, events.TurnRequest{TurnID: newID("fb-429"), Model: claude, FallbackModels: []string{gpt},
+			Messages: []events.Message{events.UserText("hi")}, Tools: []string{}})
+		w.completed()
+		if a, o := len(c.anthropic.Requests()), len(c.openai.Requests()); a != 1 || o != 1 {
+			t.Fatalf("anthropic %d, openai %d requests, want 1 and 1", a, o)
+		}
+		st := steps(t, w.events())
+		want := []events.TurnStep{{Step: 1, Attempt: 1, Model: claude}, {Step: 1, Attempt: 2, Model: gpt}}
+		if mustJSON(t, st) != mustJSON(t, want) {
+			t.Fatalf("llmw.turn.step %+v, want %+v", st, want)
+		}
+	})
+
 	t.Run("after the first delta: no fallback, the turn fails, the output once", func(t *testing.T) {
 		cut := messageStart +
 			"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +

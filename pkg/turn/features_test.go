@@ -3,7 +3,6 @@ package turn_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -257,41 +256,6 @@ func TestUnknownTool(t *testing.T) {
 		t.Fatalf("the model was called")
 	}
 	e.consumerIdle(t)
-}
-
-// A transcript that outgrows the NATS max payload fails the turn with a
-// reason saying so; nothing crashes, the request is not redelivered.
-func TestOversizeTranscript(t *testing.T) {
-	e := newEnv(t)
-	max := e.nc.MaxPayload()
-	big := tool.Must("big", "returns a lot", func(ctx context.Context, _ noArgs) (string, error) {
-		return strings.Repeat("x", int(max/3)+1), nil
-	})
-	e.scripted(llmtest.NewScripted(
-		llmtest.ToolStep(llmtest.ToolCallSpec{ID: "b1", Name: "big", Input: `{}`}, llmtest.ToolCallSpec{ID: "b2", Name: "big", Input: `{}`},
-			llmtest.ToolCallSpec{ID: "b3", Name: "big", Input: `{}`}),
-		llmtest.TextStep("unreachable"),
-	))
-	e.startTurn(turn.Config{Tools: []tool.Tool{big}})
-	id := newID("oversize")
-	w := e.watch(id)
-	e.submit(events.TurnRequest{TurnID: id, Model: "test:m", Messages: []events.Message{events.UserText("hi")}, Tools: []string{"big"}})
-	end := w.waitEnd()
-	te := decode[events.TurnEnded](t, end)
-	if end.Type != events.TypeTurnFailed || te.Code != turn.CodeTooLarge || !strings.Contains(te.Reason, fmt.Sprint(max)) {
-		t.Fatalf("%s %+v", end.Type, te)
-	}
-	e.consumerIdle(t)
-	st, ok, err := turn.LoadState(context.Background(), e.js, id)
-	if err != nil || !ok || st.Status != turn.StatusFailed || st.Code != turn.CodeTooLarge {
-		t.Fatalf("state %+v %v %v", st, ok, err)
-	}
-	// A request larger than the max payload never reaches the service:
-	// the client's publish fails.
-	huge := []byte(`{"turn_id":"huge","model":"test:m","messages":[{"role":"user","content":"` + strings.Repeat("y", int(max)) + `"}]}`)
-	if _, err := e.js.Publish(context.Background(), e.subj.TurnSubmit(), huge); !errors.Is(err, nats.ErrMaxPayload) {
-		t.Fatalf("publishing %d bytes: %v, want nats.ErrMaxPayload", len(huge), err)
-	}
 }
 
 // A cancel on a subject that names no single turn (a wildcard for the

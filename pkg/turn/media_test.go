@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -119,6 +120,45 @@ func TestLargeAttachmentTravelsAsARef(t *testing.T) {
 	t.Logf("largest message on the bus: %d bytes", n)
 	if n > 1<<20 {
 		t.Fatalf("largest message on the bus: %d bytes, want at most 1 MiB", n)
+	}
+}
+
+// A PNG uploaded and sent by ref as a PDF fails the turn as inline data
+// of the wrong type is refused: invalid_request naming the part's ref,
+// and the model is not called.
+func TestRefOfAnotherMediaTypeFailsTheTurn(t *testing.T) {
+	e := newEnv(t)
+	p := llmtest.NewScripted(llmtest.TextStep("It is a report."))
+	e.scripted(p)
+	e.startTurn(turn.Config{}) // provisions LLMW_MEDIA
+
+	png := append([]byte("\x89PNG\r\n\x1a\n"), bytes.Repeat([]byte{7}, 1000)...)
+	ctx := natstest.Context(t)
+	st, err := media.Open(ctx, e.js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := st.Put(ctx, png, "image/png")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := newID("media-type")
+	w := e.watch(id)
+	msg := events.UserText("Summarise the attached report.")
+	msg.Content = append(msg.Content, events.Part{Type: events.PartFile, MediaType: "application/pdf", Filename: "report.pdf", Ref: ref, Size: int64(len(png))})
+	e.submit(events.TurnRequest{TurnID: id, Model: "test:m", Messages: []events.Message{msg}})
+	end := w.waitEnd()
+	got := decode[events.TurnEnded](t, end)
+	if end.Type != events.TypeTurnFailed || got.Code != turn.CodeInvalidRequest {
+		t.Fatalf("end %s %s, want turn.failed invalid_request", end.Type, end.Data)
+	}
+	for _, want := range []string{"messages[0].content[1].ref", "holds image/png, not application/pdf"} {
+		if !strings.Contains(got.Reason, want) {
+			t.Errorf("reason %q does not say %q", got.Reason, want)
+		}
+	}
+	if n := len(p.Requests()); n != 0 {
+		t.Fatalf("the model was called %d times", n)
 	}
 }
 

@@ -193,14 +193,17 @@ func TestSessions(t *testing.T) {
 	if mustJSON(t, reqs[1].Messages) != mustJSON(t, want) {
 		t.Fatalf("second request messages %s, want %s", mustJSON(t, reqs[1].Messages), mustJSON(t, want))
 	}
-	if mustJSON(t, second.Messages[:len(want)]) != mustJSON(t, want) {
-		t.Fatalf("second transcript %s", mustJSON(t, second.Messages))
+	// The second turn's end carries the messages it added, after the
+	// first turn's.
+	whole := append(append([]events.Message{}, first.Messages...), second.Messages...)
+	if mustJSON(t, whole[:len(want)]) != mustJSON(t, want) || second.From() != len(first.Messages) {
+		t.Fatalf("second turn's messages %s from %d", mustJSON(t, second.Messages), second.From())
 	}
 	s, ok, err := turn.LoadSession(context.Background(), e.js, session)
 	if err != nil || !ok {
 		t.Fatal(ok, err)
 	}
-	if mustJSON(t, s.Messages) != mustJSON(t, second.Messages) || s.LastTurn != id2 {
+	if mustJSON(t, s.Messages) != mustJSON(t, whole) || s.LastTurn != id2 {
 		t.Fatalf("session %s", mustJSON(t, s))
 	}
 	// Each turn's llmw.turn.started holds the question it added, not the

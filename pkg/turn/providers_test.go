@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/llmworker/llmworker/internal/fixtures"
+	"github.com/llmworker/llmworker/internal/leaf/fixtures"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/ingest"
 	"github.com/llmworker/llmworker/pkg/llm"

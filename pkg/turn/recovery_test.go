@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,7 +13,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/llmworker/llmworker/internal/poll"
+	"github.com/llmworker/llmworker/internal/leaf/poll"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook"
 	"github.com/llmworker/llmworker/pkg/llm"
@@ -495,5 +496,75 @@ func (e *env) refuseStateWrites() func() {
 		if _, err := e.js.UpdateStream(ctx, cfg); err != nil {
 			e.t.Error(err)
 		}
+	}
+}
+
+// A submit of a running turn sent again with its data (a client's retry,
+// or a parent continued on another replica submitting its child again)
+// that a replica dispatches just as the turn's own request comes back
+// to it, its replica dead, does not take the turn's continuation with
+// it: the duplicate is acknowledged, and the turn's request waits for it
+// and continues the turn there.
+func TestDuplicateSubmitDoesNotSwallowARecovery(t *testing.T) {
+	e := newEnv(t)
+	slow := make([]string, 40)
+	for i := range slow {
+		slow[i] = "word "
+	}
+	e.scripted(llmtest.NewScripted(llmtest.TextStep(slow...).WithDelay(50*time.Millisecond), llmtest.TextStep("the whole answer")))
+	ncA := e.connect()
+	a, err := turn.New(ncA, turn.Config{Instance: "a", Logger: quietLogger(), AckWait: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	id := newID("dup-recovery")
+	req := events.TurnRequest{TurnID: id, Model: "test:m", Messages: []events.Message{events.UserText("go")}}
+	w := e.watch(id)
+	e.submit(req)
+	w.waitFor("the answer streaming", func(evs []ev) bool { return count(evs, events.TypeBlockDelta) > 0 })
+
+	// On b, the duplicate is dispatched first and holds the turn's place
+	// until the turn's redelivered request has found it there.
+	dupIn, found := make(chan struct{}), make(chan struct{})
+	var dupOnce, foundOnce sync.Once
+	turn.SetDispatchHook(t, func(stage, turnID string, redelivered bool) {
+		if turnID != id {
+			return
+		}
+		switch {
+		case stage == "arrived" && redelivered:
+			wait(dupIn)
+		case stage == "registered" && !redelivered:
+			dupOnce.Do(func() { close(dupIn) })
+			wait(found)
+		case stage == "found run" && redelivered:
+			foundOnce.Do(func() { close(found) })
+		}
+	})
+	ncA.Close() // a is gone with the turn
+	e.submit(req)
+	e.startTurn(turn.Config{Instance: "b", AckWait: time.Second})
+	if c := w.completed(); c.Messages[len(c.Messages)-1].Text() != "the whole answer" {
+		t.Fatalf("the turn completed with %q, want the answer of the model call b made again", c.Messages[len(c.Messages)-1].Text())
+	}
+	select {
+	case <-found:
+	default:
+		t.Fatal("the turn's redelivered request never found the duplicate's run: the situation under test did not arise")
+	}
+	e.consumerIdle(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_ = a.Stop(ctx)
+}
+
+// wait waits for c to be closed, for waitFor at most.
+func wait(c <-chan struct{}) {
+	select {
+	case <-c:
+	case <-time.After(waitFor):
 	}
 }

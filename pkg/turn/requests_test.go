@@ -153,8 +153,8 @@ func TestResumeWithTheTurnIDAsMsgID(t *testing.T) {
 
 // Ended turns and early cancels do not keep their ids forever: their
 // states expire (FinishedTTL, CancelTTL), after which the id starts a new
-// turn. Before, a cancel of any id wrote a permanent entry: anyone could
-// fill the bucket, and the id was unusable for ever.
+// turn. A permanent entry per cancel would let anyone fill the bucket and
+// make the id unusable for ever.
 func TestEndedStatesAndEarlyCancelsExpire(t *testing.T) {
 	e := newEnv(t)
 	p := llmtest.NewScripted()

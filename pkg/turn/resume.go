@@ -1,7 +1,6 @@
 package turn
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,25 +11,38 @@ import (
 
 // resume continues a paused turn with the decisions of a resume request.
 func (s *Service) resume(t *turnRun, st *State, rev uint64, req *events.ResumeRequest) answer {
-	t.rev.Store(rev)
-	t.base = State{Version: StateVersion, Request: st.Request, RequestDigest: st.RequestDigest, SessionPrefix: st.SessionPrefix}
+	t.w.rev.Store(rev)
+	t.base = State{Version: StateVersion, Request: st.Request, RequestDigest: st.RequestDigest, SessionPrefix: st.SessionPrefix, SessionCompaction: st.SessionCompaction, SubAgents: st.SubAgents, SubAgentCalls: st.SubAgentCalls, Remote: st.Remote}
 	if st.Request == nil || st.Checkpoint == nil {
 		t.ep = s.turnEvents(t.id, "")
 		return s.failRun(t, CodeInternal, fmt.Errorf("the checkpoint of turn %q cannot be resumed (no request or worker state)", t.id))
 	}
 	t.session = st.Request.SessionID
+	seqs, err := s.loadCheckpoint(s.root, st)
+	if err != nil {
+		if transcriptLost(err) {
+			t.ep = s.turnEvents(t.id, t.session)
+			return s.failRun(t, CodeInternal, err)
+		}
+		s.log.Warn("turn: read the transcript of a paused turn", "turn_id", t.id, "err", err)
+		return retry
+	}
+	t.startFrom(st, seqs)
 	if err := checkResume(st, req); err != nil {
-		return s.reject(events.TurnRejected{TurnID: t.id, Request: events.TypeTurnResume, Code: events.RejectInvalidRequest,
+		return s.termRejected(events.TurnRejected{TurnID: t.id, Request: events.TypeTurnResume, Code: events.RejectInvalidRequest,
 			Status: string(StatusPaused), Reason: fmt.Sprintf("%v; the turn is still paused", err)})
 	}
 	t.ep = s.turnEvents(t.id, t.session)
 	claim := *st
 	claim.Status, claim.Owner, claim.Updated = StatusRunning, s.cfg.Instance, time.Now().UTC()
-	if err := t.write(&claim); err != nil {
+	if err := t.writeClaim(&claim); err != nil {
 		if isConflict(err) {
 			return s.resumeLost(t.id)
 		}
-		return nakAfter(time.Second)
+		return retry
+	}
+	if st.Remote != nil {
+		return t.resumeRemote(st, req)
 	}
 	tools, err := s.selectTools(s.root, st.Request.Tools)
 	if err != nil {
@@ -40,19 +52,17 @@ func (s *Service) resume(t *turnRun, st *State, rev uint64, req *events.ResumeRe
 	if err != nil {
 		return s.failRun(t, workerCode(err), err)
 	}
+	t.noteChildren(st.Checkpoint)
 	res, err := w.Resume(t.ctx, st.Checkpoint, req.Decisions, req.Messages...)
 	if err != nil {
 		// The worker refused the resume before it published anything: the
 		// turn is paused again as it was, and the client told why.
 		back := *st
 		back.Owner, back.Updated = s.cfg.Instance, time.Now().UTC()
-		if werr := t.write(&back); werr != nil {
-			if !isConflict(werr) {
-				return nakAfter(time.Second)
-			}
-			return leave
+		if werr := t.writeClaim(&back); werr != nil {
+			return afterWrite(werr, leave)
 		}
-		return s.reject(events.TurnRejected{TurnID: t.id, Request: events.TypeTurnResume, Code: events.RejectInvalidRequest,
+		return s.termRejected(events.TurnRejected{TurnID: t.id, Request: events.TypeTurnResume, Code: events.RejectInvalidRequest,
 			Status: string(StatusPaused), Reason: fmt.Sprintf("%v; the turn is still paused", err)})
 	}
 	return t.finish(res, nil)
@@ -63,14 +73,14 @@ func (s *Service) resume(t *turnRun, st *State, rev uint64, req *events.ResumeRe
 // the turn is not paused, unless it is paused again (that resume was
 // refused), when the request is looked at again in a moment.
 func (s *Service) resumeLost(id string) answer {
-	kctx, cancel := context.WithTimeout(s.root, kvTimeout)
+	kctx, cancel := kvContext(s.root)
 	st, _, err := s.leaderState(kctx, id)
 	cancel()
 	switch {
 	case err != nil:
-		return nakAfter(time.Second)
+		return retry
 	case st.Status == StatusPaused:
-		return nakAfter(100 * time.Millisecond)
+		return retrySoon
 	}
 	return s.answerExisting(id, st, actNotPaused)
 }
@@ -80,6 +90,9 @@ func (s *Service) resumeLost(id string) answer {
 // calls wait, or a decision of no known kind. (The worker checks the
 // decisions again, and an edit's input.)
 func checkResume(st *State, req *events.ResumeRequest) error {
+	if st.Remote != nil {
+		return checkRemoteResume(st, req)
+	}
 	cp := st.Checkpoint
 	if cp.Pause != nil && cp.Pause.Event == events.HookOnTurnEnd {
 		if len(req.Decisions) > 0 {

@@ -15,7 +15,9 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nuid"
 
-	"github.com/llmworker/llmworker/internal/version"
+	"github.com/llmworker/llmworker/internal/leaf/version"
+	"github.com/llmworker/llmworker/pkg/agents"
+	"github.com/llmworker/llmworker/pkg/emit"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/ingest"
 	"github.com/llmworker/llmworker/pkg/llm"
@@ -23,6 +25,7 @@ import (
 	"github.com/llmworker/llmworker/pkg/provision"
 	"github.com/llmworker/llmworker/pkg/tool"
 	"github.com/llmworker/llmworker/pkg/toolexec"
+	"github.com/llmworker/llmworker/pkg/transcript"
 	"github.com/llmworker/llmworker/pkg/worker"
 )
 
@@ -36,11 +39,12 @@ type Service struct {
 	subjects events.Subjects
 	source   string
 
-	pub      *Publisher
+	pub      *emit.Publisher
 	provider llm.Provider
 	ingest   *ingest.Client // the provider, unless Config.Provider is set
 	tools    *toolexec.Client
 	local    map[string]tool.Tool
+	registry *agents.Registry // the agents turn requests name (agent.go)
 
 	// Set by Start.
 	// root is Start's context without its cancellation: every turn's
@@ -62,12 +66,21 @@ type Service struct {
 	sem             chan struct{}
 
 	watchCancel context.CancelFunc
-	fetchCancel context.CancelFunc
-	fetchDone   chan struct{}
-	keepStop    chan struct{}
-	keepDone    chan struct{}
+	// compactCtx is the context of the sessions compacted on demand
+	// (onCompact), cancelled by Stop.
+	compactCtx    context.Context
+	compactCancel context.CancelFunc
+	fetchCancel   context.CancelFunc
+	fetchDone     chan struct{}
+	keepStop      chan struct{}
+	keepDone      chan struct{}
+	// drained is closed when Stop starts to drain: a parent waiting for
+	// a child turn hands its turn off at once (children.go).
+	drained chan struct{}
 
 	media media.Lazy // opened by the first request with large media (media.go)
+	// tx stores the turns' and sessions' transcripts (transcripts.go).
+	tx *transcript.Store
 
 	mu       sync.Mutex
 	started  bool
@@ -97,12 +110,13 @@ func New(nc *nats.Conn, cfg Config) (*Service, error) {
 	}
 	s := &Service{
 		nc: nc, js: js, cfg: cfg, log: cfg.Logger, subjects: events.NewSubjects(cfg.Prefix), media: media.Lazy{JS: js},
-		source:  events.Source("turn", cfg.Instance),
+		tx:     transcript.New(js, cfg.Prefix),
+		source: events.Source("turn", cfg.Instance), registry: agents.New(js),
 		local:   map[string]tool.Tool{},
-		running: map[string]*turnRun{},
+		running: map[string]*turnRun{}, drained: make(chan struct{}),
 	}
-	s.pub = NewPublisher(nc, PublisherOptions{Prefix: cfg.Prefix, Service: "turn", Instance: cfg.Instance, RetryTimeout: cfg.RetryTimeout})
-	s.tools = toolexec.NewClient(nc, js, toolexec.ClientOptions{Prefix: cfg.Prefix, Source: s.source})
+	s.pub = emit.NewPublisher(nc, emit.PublisherOptions{Prefix: cfg.Prefix, Service: "turn", Instance: cfg.Instance, RetryTimeout: cfg.RetryTimeout})
+	s.tools = toolexec.NewClient(nc, js, toolexec.ClientOptions{Prefix: cfg.Prefix, Source: s.source, Logger: cfg.Logger})
 	p := cfg.Provider
 	if p == nil {
 		s.ingest = ingest.NewClient(nc, ingest.ClientOptions{
@@ -146,6 +160,7 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.started = true
 	s.root = context.WithoutCancel(ctx)
+	s.compactCtx, s.compactCancel = context.WithCancel(s.root)
 	s.mu.Unlock()
 
 	if err := provision.Provision(ctx, s.js, s.cfg.Provision); err != nil {
@@ -209,8 +224,9 @@ func (s *Service) Start(ctx context.Context) error {
 		s.stopWatch()
 		return fmt.Errorf("turn: flush: %w", err)
 	}
-	// Discoverable like the other services ($SRV.PING/INFO llmw-turn); it
-	// has no endpoints: turns arrive through the LLMW_TURNS queue.
+	// Discoverable like the other services ($SRV.PING/INFO llmw-turn);
+	// turns arrive through the LLMW_TURNS queue, its one endpoint
+	// compacts sessions on demand.
 	s.svc, err = micro.AddService(s.nc, micro.Config{
 		Name:        ServiceName,
 		Version:     version.String(),
@@ -220,6 +236,14 @@ func (s *Service) Start(ctx context.Context) error {
 			"submit": s.subjects.TurnSubmit(), "max_concurrent": strconv.Itoa(s.cfg.MaxConcurrent),
 		},
 	})
+	if err == nil {
+		// Sessions compacted on demand (sessioncompact.go).
+		err = s.svc.AddEndpoint("compact", micro.HandlerFunc(s.onCompact),
+			micro.WithEndpointSubject(s.subjects.SessionCompactAll()), micro.WithEndpointQueueGroup(ServiceName))
+		if err != nil {
+			_ = s.svc.Stop()
+		}
+	}
 	if err != nil {
 		s.unsubscribeCancels()
 		s.stopWatch()
@@ -264,6 +288,7 @@ func (s *Service) Stop(ctx context.Context) error {
 	s.mu.Lock()
 	s.draining = true
 	s.mu.Unlock()
+	close(s.drained)
 
 	done := make(chan struct{})
 	go func() {
@@ -293,6 +318,7 @@ func (s *Service) Stop(ctx context.Context) error {
 		s.abortPausedTurns()
 	}
 	s.drainCancels()
+	s.compactCancel() // a session compaction in flight ends with an error answer
 	_ = s.svc.Stop()
 	s.mu.Lock()
 	s.cancelClosed = true
@@ -334,7 +360,7 @@ func (s *Service) drainCancels() {
 		}
 		closed = append(closed, ch)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), kvTimeout)
+	ctx, cancel := kvContext(context.Background())
 	defer cancel()
 	for i, ch := range closed {
 		select {
@@ -400,6 +426,16 @@ func (s *Service) isDraining() bool {
 	return s.draining
 }
 
+// fetchWait is how long one fetch waits for requests. jetstream's
+// FetchContext asks the server to end the pull 10% sooner (4.5 s), so
+// that its end, which follows every request it delivered, comes before
+// the client stops reading. A request the server delivers in the last
+// moment of a pull that the client reads only after fetchWait (a process
+// starved of CPU for half a second) is dropped by the client: the
+// consumer delivers it again after AckWait. fetchLoop logs a fetch that
+// the client ended first.
+const fetchWait = 5 * time.Second
+
 // fetchLoop pulls requests while slots are free.
 func (s *Service) fetchLoop(ctx context.Context) {
 	defer close(s.fetchDone)
@@ -421,7 +457,7 @@ func (s *Service) fetchLoop(ctx context.Context) {
 				break more
 			}
 		}
-		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		fctx, cancel := context.WithTimeout(ctx, fetchWait)
 		batch, err := s.cons.Fetch(n, jetstream.FetchContext(fctx))
 		got := 0
 		if err == nil {
@@ -437,7 +473,13 @@ func (s *Service) fetchLoop(ctx context.Context) {
 			<-s.sem
 		}
 		switch {
-		case err == nil, ctx.Err() != nil, errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout), errors.Is(err, jetstream.ErrNoMessages):
+		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && s.nc.IsConnected():
+			// The pull's end never came within fetchWait: a request the
+			// server delivered meanwhile went unread.
+			s.log.Warn("turn: a fetch ended before the server ended its pull; a request it delivered in its last moment is delivered again after AckWait",
+				"fetch_wait", fetchWait, "ack_wait", s.cfg.AckWait)
+			backoff = 50 * time.Millisecond
+		case err == nil, ctx.Err() != nil, errors.Is(err, nats.ErrTimeout), errors.Is(err, jetstream.ErrNoMessages):
 			backoff = 50 * time.Millisecond
 		case errors.Is(err, nats.ErrConnectionClosed):
 			return

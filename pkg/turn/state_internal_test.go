@@ -1,12 +1,18 @@
 package turn
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/transcript"
 	"github.com/llmworker/llmworker/pkg/worker"
 )
 
@@ -94,5 +100,27 @@ func BenchmarkMarshalState(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// A transcript read that timed out or met a stream without a leader
+// leaves the request for its next delivery; one that found an item
+// missing or undecodable fails the turn (docs/protocol.md §10, internal).
+func TestTranscriptLostOnlyForGood(t *testing.T) {
+	wrap := func(err error) error { return fmt.Errorf("%w: turn %q: %w", ErrTranscriptUnavailable, "t", err) }
+	for _, c := range []struct {
+		err  error
+		lost bool
+	}{
+		{wrap(transcript.ErrMissing), true},
+		{wrap(transcript.ErrCorrupt), true},
+		{wrap(context.DeadlineExceeded), false},
+		{wrap(nats.ErrTimeout), false},
+		{wrap(&jetstream.APIError{Code: 503, Description: "JetStream system temporarily unavailable"}), false},
+		{context.DeadlineExceeded, false},
+	} {
+		if got := transcriptLost(c.err); got != c.lost {
+			t.Errorf("transcriptLost(%v) = %v, want %v", c.err, got, c.lost)
+		}
 	}
 }

@@ -10,21 +10,21 @@ import (
 	"github.com/llmworker/llmworker/pkg/natstest"
 )
 
-// storeState's update with a TTL, a publish of its own: the server takes
+// casState's update with a TTL, a publish of its own: the server takes
 // it only at the key's revision (a stale one is a conflict), it is the
 // key's next revision, and the key expires after the TTL.
 func TestStoreStateUpdateWithTTL(t *testing.T) {
 	s, _ := internalService(t, Config{})
 	ctx := natstest.Context(t)
 	id := "ttl:update" // not a KV key character: the key is encoded
-	rev, err := s.storeState(ctx, id, []byte(`{"version":1}`), 0, 0)
+	rev, err := s.casState(ctx, id, []byte(`{"version":1}`), 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.storeState(ctx, id, []byte(`{"version":1,"status":"completed"}`), rev+1, time.Second); !isConflict(err) {
+	if _, err := s.casState(ctx, id, []byte(`{"version":1,"status":"completed"}`), rev+1, time.Second); !isConflict(err) {
 		t.Fatalf("update at a revision the key does not have = %v, want a conflict", err)
 	}
-	next, err := s.storeState(ctx, id, []byte(`{"version":1,"status":"completed"}`), rev, time.Second)
+	next, err := s.casState(ctx, id, []byte(`{"version":1,"status":"completed"}`), rev, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -98,7 +98,9 @@ func (r *run) onTextComplete(s *textScope, ev timeline.TextBlockEvent) {
 		}
 	case timeline.PhaseStop:
 		c := events.TextComplete{Step: r.step, Index: ev.Index, Text: s.b.String()}
-		r.em.emit(c)
+		if r.em.observed() {
+			r.em.emit(c)
+		}
 		for _, f := range r.h.textComplete {
 			f(c)
 		}
@@ -113,21 +115,17 @@ func (r *run) onToolCallComplete(_ *struct{}, ev timeline.ToolUseBlockEvent) {
 	if ev.Phase != timeline.PhaseStop || ev.Server {
 		return
 	}
-	if r.eagerOn {
+	if r.eagerOn && r.mayStartEarly(ev.Name) {
 		r.ready = append(r.ready, ev.Index) // see startReady
 	}
 	if len(r.em.obs) == 0 && len(r.h.toolComplete) == 0 {
 		return
 	}
 	c := events.ToolCallComplete{Step: r.step, ID: ev.ID, Name: ev.Name, Input: []byte("{}")}
-	cs := r.calls.Collected()
-	for i := len(cs) - 1; i >= 0; i-- {
-		if cs[i].Index == ev.Index {
-			c.Input = cs[i].Input
-			if cs[i].Err != nil {
-				c.Error = cs[i].Err.Error()
-			}
-			break
+	if cc, ok := r.calls.CollectedAt(ev.Index); ok {
+		c.Input = cc.Input
+		if cc.Err != nil {
+			c.Error = cc.Err.Error()
 		}
 	}
 	r.em.emit(c)

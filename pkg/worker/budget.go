@@ -43,6 +43,17 @@ func (r *run) charge(model string, u events.UsageEvent) *float64 {
 	return &c
 }
 
+// cost is what usage u of model costs, nil when unpriced; it charges
+// nothing.
+func (r *run) cost(model string, u events.UsageEvent) *float64 {
+	p, priced := r.cfg.Prices.Lookup(model)
+	if !priced {
+		return nil
+	}
+	c := roundCost(p.Cost(r.cfg.Prices.Split(model, u)))
+	return &c
+}
+
 // roundCost rounds to 10 decimal places: a binary float's sum of decimal
 // prices reads as the decimal amount (0.0061, not 0.006100000000000001).
 func roundCost(v float64) float64 { return math.Round(v*1e10) / 1e10 }
@@ -57,16 +68,12 @@ func roundCost(v float64) float64 { return math.Round(v*1e10) / 1e10 }
 // it; its cost is that input at the last call's prices and max_tokens at
 // the output price (docs/protocol.md §5 "Budgets").
 func (r *run) overBudget(step, attempt int, model string) string {
-	call := "model call " + strconv.Itoa(step)
-	if attempt > 1 {
-		call += " (attempt " + strconv.Itoa(attempt) + ")"
-	}
 	maxOut := int64(max(r.cfg.MaxTokens, 0))
 	if b := r.cfg.MaxTotalTokens; b > 0 {
 		next := r.st.LastInput + maxOut
 		if r.st.Tokens+next > b {
 			return fmt.Sprintf("max_total_tokens (%d) would be passed: the turn used %d tokens, and %s is counted at %d more (%s)",
-				b, r.st.Tokens, call, next, estimateParts("the last call's "+strconv.FormatInt(r.st.LastInput, 10)+" input tokens", maxOut, ""))
+				b, r.st.Tokens, callName(step, attempt), next, estimateParts("the last call's "+strconv.FormatInt(r.st.LastInput, 10)+" input tokens", maxOut, ""))
 		}
 	}
 	if b := r.cfg.MaxCost; b > 0 {
@@ -79,11 +86,22 @@ func (r *run) overBudget(step, attempt int, model string) string {
 		}
 		if used+next > b*(1+costSlack) {
 			return fmt.Sprintf("max_cost (%s) would be passed: the turn's model calls cost %s, and %s is counted at %s more (%s)",
-				money(b), money(used), call, money(next),
+				money(b), money(used), callName(step, attempt), money(next),
 				estimateParts("the last call's input at "+money(r.st.LastInputCost), maxOut, " at "+money(outCost)))
 		}
 	}
 	return ""
+}
+
+// callName names model call step (attempt) in overBudget's reasons,
+// made only for a reason given: a step within its budgets allocates
+// nothing for it.
+func callName(step, attempt int) string {
+	call := "model call " + strconv.Itoa(step)
+	if attempt > 1 {
+		call += " (attempt " + strconv.Itoa(attempt) + ")"
+	}
+	return call
 }
 
 // budgetExceeded ends the turn for overBudget's reason.
@@ -112,3 +130,56 @@ func estimateParts(input string, maxOut int64, outCost string) string {
 
 // money formats an amount of the price table's currency.
 func money(v float64) string { return strconv.FormatFloat(roundCost(v), 'f', -1, 64) }
+
+// Spend is an amount of a budget: tokens as max_total_tokens counts them
+// (price.Tokens.Total) and cost (nil while no call was priced).
+type Spend struct {
+	Tokens int64
+	Cost   *float64
+	// Usage is the usage behind Tokens.
+	Usage events.UsageEvent
+}
+
+// SharedBudget is a budget a turn shares with other turns (Config.SharedBudget).
+type SharedBudget interface {
+	// Reserve is asked before a model call: own is what the turn spent
+	// so far, next the call's estimate (as its own budgets count it). It
+	// returns why the call would pass the shared budget, "" when the
+	// estimate is reserved for the call.
+	Reserve(ctx context.Context, own, next Spend) string
+	// Charge records what the turn spent so far, after each model call
+	// (it replaces the call's reservation).
+	Charge(ctx context.Context, own Spend)
+}
+
+// sharedOver asks Config.SharedBudget whether model call step may be
+// made, with the estimate overBudget counts; "" when it may.
+func (r *run) sharedOver(ctx context.Context, step, attempt int, model string) string {
+	sb := r.cfg.SharedBudget
+	if sb == nil {
+		return ""
+	}
+	maxOut := int64(max(r.cfg.MaxTokens, 0))
+	next := Spend{Tokens: r.st.LastInput + maxOut}
+	if p, ok := r.cfg.Prices.Lookup(model); ok {
+		c := r.st.LastInputCost + p.Cost(price.Tokens{Output: maxOut})
+		next.Cost = &c
+	}
+	why := sb.Reserve(ctx, Spend{Tokens: r.st.Tokens, Cost: r.st.Cost, Usage: r.st.Usage}, next)
+	if why != "" {
+		call := "model call " + strconv.Itoa(step)
+		if attempt > 1 {
+			call += " (attempt " + strconv.Itoa(attempt) + ")"
+		}
+		why = call + ": " + why
+	}
+	return why
+}
+
+// chargeShared tells Config.SharedBudget the turn's totals after a
+// step's model calls.
+func (r *run) chargeShared(ctx context.Context) {
+	if sb := r.cfg.SharedBudget; sb != nil {
+		sb.Charge(ctx, Spend{Tokens: r.st.Tokens, Cost: r.st.Cost, Usage: r.st.Usage})
+	}
+}

@@ -253,3 +253,45 @@ func TestBudgetChecksEveryAttempt(t *testing.T) {
 		}
 	}
 }
+
+// sharedBudget is a SharedBudget that allows the first n reservations
+// and records what it is asked and told.
+type sharedBudget struct {
+	n        int
+	reserved []worker.Spend // (own, next) pairs
+	charged  []worker.Spend
+}
+
+func (b *sharedBudget) Reserve(_ context.Context, own, next worker.Spend) string {
+	b.reserved = append(b.reserved, own, next)
+	if len(b.reserved)/2 > b.n {
+		return "the tree's budget would be passed"
+	}
+	return ""
+}
+
+func (b *sharedBudget) Charge(_ context.Context, own worker.Spend) {
+	b.charged = append(b.charged, own)
+}
+
+// A shared budget is asked before each model call with the turn's spend
+// and the call's estimate (as its own budgets count them), told the
+// totals after each call, and a refusal ends the turn with
+// budget_exceeded before the call.
+func TestSharedBudgetIsAskedBeforeEachCall(t *testing.T) {
+	p := budgetSteps(usage(1000, 50), usage(1200, 30))
+	sb := &sharedBudget{n: 1}
+	w := mustNew(t, worker.Config{Provider: p, Model: "test:m", MaxTokens: 100, SharedBudget: sb,
+		Tools: []tool.Tool{weatherTool(t, nil)}})
+	res := mustRun(t, w, events.UserText("weather?"))
+	if got := len(p.requests()); got != 1 || res.Status != worker.StatusFailed || res.Code != "budget_exceeded" ||
+		!strings.Contains(res.Reason, "model call 2: the tree's budget would be passed") {
+		t.Fatalf("%d calls, status %s %s (%s); want 1 call, failed budget_exceeded naming call 2 and the shared budget's reason", got, res.Status, res.Code, res.Reason)
+	}
+	if len(sb.reserved) != 4 || sb.reserved[1].Tokens != 100 || sb.reserved[2].Tokens != 1050 || sb.reserved[3].Tokens != 1100 {
+		t.Fatalf("reservations %+v; want call 1 at 0+100, call 2 with 1050 spent at 1000+100", sb.reserved)
+	}
+	if len(sb.charged) != 1 || sb.charged[0].Tokens != 1050 || *sb.charged[0].Usage.InputTokens != 1000 {
+		t.Fatalf("charges %+v; want one of 1050 tokens after call 1", sb.charged)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/llm"
 	"github.com/llmworker/llmworker/pkg/telemetry"
+	"github.com/llmworker/llmworker/pkg/tool"
 )
 
 // The model call of a step: its failures, retries and fallbacks, and the
@@ -24,6 +25,9 @@ type streamFailure struct {
 	// output: the stream had started a block (its first delta reached
 	// the turn's observers) before it failed.
 	output bool
+	// overflow: the provider refused the context as too long after the
+	// step compacted for an earlier refusal.
+	overflow bool
 }
 
 // turnCode is the code a turn that ends with this failure reports: the
@@ -31,13 +35,16 @@ type streamFailure struct {
 // rate_limited, …), or a refusal or content filter the stream reported,
 // so a client can act on it; CodeProviderError for anything else.
 func (f *streamFailure) turnCode() string {
+	if f.overflow || f.overflowed() {
+		return CodeContextOverflow
+	}
 	if !f.opened {
 		if k, ok := llm.KindOf(f.cause); ok {
 			return string(k)
 		}
 		return CodeProviderError
 	}
-	if slices.Contains(StreamFailureCodes, f.code) {
+	if slices.Contains(StreamFailureCodes, f.code) || f.code == CodeContextOverflow {
 		return f.code
 	}
 	return CodeProviderError
@@ -60,9 +67,11 @@ func (r *run) stepFailure(step, tries, at int, f *streamFailure) StepFailure {
 
 // retryStep reports whether the model call that failed is made again on
 // the same model, after Config.RetryStep's wait; false when StepAttempts
-// are spent, the policy declines or ctx ended during the wait.
+// are spent, the call overflowed the model's window, the policy declines
+// or ctx ended during the wait.
 func (r *run) retryStep(ctx context.Context, sf StepFailure) bool {
-	if sf.Attempt >= r.cfg.attempts {
+	if sf.Attempt >= r.cfg.attempts || sf.ContextOverflow() {
+		// The same request overflows the same window again.
 		return false
 	}
 	if r.cfg.RetryStep == nil {
@@ -87,9 +96,13 @@ func (r *run) retryStep(ctx context.Context, sf StepFailure) bool {
 
 // fallback reports whether the step goes on with the model after the one
 // at index at (Config.FallbackModels): there is one, the failed call had
-// streamed no block, and the policy (Config.Fallback) takes the failure.
+// streamed no block and did not overflow the model's window, and the
+// policy (Config.Fallback) takes the failure.
 func (r *run) fallback(at int, sf StepFailure) bool {
-	if at+1 >= len(r.cfg.models) || sf.Output {
+	if at+1 >= len(r.cfg.models) || sf.Output || sf.ContextOverflow() {
+		// An overflow is the transcript's to fix, not another model's:
+		// a fallback would hand the long context to a model the turn
+		// did not choose, or overflow it as well.
 		return false
 	}
 	if r.cfg.Fallback != nil {
@@ -121,13 +134,15 @@ func (r *run) stream(ctx context.Context, step, attempt int, model string, msgs 
 	r.thinks.Clear()
 	r.calls.Clear()
 	r.beginEager()
-	r.em.emit(events.TurnStep{Step: step, Attempt: attempt, Model: model})
+	if r.em.observed() { // an event boxed for no observer is an allocation per step
+		r.em.emit(events.TurnStep{Step: step, Attempt: attempt, Model: model})
+	}
 
 	req := &llm.Request{
 		RequestID: r.requestID(step, attempt), Model: model, System: r.cfg.System,
 		Messages: msgs, Tools: r.definitions(), MaxTokens: r.cfg.MaxTokens,
 		Temperature: r.cfg.Temperature, Thinking: r.cfg.Thinking,
-		ModelOptions: r.cfg.Options,
+		Compaction: r.nativeRequest(model), ModelOptions: r.cfg.Options,
 	}
 	if req.ToolChoice.Forces() && step > 1 && !r.cfg.ToolChoiceEveryStep {
 		// See Config.Options: a tool forced on every call never ends.
@@ -187,6 +202,11 @@ func (r *run) read(ctx context.Context, req *llm.Request) (events.UsageEvent, *s
 			if status == events.StatusCompleted {
 				r.completed = e
 				r.warn(s)
+				// A provider that sends the stop reason after the blocks
+				// (Anthropic) puts it on the status, not on a block stop.
+				if e.StopReason != "" {
+					r.stopReason = e.StopReason
+				}
 			}
 		case events.ErrorEvent:
 			lastErr = &e
@@ -248,14 +268,24 @@ func (r *run) warn(s llm.Stream) {
 // Registry the offered tools cannot change during the turn, so they are
 // made once per turn and shared by its requests (a Provider must not
 // modify a request); a Registry's tools may come and go between steps.
+//
+// While a compaction is active the built-in read_result is offered too
+// (readresult.go), after the others: the list changes when the first
+// compaction does, and the compaction breaks the prompt cache anyway.
 func (r *run) definitions() []events.ToolDefinition {
+	var defs []events.ToolDefinition
 	if r.cfg.Registry != nil {
-		return r.cfg.definitions()
+		defs = r.cfg.definitions()
+	} else {
+		if !r.defsMade {
+			r.defs, r.defsMade = r.cfg.definitions(), true
+		}
+		defs = r.defs[:len(r.defs):len(r.defs)]
 	}
-	if !r.defsMade {
-		r.defs, r.defsMade = r.cfg.definitions(), true
+	if r.offerRead() {
+		defs = append(defs, tool.Definition(readResult{}))
 	}
-	return r.defs[:len(r.defs):len(r.defs)]
+	return defs
 }
 
 func (r *run) requestID(step, attempt int) string {

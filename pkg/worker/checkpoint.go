@@ -58,8 +58,21 @@ type Checkpoint struct {
 	// step fell back to it: the turn's later steps start on it. "" is
 	// Config.Model.
 	Model string `json:"model,omitempty"`
-	// Messages is the transcript so far (input included).
+	// Messages is the transcript so far (input included), from position
+	// Base on.
 	Messages []events.Message `json:"messages"`
+	// Base is the transcript position of Messages[0]: 0 when Messages
+	// start at the beginning. A turn service that stores the transcript
+	// hands a run only the originals from the active compaction's To on
+	// (Config.Originals reads those before). Base is 0 when Compaction is
+	// nil, and at most Compaction.To otherwise.
+	Base int `json:"base,omitempty"`
+	// Compaction is the active compaction (pkg/compact): the model reads
+	// Compaction.Messages ++ the originals from Compaction.To on. It is
+	// recorded here before the model call that uses it, so a turn
+	// continued from this checkpoint reads the same projection and does
+	// not compact again.
+	Compaction *events.Compaction `json:"compaction,omitempty"`
 	// Pending are the local tool calls of step Step, in the order the model
 	// made them (PhaseTools, and PhasePaused at before_tool_call).
 	Pending []PendingCall `json:"pending,omitempty"`
@@ -180,6 +193,7 @@ func (c *Checkpoint) Clone() *Checkpoint {
 	d := *c
 	d.Messages = cloneMessages(c.Messages)
 	d.Append = cloneMessages(c.Append)
+	d.Compaction = cloneCompaction(c.Compaction)
 	if c.Vars != nil {
 		d.Vars = maps.Clone(c.Vars)
 	}
@@ -246,6 +260,19 @@ func (c *Checkpoint) Validate() error {
 	}
 	if err := events.ValidateMessages("append", c.Append); err != nil {
 		return bad("%v", err)
+	}
+	switch k := c.Compaction; {
+	case c.Base < 0:
+		return bad("negative base")
+	case k == nil && c.Base > 0:
+		return bad("base %d without a compaction", c.Base)
+	case k == nil:
+	case k.To < c.Base || k.To > c.Base+len(c.Messages):
+		return bad("compaction.to %d outside the messages held, positions [%d, %d]", k.To, c.Base, c.Base+len(c.Messages))
+	default:
+		if err := events.ValidateMessages("compaction.messages", k.Messages); err != nil {
+			return bad("%v", err)
+		}
 	}
 	seen := map[string]bool{}
 	paused := 0
@@ -340,9 +367,23 @@ func cloneMessages(msgs []events.Message) []events.Message {
 				c[j].Parts = slices.Clone(c[j].Parts)
 			}
 		}
-		out[i] = events.Message{Role: m.Role, Content: c}
+		out[i] = events.Message{Role: m.Role, Content: c, Pinned: m.Pinned}
 	}
 	return out
+}
+
+func cloneCompaction(c *events.Compaction) *events.Compaction {
+	if c == nil {
+		return nil
+	}
+	d := *c
+	d.Messages = cloneMessages(c.Messages)
+	d.Fallback = cloneCompaction(c.Fallback)
+	if c.Usage != nil {
+		u := cloneUsage(*c.Usage)
+		d.Usage = &u
+	}
+	return &d
 }
 
 func clonePtr[T any](p *T) *T {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/llmworker/llmworker/pkg/compact"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook"
 	"github.com/llmworker/llmworker/pkg/llm"
@@ -141,6 +142,32 @@ type Config struct {
 	// Model.
 	MaxTotalTokens int64
 	MaxCost        float64
+	// SharedBudget, when set, is a budget the turn shares with other
+	// turns (a sub-agent tree's, pkg/turn): asked before every model call
+	// once the turn's own budgets allow it, and told the turn's totals
+	// after every call that reported usage.
+	SharedBudget SharedBudget
+	// ModelLimits looks up the context window and output ceiling of the
+	// turn's models (Model and FallbackModels) and of the summarizer; nil
+	// knows none.
+	ModelLimits llm.LimitsFunc
+	// Compaction configures the compaction of the turn's context before
+	// each model call (pkg/compact; docs/architecture.md "Compaction"):
+	// a turn service merges its default, the session's and the turn
+	// request's (events.CompactionConfig.Merge). The zero value compacts
+	// with pkg/compact's defaults before a call whose estimate passes the
+	// threshold of a model ModelLimits knows, and, for any model, once
+	// after a provider refused a call's context as too long.
+	Compaction events.CompactionConfig
+	// Estimate estimates the tokens of messages for compaction; nil is
+	// llm.EstimateMessages.
+	Estimate compact.Estimator
+	// Originals reads the transcript's positions [from, to) that precede
+	// a checkpoint's Base (the run holds only the messages from Base on):
+	// the read_result tool reads an old tool result through it. nil
+	// when the run has none (an in-process run holds the whole
+	// transcript).
+	Originals func(ctx context.Context, from, to int) ([]events.Message, error)
 	// Prices prices the model calls: with a price of Model, llmw.usage,
 	// llmw.turn.completed and Result carry the cost. nil prices nothing.
 	Prices *price.Table
@@ -218,18 +245,33 @@ type StepFailure struct {
 	Err error
 }
 
+// ContextOverflow reports whether the call failed because its context
+// did not fit the model's window: its error's kind
+// (llm.KindContextOverflow, as ingest and the adapters report it) or its
+// stream's error code (CodeContextOverflow). Such a failure is neither
+// retried as it is nor a fallback trigger, whatever RetryStep and
+// Fallback say.
+func (f StepFailure) ContextOverflow() bool {
+	if f.Err != nil {
+		k, ok := llm.KindOf(f.Err)
+		return ok && k == llm.KindContextOverflow
+	}
+	return f.Code == CodeContextOverflow
+}
+
 // DefaultFallback is the Fallback of a Config without one: a call that
 // could not be opened goes on with the next model when its error names
 // a rate limit or an unavailable provider (llm.KindRateLimited,
 // llm.KindUnavailable) or no kind (a transport failure); a stream that
 // failed does unless its code is a refusal, a content filter or a
-// blocked prompt (StreamFailureCodes) or names an invalid request.
+// blocked prompt (StreamFailureCodes), names an invalid request or is
+// CodeContextOverflow.
 func DefaultFallback(f StepFailure) bool {
 	if f.Err != nil {
 		k, ok := llm.KindOf(f.Err)
 		return !ok || k == llm.KindRateLimited || k == llm.KindUnavailable
 	}
-	return !slices.Contains(StreamFailureCodes, f.Code) && !strings.HasPrefix(f.Code, "invalid_request")
+	return !slices.Contains(StreamFailureCodes, f.Code) && !strings.HasPrefix(f.Code, "invalid_request") && f.Code != CodeContextOverflow
 }
 
 // resolved is a validated Config with defaults applied.
@@ -286,6 +328,9 @@ func resolve(cfg Config) (*resolved, error) {
 		r.repairs = cfg.OutputRepairs
 	}
 	if err := cfg.Options.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	if err := cfg.Compaction.Validate("compaction"); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	if f := cfg.Options.ResponseFormat; f != nil && f.Type == events.FormatJSONSchema {
@@ -369,8 +414,20 @@ func (r *resolved) offered(name string) bool {
 	return false
 }
 
-// lookup returns the offered tool called name.
+// lookup returns the offered tool called name, or the built-in
+// read_result (readresult.go) while compaction is on.
 func (r *resolved) lookup(name string) (tool.Tool, bool) {
+	if t, ok := r.lookupUser(name); ok {
+		return t, true
+	}
+	if name == compact.ReadResultTool && !r.Compaction.Off() {
+		return readResult{}, true
+	}
+	return nil, false
+}
+
+// lookupUser returns the offered tool called name of Tools or Registry.
+func (r *resolved) lookupUser(name string) (tool.Tool, bool) {
 	if !r.offered(name) {
 		return nil, false
 	}

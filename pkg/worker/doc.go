@@ -12,9 +12,18 @@
 //     or Config.MaxCost (the turn's tokens or cost so far, plus the last
 //     call's input and MaxTokens) fails it with code "budget_exceeded",
 //     checked again before every further attempt of the call.
-//  2. Checkpoint (Config.Checkpoint), then on_message_send: the hooks may
-//     rewrite the context sent to the model (not the transcript) or cancel
-//     the call (aborted, code "hook_cancel").
+//  2. Compaction (compact.go, pkg/compact): when the estimate of the
+//     call (the provider's count of the last call and the estimate of
+//     what was added) passes Config.Compaction's threshold of the
+//     model's room (Config.ModelLimits), the context is compacted; a
+//     context no compaction can fit fails the turn with code
+//     "context_overflow" (a summary the budgets refuse: code
+//     "budget_exceeded"). Then the checkpoint (Config.Checkpoint, which
+//     holds the compaction and commits it), llmw.turn.compacted and the
+//     summary's llmw.usage once it returned, then
+//     on_message_send on the projection the model reads: the hooks may
+//     rewrite the context sent to the model (not the transcript) or
+//     cancel the call (aborted, code "hook_cancel").
 //  3. The model call, with Config.Options (see Model options below):
 //     the provider stream is normalized (llm.Normalize;
 //     a stream that is llm.WellFormed already passes through) and
@@ -26,15 +35,20 @@
 //     Origin). Calls of
 //     provider-run (server) tools are neither run nor kept. A failed stream
 //     is tried again up to Config.StepAttempts times (as Config.RetryStep
-//     allows), each attempt from nothing; then, when the last attempt
-//     failed before its first block and Config.Fallback takes the failure,
+//     allows; never a call whose context overflowed the model's window,
+//     StepFailure.ContextOverflow), each attempt from nothing; then, when
+//     the last attempt failed before its first block, did not overflow
+//     and Config.Fallback takes the failure,
 //     the step goes on with the next of Config.FallbackModels (the turn's
 //     later steps start on the model that answered, Checkpoint.Model);
 //     else it fails the turn with the
 //     provider's message; the code is the kind the error names
 //     (llm.KindOf: "missing_api_key", "rate_limited", ...), a decline the
-//     stream reported ("refusal", "content_filter", "prompt_blocked"), else
-//     "provider_error".
+//     stream reported ("refusal", "content_filter", "prompt_blocked") or
+//     "context_overflow" as the stream reported it, else
+//     "provider_error". A call the provider refused as too long
+//     (context_overflow) makes the step compact and call once more; a
+//     second refusal fails the turn with code "context_overflow".
 //  4. Tool calls, if any: a call of an unknown (or not offered) tool, or
 //     with input that is not a JSON object, is answered at once with an
 //     error result. For the others, before_tool_call runs per call in order
@@ -42,8 +56,11 @@
 //     error result naming the hook; abort: the turn aborts; pause: see
 //     below), the state is checkpointed, the allowed calls run in parallel
 //     (the first on the goroutine that called Run, each other one on one of
-//     the goroutines the turn keeps for its tool calls until Run returns;
-//     each with the tool's timeout and a CallInfo in its context), and
+//     the goroutines the turn keeps for its tool calls until Run returns,
+//     or, when no after_tool_call hook, observer or CheckpointToolResults
+//     watches the results come in, on the goroutine that called Run once
+//     its call ended, if none of those took it yet; each with the tool's
+//     timeout and a CallInfo in its context), and
 //     after_tool_call runs per result in call order as
 //     soon as that result is there. The results are appended as one tool
 //     message, in call order, and the loop goes on with step 1.

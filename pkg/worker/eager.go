@@ -65,20 +65,29 @@ func (r *run) startReady(ctx context.Context) {
 	// whose stream they run: their spans go under the turn's span
 	// (invoke_agent), as those of a call that starts after the stream.
 	ctx = trace.ContextWithSpan(ctx, trace.SpanFromContext(r.stepCtx))
-	cs := r.calls.Collected()
 	for _, index := range r.ready {
-		for i := len(cs) - 1; i >= 0; i-- {
-			if cs[i].Index == index {
-				if e := r.startEager(ctx, cs[i]); e != nil {
-					r.halt = e
-					r.ready = r.ready[:0]
-					return
-				}
-				break
+		if c, ok := r.calls.CollectedAt(index); ok {
+			if e := r.startEager(ctx, c); e != nil {
+				r.halt = e
+				r.ready = r.ready[:0]
+				return
 			}
 		}
 	}
 	r.ready = r.ready[:0]
+}
+
+// mayStartEarly reports whether a call of tool name whose block stopped
+// is one for startEager: its tool may start early, or the step holds
+// calls an earlier response started, which a call of this response may
+// take over. Any other call waits for the end of the stream, and the
+// stream's reading sets up nothing for it.
+func (r *run) mayStartEarly(name string) bool {
+	if len(r.st.Eager) > 0 {
+		return true
+	}
+	t, ok := r.cfg.lookup(name)
+	return ok && tool.EagerOf(t)
 }
 
 // startEager decides and starts one call whose block stopped, if its

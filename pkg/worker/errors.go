@@ -74,6 +74,14 @@ var (
 	// (Config.OutputRepairs) (status failed, code "invalid_output").
 	ErrInvalidOutput = errors.New("worker: output does not fit the response format")
 
+	// ErrContextOverflow: the context of a model call does not fit the
+	// model's window: no compaction makes it fit (the *TurnError unwraps
+	// to pkg/compact's *OverflowError naming the message, before the
+	// provider call), or the provider refused it as too long a second
+	// time in a step, after the compaction the first refusal made
+	// (status failed, code "context_overflow").
+	ErrContextOverflow = errors.New("worker: context does not fit the model's window")
+
 	// ErrNoOutput is returned by RunStructured for a turn that completed
 	// without a structured output (the worker has no response format) or
 	// paused.

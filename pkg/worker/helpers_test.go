@@ -11,7 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/llmworker/llmworker/internal/poll"
+	"github.com/llmworker/llmworker/internal/leaf/poll"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/llm"
 	"github.com/llmworker/llmworker/pkg/worker"

@@ -41,6 +41,13 @@ const (
 	// Config.Options.ResponseFormat, also after Config.OutputRepairs
 	// repair steps; the reason names the first violation.
 	CodeInvalidOutput = "invalid_output"
+	// CodeContextOverflow: the model call's context (messages, tools
+	// and the output it asks room for) does not fit the model's window
+	// (llm.KindContextOverflow): compaction could not make it fit (the
+	// reason names the message), or the provider refused it as too long
+	// again after a compaction. A refused call is not retried as it is
+	// and is no fallback trigger.
+	CodeContextOverflow = "context_overflow"
 	// CodeDetached: the run stopped because the turn continues elsewhere
 	// (see ErrDetached); nothing was published for it.
 	CodeDetached = "detached"
@@ -65,6 +72,11 @@ type Result struct {
 	Cost *float64
 	// Steps is the number of model calls made so far in the turn.
 	Steps int
+	// Compaction is the active compaction at the end of the run (nil for
+	// none): the next turn of the conversation continues it
+	// (RunCompacted), so it reads the same projection and does not
+	// compact the same span again.
+	Compaction *events.Compaction
 	// Output is the final answer parsed as JSON, for a completed turn
 	// with Config.Options.ResponseFormat: it fits the format (see
 	// RunStructured for a typed one).

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/llmworker/llmworker/pkg/events"
@@ -46,12 +47,16 @@ type run struct {
 	// while its calls run); see stopTools.
 	toolsWG     sync.WaitGroup
 	cancelTools context.CancelFunc
-	// workers hands calls to the turn's tool goroutines (nworkers of them,
-	// counted by workersWG); see startWorkers.
-	workers   chan *job
+	// workers hands a step's calls to the turn's tool goroutines
+	// (nworkers of them, counted by workersWG); see startWorkers.
+	workers   chan stepJobs
 	nworkers  int
 	workersWG sync.WaitGroup
-	nonce     string
+	// gen numbers the steps whose calls went to the tool goroutines;
+	// claims is the one under way's gen and next job (see claim).
+	gen    uint32
+	claims atomic.Uint64
+	nonce  string
 	// firstChunk is when the model call under way sent its first event.
 	firstChunk time.Time
 	// completed is the completed status of the model call under way (the
@@ -85,6 +90,20 @@ type run struct {
 	eagerStep bool
 	halt      *ending
 	stepCtx   context.Context
+
+	// unannounced: the active compaction is committed by the checkpoint
+	// the run continues from (or is about to write), and its
+	// llmw.turn.compacted is yet to be emitted (compact.go, announce).
+	unannounced bool
+	// counted is what the provider counted of the turn's last model call,
+	// for the estimate of the next (compact.go, noteCounted).
+	counted counted
+
+	// source is what the turn's read_result calls read (readresult.go).
+	source *atomic.Pointer[resultSource]
+	// sentFor is the model whose projection the last on_message_send
+	// hooks read (messagesFor).
+	sentFor string
 }
 
 func (w *Worker) newRun(st *Checkpoint) *run {
@@ -101,6 +120,7 @@ func (w *Worker) newRun(st *Checkpoint) *run {
 	if len(st.Eager) > 0 {
 		r.eagerFor = st.Step + 1
 	}
+	r.unannounced = r.madeFor(st.Step + 1)
 	r.em = &emitter{turnID: st.TurnID, sessionID: st.SessionID, obs: r.h.observers}
 	r.turn = &hook.Turn{ID: st.TurnID, SessionID: st.SessionID, Step: st.Step, Vars: hook.Variables(cloneVars(st.Vars))}
 	if len(r.h.observers) > 0 {
@@ -128,6 +148,7 @@ func (w *Worker) newRun(st *Checkpoint) *run {
 }
 
 func (r *run) loop(ctx context.Context) *Result {
+	ctx = r.withResults(ctx)
 	defer r.stopWorkers()
 	// Calls started early that a later response did not ask for again were
 	// cancelled, and may still be ending: no tool of the turn runs after
@@ -164,32 +185,23 @@ func (r *run) modelPhase(ctx context.Context) *Result {
 	if why := r.overBudget(r.st.Step+1, 1, r.cfg.models[r.modelIndex()]); why != "" {
 		return r.budgetExceeded(ctx, why)
 	}
+	if why := r.sharedOver(ctx, r.st.Step+1, 1, r.cfg.models[r.modelIndex()]); why != "" {
+		return r.budgetExceeded(ctx, why)
+	}
+	step := r.st.Step + 1
+	// A compaction is in the state before the checkpoint below: the model
+	// call reads it only once it is durable.
+	if e := r.compact(ctx, step, r.cfg.models[r.modelIndex()], false); e != nil {
+		return r.endWith(ctx, e)
+	}
 	if res := r.checkpoint(ctx); res != nil {
 		return res
 	}
-	step := r.st.Step + 1
+	r.announce()
 	r.turn.Step = step
-
-	// The hooks get a copy of the context to edit; without hooks the model
-	// call reads the history itself (llm.Provider must not modify a
-	// request), capped so that an append to it cannot write into ours.
-	var in *hook.MessageSendInput
-	if r.chain.HasMessageSend() {
-		in = &hook.MessageSendInput{Turn: r.turn, Messages: cloneMessages(r.st.Messages)}
-	} else {
-		in = &hook.MessageSendInput{Turn: r.turn, Messages: r.st.Messages[:len(r.st.Messages):len(r.st.Messages)]}
-	}
-	out := r.chain.RunMessageSend(ctx, in)
-	r.syncVars()
-	if ctx.Err() != nil {
-		return r.cancelled(ctx)
-	}
-	if out.Failed {
-		return r.hookFailed(ctx, out.Hook, out.Err)
-	}
-	if out.Result.Action == hook.MessageSendCancel {
-		reason := fmt.Sprintf("on_message_send hook %q cancelled the model call%s", out.Hook, suffix(out.Result.Reason))
-		return r.end(ctx, StatusAborted, CodeHookCancel, ErrHookAbort, reason, out.Hook, nil)
+	in, res := r.messageSend(ctx, r.cfg.models[r.modelIndex()])
+	if res != nil {
+		return res
 	}
 
 	for _, f := range r.h.turnStart {
@@ -201,23 +213,56 @@ func (r *run) modelPhase(ctx context.Context) *Result {
 		cost  *float64
 		fail  *streamFailure
 		over  string // why the next attempt would pass a budget
+		// overflowed: a call of the step was refused as too long (and
+		// compacted for); halt ends the step for a compaction that failed.
+		overflowed bool
+		halt       *ending
 	)
 	r.stepCtx = ctx
 	// attempt counts the step's calls (its request ids and llmw.turn.step),
 	// tries those on the model in use (StepAttempts, RetryStep).
 	for attempt, tries := 1, 1; ; attempt, tries = attempt+1, tries+1 {
 		if attempt > 1 {
-			if over = r.overBudget(step, attempt, r.cfg.models[at]); over != "" {
+			if over = r.overBudget(step, attempt, r.cfg.models[at]); over == "" {
+				over = r.sharedOver(ctx, step, attempt, r.cfg.models[at])
+			}
+			if over != "" {
 				over += "; attempt " + strconv.Itoa(attempt-1) + " failed: " + fail.reason
 				break
 			}
 		}
 		var u events.UsageEvent
-		u, fail = r.stream(ctx, step, attempt, r.cfg.models[at], in.Messages)
+		sent := r.messagesFor(in, r.cfg.models[at])
+		u, fail = r.stream(ctx, step, attempt, r.cfg.models[at], sent)
+		r.noteCounted(r.cfg.models[at], len(sent), u, fail == nil)
 		usage = usage.Add(u)
 		cost = addCost(cost, r.charge(r.cfg.models[at], u))
 		if fail == nil || ctx.Err() != nil || r.halt != nil {
 			break
+		}
+		if fail.overflowed() {
+			// Compact and make the call once more; a second refusal ends
+			// the turn (context_overflow), never a loop.
+			if overflowed || r.cfg.Compaction.Off() {
+				if overflowed {
+					fail.reason = "the provider refused the context as too long again after compaction: " + fail.reason
+				}
+				fail.overflow = true
+				break
+			}
+			overflowed = true
+			if halt = r.compact(ctx, step, r.cfg.models[at], true); halt != nil {
+				break
+			}
+			if halt = r.checkpointEnding(ctx); halt != nil {
+				break
+			}
+			r.announce()
+			var res *Result
+			if in, res = r.messageSend(ctx, r.cfg.models[at]); res != nil {
+				return res
+			}
+			continue
 		}
 		sf := r.stepFailure(step, tries, at, fail)
 		if r.retryStep(ctx, sf) {
@@ -236,7 +281,9 @@ func (r *run) modelPhase(ctx context.Context) *Result {
 	}
 	r.st.Step = step
 	r.st.Usage = r.st.Usage.Add(usage)
-	if usage != (events.UsageEvent{}) {
+	// Also without usage: the call's reservation is released.
+	r.chargeShared(ctx)
+	if usage != (events.UsageEvent{}) && r.em.observed() {
 		r.em.emit(events.UsageReport{Step: step, Model: r.cfg.models[at], Usage: usage, Total: cloneUsage(r.st.Usage), Cost: cost, TotalCost: clonePtr(r.st.Cost)})
 	}
 	for _, f := range r.h.turnEnd {
@@ -248,15 +295,23 @@ func (r *run) modelPhase(ctx context.Context) *Result {
 	if r.halt != nil {
 		return r.endWith(ctx, r.halt)
 	}
+	if halt != nil {
+		return r.endWith(ctx, halt)
+	}
 	if over != "" {
 		return r.budgetExceeded(ctx, over)
 	}
 	if fail != nil {
-		return r.end(ctx, StatusFailed, fail.turnCode(), ErrProvider, fail.reason, "", fail.cause)
+		kind := ErrProvider
+		if fail.overflow {
+			kind = ErrContextOverflow
+		}
+		return r.end(ctx, StatusFailed, fail.turnCode(), kind, fail.reason, "", fail.cause)
 	}
 
 	msg, calls := r.assemble()
 	if len(msg.Content) > 0 {
+		r.nativeCompacted(ctx, step, &msg)
 		r.st.Messages = append(r.st.Messages, msg)
 	}
 	r.st.StopReason = r.stopReason
@@ -271,6 +326,51 @@ func (r *run) modelPhase(ctx context.Context) *Result {
 		return nil
 	}
 	return r.turnEnd(ctx)
+}
+
+// messageSend runs the on_message_send hooks on the projection the model
+// reads (compact.go): the hooks get a copy of it to edit; without hooks
+// the model call reads it itself (llm.Provider must not modify a
+// request), capped so that an append to it cannot write into ours. A
+// non-nil Result ends the turn.
+func (r *run) messageSend(ctx context.Context, model string) (*hook.MessageSendInput, *Result) {
+	msgs := r.projection(model)
+	r.sentFor = model
+	in := &hook.MessageSendInput{Turn: r.turn, Messages: msgs[:len(msgs):len(msgs)]}
+	if r.chain.HasMessageSend() {
+		in.Messages = cloneMessages(msgs)
+	}
+	out := r.chain.RunMessageSend(ctx, in)
+	r.syncVars()
+	if ctx.Err() != nil {
+		return nil, r.cancelled(ctx)
+	}
+	if out.Failed {
+		return nil, r.hookFailed(ctx, out.Hook, out.Err)
+	}
+	if out.Result.Action == hook.MessageSendCancel {
+		reason := fmt.Sprintf("on_message_send hook %q cancelled the model call%s", out.Hook, suffix(out.Result.Reason))
+		return nil, r.end(ctx, StatusAborted, CodeHookCancel, ErrHookAbort, reason, out.Hook, nil)
+	}
+	return in, nil
+}
+
+// messagesFor is what model call on model sends: the hooks' messages,
+// unless a provider-native compaction is active and model is of
+// another origin than the one the hooks read it for, which reads the
+// originals (and the compaction of the tiers under it) instead
+// (compact.Project).
+func (r *run) messagesFor(in *hook.MessageSendInput, model string) []events.Message {
+	if r.st.Compaction.Native() == "" || origin(model) == origin(r.sentFor) {
+		return in.Messages
+	}
+	return r.projection(model)
+}
+
+// origin is the llm.Origin of model's provider prefix.
+func origin(model string) string {
+	prefix, _ := events.SplitModel(model)
+	return llm.Origin(prefix)
 }
 
 // assemble builds the assistant message from the collectors: parts in
@@ -408,11 +508,17 @@ func (r *run) checkpointEnding(ctx context.Context) *ending {
 	return nil
 }
 
+// result is the run's Result; the run ends with it. Its Messages are the
+// run's transcript itself, not a copy: the run copied its input at the
+// start and every message it added is its own, the checkpoints and
+// observers got copies, and nothing of the run reads or writes the
+// transcript once Run returned.
 func (r *run) result(status Status) *Result {
 	return &Result{
 		TurnID: r.st.TurnID, SessionID: r.st.SessionID, Status: status,
-		Messages: cloneMessages(r.st.Messages), StopReason: r.st.StopReason,
+		Messages: r.st.Messages[:len(r.st.Messages):len(r.st.Messages)], StopReason: r.st.StopReason,
 		Usage: cloneUsage(r.st.Usage), Cost: clonePtr(r.st.Cost), Steps: r.st.Step,
+		Compaction: cloneCompaction(r.st.Compaction),
 	}
 }
 

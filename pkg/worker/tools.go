@@ -202,6 +202,39 @@ type job struct {
 	done  chan<- int
 }
 
+// stepJobs are a step's jobs as execute hands them to the turn's tool
+// goroutines, and the step's number among the run's executes (gen): each
+// goroutine handed them claims the next job meant for a tool goroutine
+// (done set) that nobody runs yet, and so does the Run goroutine once its
+// own call ended when nothing watches the calls settle one by one (see
+// execute). Handed by value, they cost the step no allocation.
+type stepJobs struct {
+	jobs []job
+	gen  uint32
+}
+
+// claim is the next job of s nobody runs yet, nil when every one is
+// taken or s is an earlier step's (r.claims: the step's gen, then the
+// index of the next job to look at).
+func (r *run) claim(s stepJobs) *job {
+	for {
+		c := r.claims.Load()
+		if uint32(c>>32) != s.gen {
+			return nil
+		}
+		k := int(uint32(c))
+		for k < len(s.jobs) && s.jobs[k].done == nil {
+			k++
+		}
+		if k >= len(s.jobs) {
+			return nil
+		}
+		if r.claims.CompareAndSwap(c, uint64(s.gen)<<32|uint64(k+1)) {
+			return &s.jobs[k]
+		}
+	}
+}
+
 // startWorkers makes sure the turn has at least n tool goroutines (all idle
 // between steps: execute returns only once every call of its step ended).
 // They live until the turn's loop ends (stopWorkers), so that a turn of
@@ -209,7 +242,7 @@ type job struct {
 // stack each one grew running a tool (JSON decoding is deep) is grown once.
 func (r *run) startWorkers(n int) {
 	if r.workers == nil {
-		r.workers = make(chan *job)
+		r.workers = make(chan stepJobs)
 	}
 	for ; r.nworkers < n; r.nworkers++ {
 		r.workersWG.Add(1)
@@ -219,10 +252,12 @@ func (r *run) startWorkers(n int) {
 
 func (r *run) work() {
 	defer r.workersWG.Done()
-	for j := range r.workers {
-		j.exec()
-		j.done <- j.index // buffered for every job of the step: never blocks
-		r.toolsWG.Done()
+	for s := range r.workers {
+		for j := r.claim(s); j != nil; j = r.claim(s) {
+			j.exec()
+			j.done <- j.index // buffered for every job of the step: never blocks
+			r.toolsWG.Done()
+		}
 	}
 }
 
@@ -238,8 +273,12 @@ func (r *run) stopWorkers() {
 // execute runs the allowed calls that have no output yet, in parallel: the
 // first on the goroutine that called Run (a step with one call needs no
 // other goroutine), the others on the turn's tool goroutines
-// (startWorkers), one each. It settles every allowed call in order as soon
-// as its output is there: after_tool_call, then llmw.tool.result. When the
+// (startWorkers), one each; when nothing watches a result settle before
+// the step ends, the Run goroutine, once its call ended, runs the calls
+// no tool goroutine has taken yet (fast tools then end on one goroutine,
+// without waiting for others to be scheduled). It settles every allowed
+// call in order as soon as its output is there: after_tool_call, then
+// llmw.tool.result. When the
 // turn ends early (cancel, a hook abort, a checkpoint error) the running
 // tools are cancelled and waited for, so that no tool of the turn runs
 // after Run returned.
@@ -278,13 +317,15 @@ func (r *run) execute(ctx context.Context) *Result {
 		j.index, j.done = i, done
 		queued++
 	}
+	queue := stepJobs{jobs: jobs}
 	if queued > 0 {
 		r.startWorkers(queued)
-		for i := range jobs {
-			if j := &jobs[i]; j.done != nil {
-				r.toolsWG.Add(1)
-				r.workers <- j // an idle worker takes it: there is one per job
-			}
+		r.gen++
+		queue.gen = r.gen
+		r.claims.Store(uint64(r.gen) << 32)
+		r.toolsWG.Add(queued)
+		for range queued {
+			r.workers <- queue // an idle worker takes it: there is one per job
 		}
 	}
 	if inline >= 0 {
@@ -293,10 +334,15 @@ func (r *run) execute(ctx context.Context) *Result {
 	}
 	if queued > 0 && !r.chain.HasAfterToolCall() && !r.em.observed() && !r.cfg.CheckpointToolResults {
 		// Nothing can see a result settle before the step ends (no
-		// after_tool_call hook, observer or checkpoint per result): wait
-		// for the calls together, woken once rather than per call. A
-		// cancel reaches them through tctx, and Run would wait for them
-		// before it returns anyway (stopTools).
+		// after_tool_call hook, observer or checkpoint per result): run
+		// the calls no tool goroutine took yet here, then wait for the
+		// calls together, woken once rather than per call. A cancel
+		// reaches them through tctx, and Run would wait for them before
+		// it returns anyway (stopTools).
+		for j := r.claim(queue); j != nil; j = r.claim(queue) {
+			j.exec()
+			r.toolsWG.Done()
+		}
 		r.toolsWG.Wait()
 		for i := range jobs {
 			jobs[i].finished = true

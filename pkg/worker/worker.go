@@ -184,8 +184,37 @@ func (w *Worker) OnTurnEnd(f func(step int)) {
 // The error is non-nil only when no turn was started (ErrInvalidMessages);
 // how the turn ended is in the Result (Status, Reason, Err).
 func (w *Worker) Run(ctx context.Context, messages []events.Message) (*Result, error) {
+	return w.RunCompacted(ctx, messages, nil)
+}
+
+// RunCompacted is Run of a conversation whose context an earlier turn
+// compacted: c is that turn's Result.Compaction (or a session's stored
+// one), and messages the whole transcript, c's span included. The turn
+// reads c's projection and compacts further only when it needs to. A c
+// that does not fit messages (c.To past their end) is
+// ErrInvalidMessages.
+func (w *Worker) RunCompacted(ctx context.Context, messages []events.Message, c *events.Compaction) (*Result, error) {
+	return w.RunAfter(ctx, 0, messages, c)
+}
+
+// RunAfter is RunCompacted of a run that holds the transcript from
+// position base on: messages are originals[base:], as a turn service
+// that stores a session's transcript hands them (it reads no message
+// the compaction c replaces), and Config.Originals reads the positions
+// before base. base > 0 needs a c with base ≤ c.To ≤ base+len(messages)
+// (Checkpoint.Base); anything else is ErrInvalidMessages. The Result's
+// Messages, and llmw.turn.completed's, are the transcript from base on.
+func (w *Worker) RunAfter(ctx context.Context, base int, messages []events.Message, c *events.Compaction) (*Result, error) {
 	if err := events.ValidateMessages("messages", messages); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidMessages, err)
+	}
+	switch {
+	case base < 0:
+		return nil, fmt.Errorf("%w: negative base %d", ErrInvalidMessages, base)
+	case c == nil && base > 0:
+		return nil, fmt.Errorf("%w: base %d without a compaction", ErrInvalidMessages, base)
+	case c != nil && (c.To < base || c.To > base+len(messages)):
+		return nil, fmt.Errorf("%w: compaction %s covers positions [0, %d), the transcript held has positions [%d, %d)", ErrInvalidMessages, c.ID, c.To, base, base+len(messages))
 	}
 	id := w.cfg.TurnID
 	if id == "" {
@@ -193,7 +222,7 @@ func (w *Worker) Run(ctx context.Context, messages []events.Message) (*Result, e
 	}
 	st := &Checkpoint{
 		Version: CheckpointVersion, TurnID: id, SessionID: w.cfg.SessionID, Phase: PhaseModel,
-		Messages: cloneMessages(messages), Vars: cloneVars(w.cfg.Vars),
+		Messages: cloneMessages(messages), Vars: cloneVars(w.cfg.Vars), Compaction: cloneCompaction(c), Base: base,
 	}
 	r := w.newRun(st)
 	return r.traced(ctx, func(ctx context.Context) *Result {

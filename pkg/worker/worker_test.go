@@ -97,6 +97,18 @@ func TestTextTurnEventsOneToOne(t *testing.T) {
 	}
 }
 
+// A provider that sends the stop reason after its blocks (Anthropic) puts
+// it on the completed status (docs/protocol.md §3): it is the turn's.
+func TestStopReasonOfTheCompletedStatus(t *testing.T) {
+	evs := append([]events.Event{started()}, textBlock(0, "", "cut sh")...)
+	evs = append(evs, events.StatusEvent{Status: events.StatusCompleted, StopReason: events.StopMaxTokens})
+	w := mustNew(t, worker.Config{Provider: newScripted(script{evs: evs}), Model: "test:m", TurnID: "t1"})
+	res := mustRun(t, w, events.UserText("hi"))
+	if res.StopReason != events.StopMaxTokens {
+		t.Fatalf("stop reason %q, want the status's max_tokens", res.StopReason)
+	}
+}
+
 // Every event's Data has the Go type docs/protocol.md §5 gives its type, on the
 // right channel.
 func TestObserverTypesAndChannels(t *testing.T) {
@@ -263,6 +275,43 @@ func TestParallelToolsOverlap(t *testing.T) {
 		events.ToolResultPart("ca", "met", false), events.ToolResultPart("cb", "met", false)}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("results %s", jsonString(t, got))
+	}
+}
+
+// After a fast first call, the two calls behind it still run at the same
+// time, whichever goroutine takes them (the Run goroutine, its call ended,
+// takes those no tool goroutine took yet; the other runs on a tool
+// goroutine).
+func TestCallsBehindAFastOneOverlap(t *testing.T) {
+	for range 20 {
+		aIn, bIn := make(chan struct{}), make(chan struct{})
+		barrier := func(mine, other chan struct{}) func(ctx context.Context, _ struct{}) (string, error) {
+			return func(ctx context.Context, _ struct{}) (string, error) {
+				close(mine)
+				select {
+				case <-other:
+					return "met", nil
+				case <-time.After(10 * time.Second):
+					return "", errors.New("the other tool never ran at the same time")
+				case <-ctx.Done():
+					return "", ctx.Err()
+				}
+			}
+		}
+		fast := tool.Must("fast", "fast", func(context.Context, struct{}) (string, error) { return "fast", nil })
+		a := tool.Must("tool_a", "a", barrier(aIn, bIn))
+		b := tool.Must("tool_b", "b", barrier(bIn, aIn))
+		p := newScripted(toolStep(call{"cf", "fast", `{}`}, call{"ca", "tool_a", `{}`}, call{"cb", "tool_b", `{}`}), textStep("ok"))
+		w := mustNew(t, worker.Config{Provider: p, Tools: []tool.Tool{fast, a, b}})
+		res := mustRun(t, w, events.UserText("go"))
+		if res.Status != worker.StatusCompleted {
+			t.Fatalf("status %s: %s", res.Status, res.Reason)
+		}
+		want := events.Message{Role: events.RoleTool, Content: []events.Part{events.ToolResultPart("cf", "fast", false),
+			events.ToolResultPart("ca", "met", false), events.ToolResultPart("cb", "met", false)}}
+		if got := res.Messages[2]; !reflect.DeepEqual(got, want) {
+			t.Fatalf("results %s", jsonString(t, got))
+		}
 	}
 }
 

@@ -62,6 +62,11 @@
 //     in the test; one trace id across all of them, also after a turn
 //     replica is killed mid-turn.
 //
+// The turn mixes of TestDrainOnSIGTERM, TestNATSNodeRestartAndPartition
+// and TestFaultSchedule (scenarioNames) hold, beside a turn of every
+// recorded format, a turn of an agent with a sub-agent (agentScenario):
+// its recorded get_capital call runs a child turn, under the faults too.
+//
 // Every scenario ends with checkHistory, which reads each turn's whole
 // history from LLMW_EVENTS, LLMW_TOOLRESULTS and LLMW_TURN_STATE: seq
 // gap-free and unique, one terminal event, one result per call in the

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmworker/llmworker/internal/replay"
 	"github.com/llmworker/llmworker/pkg/events"
 )
 
@@ -117,7 +116,7 @@ func TestDrainOnSIGTERM(t *testing.T) {
 	var ids []string
 	var fs []*follower
 	submitRound := func(round int) {
-		for _, sc := range replay.Names() {
+		for _, sc := range scenarioNames() {
 			id := fmt.Sprintf("term-%s-%d", sc, round)
 			ids = append(ids, id)
 			fs = append(fs, c.follow(id))
@@ -145,7 +144,7 @@ func TestNATSNodeRestartAndPartition(t *testing.T) {
 	var ids []string
 	var fs []*follower
 	submitRound := func(round int) {
-		for _, sc := range replay.Names() {
+		for _, sc := range scenarioNames() {
 			id := fmt.Sprintf("node-%s-%d", sc, round)
 			ids = append(ids, id)
 			fs = append(fs, c.follow(id))
@@ -239,7 +238,7 @@ func TestFaultSchedule(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	c := startCluster(t, clusterOpts{slow: "fixed_version=2s", turnAckWait: 3 * time.Second, toolAckWait: 3 * time.Second, replayPace: 5 * time.Millisecond}.faulty())
 
-	names := replay.Names()
+	names := scenarioNames()
 	var mu sync.Mutex
 	var ids []string
 	var fs []*follower

@@ -314,6 +314,8 @@ type cluster struct {
 	otlp *otlpReceiver
 	// sec is the PKI and passwords of a secure cluster (clusterOpts.secure).
 	sec *secure
+	// agentsOnce stores the agents of agentScenario (putAgents).
+	agentsOnce sync.Once
 }
 
 var nodeNames = []string{"n1", "n2", "n3"}

@@ -26,7 +26,12 @@ import (
 //     events, and no other call has one;
 //   - the assistant messages of the transcript are what a UI rebuilds from
 //     the events: per step, from the last attempt, the text deltas of the
-//     blocks that stopped and the tool calls that completed.
+//     blocks that stopped and the tool calls that completed;
+//   - a sub-agent call (one llmw.tool.child names) ran one child turn,
+//     started once (one llmw.turn.started that is not resumed), whose
+//     history holds as the parent's does, and the call's one result is
+//     the child's answer: no parent result lost. Its result is the
+//     turn service's, not a tool host's: LLMW_TOOLRESULTS has none.
 //
 // It returns a description of every violation (empty: the history holds).
 func (c *cluster) checkHistory(turnIDs []string) []string {
@@ -102,7 +107,27 @@ func (c *cluster) checkTurnHistory(id string) (bad []string) {
 	}
 	resultEvents := map[string]int{}
 	from := map[string][]string{} // the sources and seqs of a call's llmw.tool.result events
+	// Calls a run stopped (llmw.tool.cancelled): an early call that the
+	// model call made again by a continuing run did not ask for again. Its
+	// host may have stored its result before the cancel reached it; the
+	// turn drops that result (docs/architecture.md, "Calls that start
+	// while the model streams").
+	cancelled := map[string]bool{}
+	children := map[string]string{} // sub-agent call → child turn id
 	for _, e := range evs {
+		if e.Type == events.TypeToolChild {
+			if ch, err := events.DecodeData[events.ToolChild](e); err == nil {
+				if prev, ok := children[ch.CallID]; ok && prev != ch.ChildTurnID {
+					bad = append(bad, fmt.Sprintf("call %s names two child turns, %s and %s", ch.CallID, prev, ch.ChildTurnID))
+				}
+				children[ch.CallID] = ch.ChildTurnID
+			}
+		}
+		if e.Type == events.TypeToolCancelled {
+			if c, err := events.DecodeData[events.ToolCancelled](e); err == nil {
+				cancelled[c.CallID] = true
+			}
+		}
 		if e.Type == events.TypeToolResult {
 			r, err := events.DecodeData[events.ToolCallResult](e)
 			if err != nil {
@@ -113,15 +138,25 @@ func (c *cluster) checkTurnHistory(id string) (bad []string) {
 			from[r.CallID] = append(from[r.CallID], fmt.Sprintf("seq %d from %s", e.Seq, instance(e)))
 		}
 	}
-	stored := c.storedResults(id, calls, storedSettles)
+	// A sub-agent call's result is its child's answer: nothing is stored
+	// for it in LLMW_TOOLRESULTS, and the count need not settle for it.
+	tools := slices.DeleteFunc(slices.Clone(calls), func(call string) bool { _, ok := children[call]; return ok })
+	stored := c.storedResults(id, tools, storedSettles)
 	for _, call := range calls {
+		if child, ok := children[call]; ok {
+			if inTranscript[call] != 1 || resultEvents[call] != 1 {
+				bad = append(bad, fmt.Sprintf("sub-agent call %s: %d results in the transcript, %d llmw.tool.result events; want 1 each", call, inTranscript[call], resultEvents[call]))
+			}
+			bad = append(bad, c.checkChild(call, child, said[call])...)
+			continue
+		}
 		if inTranscript[call] != 1 || stored[call] != 1 || resultEvents[call] != 1 {
 			bad = append(bad, fmt.Sprintf("call %s: %d results in the transcript, %d in LLMW_TOOLRESULTS, %d llmw.tool.result events; want 1 each (the transcript's result: %s; the events: %v; the stream's leader has: %s; a direct get finds: %s)",
 				call, inTranscript[call], stored[call], resultEvents[call], said[call], from[call], c.leaderGet(id, call), c.directGet(id, call)))
 		}
 	}
 	for call, n := range stored {
-		if !slices.Contains(calls, call) {
+		if !slices.Contains(calls, call) && !(cancelled[call] && n == 1 && resultEvents[call] == 0) {
 			bad = append(bad, fmt.Sprintf("LLMW_TOOLRESULTS has %d results for %s, a call the transcript does not have", n, call))
 		}
 	}
@@ -135,6 +170,44 @@ func (c *cluster) checkTurnHistory(id string) (bad []string) {
 	}
 	if got := rebuild(evs); !slices.Equal(got, want) {
 		bad = append(bad, fmt.Sprintf("assistant messages rebuilt from the events\n\t%q\nbut the transcript has\n\t%q", got, want))
+	}
+	return bad
+}
+
+// checkChild checks the child turn of sub-agent call: started once, its
+// own history sound, and its answer the call's result in the parent's
+// transcript (said, as checkTurnHistory renders it).
+func (c *cluster) checkChild(call, child, said string) (bad []string) {
+	starts := 0
+	for _, e := range c.readAll(child) {
+		if e.Type == events.TypeTurnStarted {
+			if st, err := events.DecodeData[events.TurnStarted](e); err == nil && !st.Resumed {
+				starts++
+			}
+		}
+	}
+	if starts != 1 {
+		bad = append(bad, fmt.Sprintf("sub-agent call %s: child turn %s started %d times, want once (the parent's result: %s)", call, child, starts, said))
+	}
+	for _, p := range c.checkTurnHistory(child) {
+		bad = append(bad, fmt.Sprintf("sub-agent call %s: child turn %s: %s", call, child, p))
+	}
+	evs := c.readAll(child)
+	if len(evs) == 0 || evs[len(evs)-1].Type != events.TypeTurnCompleted {
+		return bad
+	}
+	done, err := events.DecodeData[events.TurnCompleted](evs[len(evs)-1])
+	if err != nil {
+		return bad
+	}
+	answer := string(done.Output)
+	for i := len(done.Messages) - 1; answer == "" && i >= 0; i-- {
+		if done.Messages[i].Role == events.RoleAssistant {
+			answer = done.Messages[i].Text()
+		}
+	}
+	if want := fmt.Sprintf("is_error %v, %q", false, clip(answer)); said != want {
+		bad = append(bad, fmt.Sprintf("sub-agent call %s: the parent's result is %s, the child's answer %s: the child's result was lost", call, said, want))
 	}
 	return bad
 }

@@ -24,7 +24,7 @@ const turnTimeout = 2 * time.Minute
 // streamNames are the JetStream streams behind docs/protocol.md §5–§8, buckets
 // included (a KV bucket B is the stream KV_B).
 var streamNames = []string{
-	events.StreamTurns, events.StreamEvents, events.StreamToolCalls, events.StreamToolResults,
+	events.StreamTurns, events.StreamEvents, events.StreamToolCalls, events.StreamToolResults, events.StreamTranscripts,
 	"KV_" + events.BucketSessions, "KV_" + events.BucketTools, "KV_" + events.BucketHooks, "KV_" + events.BucketTurnState,
 }
 

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -14,9 +15,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/llmworker/llmworker/internal/jsread"
+	"github.com/llmworker/llmworker/internal/leaf/jsread"
 	"github.com/llmworker/llmworker/internal/replay"
 	"github.com/llmworker/llmworker/internal/replay/demotools"
+	"github.com/llmworker/llmworker/pkg/agents"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/turn"
 )
@@ -33,15 +35,21 @@ func (c *cluster) submit(turnID, scenario string) {
 // traced client sends it: the turn's spans join that trace.
 func (c *cluster) submitTraced(turnID, scenario, traceparent string) {
 	c.t.Helper()
-	sc, err := replay.Lookup(scenario)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	req := events.TurnRequest{
-		TurnID:   turnID,
-		Model:    sc.ModelString(),
-		Messages: []events.Message{events.UserText(sc.Prompt)},
-		Tools:    []string{"*"},
+	var req events.TurnRequest
+	if scenario == agentScenario {
+		c.putAgents()
+		req = events.TurnRequest{TurnID: turnID, Agent: leadAgent, Messages: []events.Message{events.UserText("What is the temperature of the capital of France?")}}
+	} else {
+		sc, err := replay.Lookup(scenario)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		req = events.TurnRequest{
+			TurnID:   turnID,
+			Model:    sc.ModelString(),
+			Messages: []events.Message{events.UserText(sc.Prompt)},
+			Tools:    []string{"*"},
+		}
 	}
 	env, err := events.NewEnvelope(events.Source("e2e", "test"), events.TypeTurnSubmit, req)
 	if err != nil {
@@ -53,6 +61,39 @@ func (c *cluster) submitTraced(turnID, scenario, traceparent string) {
 	c.retry("submit "+turnID, func(ctx context.Context) error {
 		_, err := c.js.PublishMsg(ctx, &nats.Msg{Subject: c.subj.TurnSubmit(), Header: h, Data: env.Data})
 		return err
+	})
+}
+
+// agentScenario is the turn of the turn mix that runs a sub-agent: the
+// agent leadAgent (the gemini recording) has the demo get_temperature
+// and, as its sub-agent, the agent get_capital (the openai recording,
+// with the demo get_capital), whose input is the tool's {"country": …}:
+// the recorded get_capital call runs a child turn, whose answer the
+// recording's next step reads as the call's result.
+const agentScenario = "agent"
+
+// leadAgent is the agent of agentScenario's turns.
+const leadAgent = "e2e-lead"
+
+// scenarioNames are the scenarios of a turn mix: the replay scenarios
+// and agentScenario.
+func scenarioNames() []string { return append(replay.Names(), agentScenario) }
+
+// putAgents stores the agents of agentScenario, once per cluster.
+func (c *cluster) putAgents() {
+	c.t.Helper()
+	c.agentsOnce.Do(func() {
+		reg := agents.New(c.js)
+		for _, def := range []events.AgentDefinition{
+			{Name: "get_capital", Description: "The capital city of a country.", Model: "replay:openai", Tools: []string{"get_capital"},
+				InputSchema: json.RawMessage(`{"type":"object","properties":{"country":{"type":"string"}},"required":["country"]}`)},
+			{Name: leadAgent, Model: "replay:gemini", Tools: []string{"get_temperature"}, Agents: []string{"get_capital"}},
+		} {
+			c.retry("put agent "+def.Name, func(ctx context.Context) error {
+				_, _, err := reg.Put(ctx, def, agents.PutOptions{})
+				return err
+			})
+		}
 	})
 }
 
@@ -241,7 +282,12 @@ func (c *cluster) readAll(turnID string) []*events.Envelope {
 			stored += n
 		}
 		for seq := uint64(1); ; {
-			m, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(c.subj.EventsOfTurn(turnID)))
+			// Each get has its own 5 s: a turn of several hundred events
+			// read one get at a time, on a cluster loaded by the other
+			// tests and just healed, takes longer than one attempt's ctx.
+			gctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			m, err := st.GetMsg(gctx, seq, jetstream.WithGetMsgSubject(c.subj.EventsOfTurn(turnID)))
+			cancel()
 			if errors.Is(err, jetstream.ErrMsgNotFound) {
 				if uint64(len(out)) < stored {
 					return fmt.Errorf("read %d of the %d events the leader stores (a replica behind it answered)", len(out), stored)
@@ -402,7 +448,13 @@ func (c *cluster) checkTranscript(turnID, scenario string, done events.TurnCompl
 			c.t.Errorf("turn %s: LLMW_TOOLRESULTS has %d results for call %s, want 1 (a direct get finds: %s)", turnID, stored[id], id, c.directGet(turnID, id))
 		}
 	}
-	if st := c.state(turnID); st.Status != turn.StatusCompleted {
+	// The state says completed one write after the completed event
+	// (docs/architecture.md, the run's end): poll while it says running.
+	st := c.state(turnID)
+	for deadline := time.Now().Add(15 * time.Second); st.Status == turn.StatusRunning && time.Now().Before(deadline); st = c.state(turnID) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if st.Status != turn.StatusCompleted {
 		c.t.Errorf("turn %s: checkpoint status %q, want completed", turnID, st.Status)
 	}
 	return callIDs

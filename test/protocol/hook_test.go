@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -14,6 +15,7 @@ import (
 	"github.com/llmworker/llmworker/pkg/hook/hooknats"
 	"github.com/llmworker/llmworker/pkg/llm/llmtest"
 	"github.com/llmworker/llmworker/pkg/natstest"
+	"github.com/llmworker/llmworker/pkg/tool"
 	"github.com/llmworker/llmworker/pkg/turn"
 )
 
@@ -101,5 +103,79 @@ func TestWalkHook(t *testing.T) {
 	if done.Messages[2].Role != "tool" || res.Type != "tool_result" || !res.IsError ||
 		!strings.Contains(res.Content, `skipped by hook "guard": not today`) {
 		t.Fatalf("the model read %+v", done.Messages[2])
+	}
+}
+
+// §9.3, a registration with a typo: a guard put into LLMW_HOOKS by hand
+// with a matcher that does not compile is a failing hook, and under
+// fail_closed it refuses the calls of its event (it cannot tell which it
+// guards): the turn aborts with hook_failed, naming the hook and the
+// field, and the tool never runs.
+func TestWalkHookWithBrokenMatcher(t *testing.T) {
+	s := newStack(t)
+	s.startIngestAs("openai", llmtest.NewScripted(
+		llmtest.ToolStep(llmtest.ToolCallSpec{ID: "call_1", Name: "echo", Input: `{"text":"rm -rf /"}`}),
+		llmtest.TextStep("Done."),
+	))
+	var ran atomic.Int32
+	s.startToolexec(tool.Must("echo", "Answers its text.", func(_ context.Context, a echoArgs) (string, error) {
+		ran.Add(1)
+		return a.Text, nil
+	}))
+	chain := &hook.Chain{}
+	svc := s.startTurn(turn.Config{Hooks: chain})
+	js, err := jetstream.New(s.srv.Connect(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := hooknats.Watch(context.Background(), js, chain, hooknats.WatchOptions{Config: hooknats.Config{Source: svc.Source()}, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Stop() })
+
+	// Nobody serves the subject: were the guard asked, no responder would
+	// fail it too; the refusal must come from the registration itself.
+	ack := s.request("$KV.LLMW_HOOKS.guard", nil,
+		`{"name":"guard","event":"before_tool_call","matcher":"(","subject":"my.hooks.guard","timeout_ms":2000,"failure":"fail_closed"}`)
+	seq, _ := ack["seq"].(float64)
+	if err := w.WaitRevision(context.Background(), uint64(seq)); err != nil {
+		t.Fatal(err)
+	}
+	asked := s.subscribe("my.hooks.guard")
+
+	evs := s.subscribe("llmw.events.*.t-05.>")
+	s.request("llmw.turn.submit", ceHeaders("llmw.turn.submit", "1"),
+		`{"turn_id":"t-05","model":"openai:gpt-4.1-mini","messages":[{"role":"user","content":"Clean up"}],"tools":["echo"]}`)
+	got := evs.until("llmw.turn.completed", "llmw.turn.failed", "llmw.turn.aborted")
+	types := typesOf(got)
+	if types[len(types)-1] != "llmw.turn.aborted" || slices.Contains(types, "llmw.tool.started") || ran.Load() != 0 {
+		t.Fatalf("events %v, tool ran %d times; want the call refused and the turn aborted", types, ran.Load())
+	}
+	var end struct {
+		Code   string `json:"code"`
+		Reason string `json:"reason"`
+	}
+	if err := json.Unmarshal(got[len(got)-1].Data, &end); err != nil {
+		t.Fatal(err)
+	}
+	if end.Code != "hook_failed" || !strings.Contains(end.Reason, `"guard"`) || !strings.Contains(end.Reason, `"matcher"`) {
+		t.Fatalf("aborted %+v, want hook_failed naming the hook and its matcher", end)
+	}
+	var decided bool
+	for _, m := range got {
+		if m.Header.Get("ce-type") == "llmw.hook.decision" {
+			var d struct {
+				Hook, Result string
+				Failed       bool
+			}
+			decided = json.Unmarshal(m.Data, &d) == nil && d.Hook == "guard" && d.Result == "abort" && d.Failed
+		}
+	}
+	if !decided {
+		t.Errorf("no llmw.hook.decision of guard with result abort, failed: %v", types)
+	}
+	if n := len(asked.ch); n != 0 {
+		t.Errorf("the broken guard's subject got %d requests", n)
 	}
 }

@@ -2,6 +2,7 @@ package protocol_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/llmworker/llmworker/pkg/llm/llmtest"
@@ -45,4 +46,61 @@ func TestMalformedRequestTurnID(t *testing.T) {
 			}
 		})
 	}
+}
+
+// §5 "Answers" and "The turn request": a submit that cannot be read gets
+// llmw.turn.rejected and, its id having no turn, llmw.turn.failed as its
+// only event; `messages: []` without a session_id is such a submit. A
+// request that can be read but that the turn cannot run with (a
+// tool_choice naming a tool the turn does not offer) gets
+// llmw.turn.failed only.
+func TestWalkInvalidSubmitAnswers(t *testing.T) {
+	s := newStack(t)
+	s.startIngestAs("openai", llmtest.NewScripted(llmtest.TextStep("never")))
+	s.startTurn(turn.Config{})
+
+	t.Run("rejected and failed", func(t *testing.T) {
+		evs := s.subscribe("llmw.events.*.t-empty.>")
+		rejected := s.subscribe("llmw.turn.rejected.t-empty")
+		s.request("llmw.turn.submit", ceHeaders("llmw.turn.submit", "e1"),
+			`{"turn_id":"t-empty","model":"openai:gpt-4.1-mini","messages":[]}`)
+		rj := rejection(t, rejected)
+		if rj["code"] != "invalid_request" || rj["turn_id"] != "t-empty" || !strings.Contains(rj["reason"], `field "messages"`) {
+			t.Fatalf("rejection %v, want invalid_request naming messages", rj)
+		}
+		m := evs.next()
+		var end map[string]string
+		if m.Header.Get("ce-type") != "llmw.turn.failed" || m.Header.Get("ce-seq") != "1" || json.Unmarshal(m.Data, &end) != nil ||
+			end["code"] != "invalid_request" || end["reason"] != rj["reason"] {
+			t.Fatalf("event %s seq %s %s, want llmw.turn.failed invalid_request as the only event", m.Header.Get("ce-type"), m.Header.Get("ce-seq"), m.Data)
+		}
+		// No turn was stored: the corrected submit of the id runs.
+		s.request("llmw.turn.submit", ceHeaders("llmw.turn.submit", "e2"),
+			`{"turn_id":"t-empty","model":"openai:gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}`)
+		got := evs.until("llmw.turn.completed", "llmw.turn.failed", "llmw.turn.aborted")
+		if last := got[len(got)-1]; last.Header.Get("ce-type") != "llmw.turn.completed" {
+			t.Fatalf("corrected submit ended %s %s", last.Header.Get("ce-type"), last.Data)
+		}
+	})
+	t.Run("failed only", func(t *testing.T) {
+		evs := s.subscribe("llmw.events.*.t-choice.>")
+		rejected := s.subscribe("llmw.turn.rejected.t-choice")
+		s.request("llmw.turn.submit", ceHeaders("llmw.turn.submit", "c1"),
+			`{"turn_id":"t-choice","model":"openai:gpt-4.1-mini","messages":[{"role":"user","content":"hi"}],"tools":[],`+
+				`"tool_choice":{"type":"tool","name":"echo"}}`)
+		got := evs.until("llmw.turn.completed", "llmw.turn.failed", "llmw.turn.aborted")
+		var end map[string]string
+		last := got[len(got)-1]
+		if last.Header.Get("ce-type") != "llmw.turn.failed" || json.Unmarshal(last.Data, &end) != nil || end["code"] != "invalid_request" ||
+			!strings.Contains(end["reason"], "tool_choice.name") {
+			t.Fatalf("turn ended %s %s, want llmw.turn.failed invalid_request naming tool_choice.name", last.Header.Get("ce-type"), last.Data)
+		}
+		// The turn exists (failed): a submit of its id again is turn_exists,
+		// the first answer on the rejected subject.
+		s.request("llmw.turn.submit", ceHeaders("llmw.turn.submit", "c2"),
+			`{"turn_id":"t-choice","model":"openai:gpt-4.1-mini","messages":[{"role":"user","content":"hi again"}]}`)
+		if rj := rejection(t, rejected); rj["code"] != "turn_exists" || rj["status"] != "failed" {
+			t.Fatalf("answer %v, want turn_exists (failed): no rejection of the first submit", rj)
+		}
+	})
 }

@@ -26,7 +26,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/llmworker/llmworker/internal/poll"
+	"github.com/llmworker/llmworker/internal/leaf/poll"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/toolexec"
 )

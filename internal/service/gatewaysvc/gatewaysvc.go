@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/llmworker/llmworker/internal/service"
+	"github.com/llmworker/llmworker/pkg/a2a"
 	"github.com/llmworker/llmworker/pkg/gateway"
 	"github.com/llmworker/llmworker/pkg/provision"
 )
@@ -35,10 +36,18 @@ type Options struct {
 	// (Models and Tools comma-separated).
 	Model, Models, Tools, System string
 	MaxSteps                     int
+	// Agent is gateway.Config.Agent.
+	Agent string
 	// Origins are gateway.Config.AllowOrigins, comma-separated.
 	Origins string
 	// Prompt is the UI's demo prompt (set by `up --replay`).
 	Prompt string
+	// A2ADefault is the agent whose card the root
+	// /.well-known/agent-card.json serves ("" = none).
+	A2ADefault string
+	// A2APublicURL is the scheme and host the A2A cards name ("" = the
+	// request's).
+	A2APublicURL string
 }
 
 // Service is the gateway service.
@@ -57,6 +66,9 @@ func (*Service) About() string {
 message stream protocol (what useChat talks), GET /api/chat/{id}/stream
 resumes a session's running turn from LLMW_EVENTS (after a reload, on any
 replica), POST /api/chat/{id}/stop cancels it, and / serves the web UI.
+Every agent of the registry LLMW_AGENTS is served over A2A (1.0 and 0.3,
+JSON-RPC and REST) at /a2a/NAME, its card at
+/a2a/NAME/.well-known/agent-card.json.
 Turns run on the turn service. Bound to localhost by default; --tokens
 requires bearer tokens, each limited to a session id prefix
 (docs/protocol.md, "Gateway"; docs/security.md).`
@@ -70,8 +82,21 @@ func (s *Service) Flags(f *service.Flags) {
 	f.String(&s.Models, "chat-models", "LLMW_CHAT_MODELS", "", `gateway: comma-separated models a request may pick with "model"`)
 	f.String(&s.Tools, "chat-tools", "LLMW_CHAT_TOOLS", "*", `gateway: comma-separated tools of the turns ("*" = all); a request may narrow them`)
 	f.String(&s.System, "chat-system", "LLMW_CHAT_SYSTEM", "", "gateway: system prompt of the turns")
+	f.String(&s.Agent, "chat-agent", "LLMW_CHAT_AGENT", "", `gateway: agent of LLMW_AGENTS (NAME or NAME@REV) the turns run as: its model, tools, system prompt and sub-agents, unless --chat-system or a request's "model" or "tools" set them`)
 	f.String(&s.Origins, "cors-origins", "LLMW_CORS_ORIGINS", "", `gateway: comma-separated web origins whose pages may call the API from the browser, e.g. "http://localhost:3000" (none: same origin only)`)
+	f.String(&s.A2ADefault, "a2a-default-agent", "LLMW_A2A_DEFAULT_AGENT", "", "gateway: agent of the root A2A card /.well-known/agent-card.json (every agent is served at /a2a/NAME)")
+	f.String(&s.A2APublicURL, "a2a-public-url", "LLMW_A2A_PUBLIC_URL", "", `gateway: scheme and host the A2A cards name, e.g. "https://agents.example.com" (default: the request's)`)
 	f.Int(&s.MaxSteps, "chat-max-steps", "LLMW_CHAT_MAX_STEPS", 0, "gateway: model calls per turn (0 = the turn service's default); a request may lower it")
+}
+
+// Handler serves the A2A endpoints (/a2a/ and the root card) with a and
+// everything else with g.
+func Handler(g *gateway.Gateway, a *a2a.Server) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(a2a.PathPrefix, a)
+	mux.Handle(a2a.CardPath, a)
+	mux.Handle("/", g)
+	return mux
 }
 
 // ParseTokens reads --tokens.
@@ -95,7 +120,7 @@ func ParseTokens(s string) (gateway.BearerTokens, error) {
 func (s *Service) Config(env service.Env) (gateway.Config, error) {
 	cfg := gateway.Config{
 		Prefix: env.Prefix, Model: s.Model, Models: service.SplitList(s.Models), Tools: service.SplitList(s.Tools),
-		System: s.System, MaxSteps: s.MaxSteps, Prompt: s.Prompt, Logger: env.Log, AllowOrigins: service.SplitList(s.Origins),
+		System: s.System, MaxSteps: s.MaxSteps, Agent: s.Agent, Prompt: s.Prompt, Logger: env.Log, AllowOrigins: service.SplitList(s.Origins),
 	}
 	toks, err := ParseTokens(s.Tokens)
 	if err != nil {
@@ -140,7 +165,16 @@ func (s *Service) Start(ctx context.Context, env service.Env) (service.Stopper, 
 	if err != nil {
 		return nil, fmt.Errorf("%w: --http %s: %w", service.ErrUsage, addr, err)
 	}
-	srv := &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
+	a, err := a2a.New(ctx, env.NC, a2a.Config{
+		Prefix: env.Prefix, DefaultAgent: s.A2ADefault, PublicURL: s.A2APublicURL, Authorizer: cfg.Authorizer, Logger: env.Log,
+	})
+	if errors.Is(err, a2a.ErrConfig) {
+		return nil, fmt.Errorf("%w: %w", service.ErrUsage, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: Handler(g, a), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -152,6 +186,7 @@ func (s *Service) Start(ctx context.Context, env service.Env) (service.Stopper, 
 		// Streams end first (their turns go on; clients resume them
 		// elsewhere), then the server stops.
 		g.Close()
+		a.Close()
 		err := srv.Shutdown(ctx)
 		<-done
 		return err

@@ -11,7 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/llmworker/llmworker/internal/fixtures"
+	"github.com/llmworker/llmworker/internal/leaf/fixtures"
 	"github.com/llmworker/llmworker/internal/replay"
 	"github.com/llmworker/llmworker/internal/service"
 	"github.com/llmworker/llmworker/internal/service/ingestsvc"

@@ -9,9 +9,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/llmworker/llmworker/internal/leaf/version"
 	"github.com/llmworker/llmworker/internal/replay/demotools"
 	"github.com/llmworker/llmworker/internal/service"
-	"github.com/llmworker/llmworker/internal/version"
 	"github.com/llmworker/llmworker/pkg/mcp"
 	"github.com/llmworker/llmworker/pkg/tool"
 	"github.com/llmworker/llmworker/pkg/toolexec"

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmworker/llmworker/internal/poll"
+	"github.com/llmworker/llmworker/internal/leaf/poll"
 	"github.com/llmworker/llmworker/internal/service"
 	"github.com/llmworker/llmworker/internal/service/turnsvc"
 	"github.com/llmworker/llmworker/pkg/events"

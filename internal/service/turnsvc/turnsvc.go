@@ -5,15 +5,20 @@ package turnsvc
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/llmworker/llmworker/internal/service"
+	"github.com/llmworker/llmworker/pkg/a2a/remote"
+	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/hook"
 	"github.com/llmworker/llmworker/pkg/hook/hooknats"
+	"github.com/llmworker/llmworker/pkg/models"
 	"github.com/llmworker/llmworker/pkg/price"
 	"github.com/llmworker/llmworker/pkg/turn"
 )
@@ -34,6 +39,10 @@ type Options struct {
 	FinishedTTL    time.Duration
 	CancelTTL      time.Duration
 	RetryTimeout   time.Duration
+	// MaxDepth and MaxChildren are turn.Config's: how deep sub-agents
+	// nest, and how many sub-agent calls a turn makes.
+	MaxDepth    int
+	MaxChildren int
 	// NoEagerStart is turn.Config.NoEagerStart: every tool call waits for
 	// the end of the model's response.
 	NoEagerStart bool
@@ -46,10 +55,18 @@ type Options struct {
 	// PricesReload is how often the price table file is checked for
 	// changes (0 = DefaultPricesReload).
 	PricesReload time.Duration
+	// Models is a models file (pkg/models: JSON, or YAML named *.yaml or
+	// *.yml) over the shipped model table, read again when it changes
+	// (every PricesReload).
+	Models string
+	// Compaction is the JSON of the turns' compaction setting
+	// (events.CompactionConfig), e.g. {"threshold":0.7}; "" is the
+	// defaults.
+	Compaction string
 }
 
-// DefaultPricesReload is how often the price table file is checked for
-// changes.
+// DefaultPricesReload is how often the price table and models files are
+// checked for changes.
 const DefaultPricesReload = 5 * time.Second
 
 // Service is the turn service.
@@ -87,14 +104,22 @@ func (s *Service) Flags(f *service.Flags) {
 	f.String(&s.FallbackModels, "fallback-models", "LLMW_FALLBACK_MODELS", "", `comma-separated provider:model strings a step of a request without "fallback_models" goes on with, in order, when its model fails before answering (rate limited, overloaded)`)
 	f.Duration(&s.FinishedTTL, "finished-ttl", "LLMW_FINISHED_TTL", 0, "how long an ended turn's state is kept; its id is taken until then (0 = 24h, negative = forever)")
 	f.Duration(&s.CancelTTL, "cancel-ttl", "LLMW_CANCEL_TTL", 0, "how long a cancel of a not yet started turn waits for its submit (0 = 10m, negative = not at all)")
+	f.Int(&s.MaxDepth, "max-depth", "LLMW_MAX_DEPTH", 0, "how deep sub-agents' child turns nest; a call deeper gets an error result (0 = 4, negative = no sub-agents)")
+	f.Int(&s.MaxChildren, "max-children", "LLMW_MAX_CHILDREN", 0, "sub-agent calls one turn makes; a call past it gets an error result (0 = 16)")
 	f.Bool(&s.NoEagerStart, "no-eager-start", "LLMW_NO_EAGER_START", false, "start no tool call before the model's response ended (by default a call of a read-only or idempotent tool starts as soon as its input is complete)")
 	f.String(&s.Prices, "prices", "LLMW_PRICES", "", "price table file (JSON, or YAML as *.yaml): per model the price of a million input, cached input, cache-creation and output tokens; costs in llmw.usage and what max_cost holds turns to; read again when it changes")
+	f.String(&s.Models, "models", "LLMW_MODELS", "", "models file (JSON, or YAML as *.yaml): per provider:model the context_window and max_output_tokens, over the shipped table; what a turn estimates each model call against; read again when it changes")
+	f.String(&s.Compaction, "compaction", "LLMW_COMPACTION", "", `compaction setting of every turn as JSON (e.g. '{"threshold":0.7,"summarizer_model":"anthropic:claude-haiku-4-5"}' or '{"disabled":true}'); a request's "compaction" overrides its fields`)
 	f.Duration(&s.RetryTimeout, "retry-timeout", "LLMW_RETRY_TIMEOUT", 0, "how long a turn's events and state writes are retried while their stream has no leader before the turn is handed off (0 = 30s)")
 }
 
 // Start starts the hook registry watcher and the turn service.
 func (s *Service) Start(ctx context.Context, env service.Env) (service.Stopper, error) {
 	chain := &hook.Chain{}
+	compaction, err := parseCompaction(s.Compaction)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --compaction: %w", service.ErrUsage, err)
+	}
 	var prices price.Source
 	stopPrices := func() {}
 	if s.Prices != "" {
@@ -102,21 +127,34 @@ func (s *Service) Start(ctx context.Context, env service.Env) (service.Stopper, 
 		if err != nil {
 			return nil, fmt.Errorf("%w: --prices: %w", service.ErrUsage, err)
 		}
-		prices, stopPrices = f, s.followPrices(f, env)
+		prices, stopPrices = f, s.follow("prices", "price table file", f, func() int { return f.Table().Len() }, env)
 	}
+	var table models.Source
+	stopModels := func() {}
+	if s.Models != "" {
+		f, err := models.NewFile(s.Models)
+		if err != nil {
+			stopPrices()
+			return nil, fmt.Errorf("%w: --models: %w", service.ErrUsage, err)
+		}
+		table, stopModels = f, s.follow("models", "models file", f, func() int { return f.Table().Len() }, env)
+	}
+	stopFiles := func() { stopPrices(); stopModels() }
 	svc, err := turn.New(env.NC, turn.Config{
 		Prefix: env.Prefix, Instance: env.Instance, Logger: env.Log, Hooks: chain,
 		DefaultTools: service.SplitList(s.DefaultTools), FallbackModels: service.SplitList(s.FallbackModels), MaxConcurrent: s.MaxConcurrent, AckWait: s.AckWait,
 		IdleTimeout: s.IdleTimeout, StepRetries: s.StepRetries, DefaultMaxSteps: s.MaxSteps,
 		FinishedTTL: s.FinishedTTL, CancelTTL: s.CancelTTL, RetryTimeout: s.RetryTimeout, Ephemeral: s.Ephemeral,
-		NoEagerStart: s.NoEagerStart, Provision: env.Provision(), Prices: prices,
+		NoEagerStart: s.NoEagerStart, Provision: env.Provision(), Prices: prices, Models: table,
+		MaxDepth: s.MaxDepth, MaxChildren: s.MaxChildren,
+		Compaction: compaction, RemoteAgents: remote.Agents(remote.Config{}),
 	})
 	if err != nil {
-		stopPrices()
+		stopFiles()
 		return nil, fmt.Errorf("%w: %w", service.ErrUsage, err)
 	}
 	if err := svc.Start(ctx); err != nil {
-		stopPrices()
+		stopFiles()
 		return nil, err
 	}
 	// Start provisioned LLMW_HOOKS; keep the chain in sync with it.
@@ -131,27 +169,35 @@ func (s *Service) Start(ctx context.Context, env service.Env) (service.Stopper, 
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		err = errors.Join(err, svc.Stop(sctx))
-		stopPrices()
+		stopFiles()
 		return nil, err
 	}
 	s.Watcher = w
 	return service.StopFunc(func(ctx context.Context) error {
 		err := svc.Stop(ctx)
-		stopPrices()
+		stopFiles()
 		// After the drain: draining turns keep their hooks.
 		return errors.Join(err, w.Stop())
 	}), nil
 }
 
-// followPrices reads the price table file again every PricesReload while
-// it changes; a file that does not parse is logged and the table in
-// force stays. stop ends the following.
-func (s *Service) followPrices(f *price.File, env service.Env) (stop func()) {
+// reloader is a file that is read again when it changes (price.File,
+// models.File).
+type reloader interface {
+	Path() string
+	Reload() (changed bool, err error)
+}
+
+// follow reads a price table or models file again every PricesReload
+// while it changes; a file that does not parse is logged and the table
+// in force stays. what names the file in the log, under the key topic;
+// count is the number of its entries. stop ends the following.
+func (s *Service) follow(topic, what string, f reloader, count func() int, env service.Env) (stop func()) {
 	every := s.PricesReload
 	if every <= 0 {
 		every = DefaultPricesReload
 	}
-	env.Log.Info("prices: price table loaded", "file", f.Path(), "models", f.Table().Len())
+	env.Log.Info(topic+": "+what+" loaded", "file", f.Path(), "models", count())
 	done, exited := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(exited)
@@ -168,13 +214,31 @@ func (s *Service) followPrices(f *price.File, env service.Env) (stop func()) {
 			switch {
 			case err != nil && err.Error() != lastErr: // once per fault, not per tick
 				lastErr = err.Error()
-				env.Log.Error("prices: price table file not applied, the table in force stays", "file", f.Path(), "err", err)
+				env.Log.Error(topic+": "+what+" not applied, the table in force stays", "file", f.Path(), "err", err)
 			case err != nil:
 			case changed:
 				lastErr = ""
-				env.Log.Info("prices: price table file applied", "file", f.Path(), "models", f.Table().Len())
+				env.Log.Info(topic+": "+what+" applied", "file", f.Path(), "models", count())
 			}
 		}
 	}()
 	return func() { close(done); <-exited }
+}
+
+// parseCompaction reads --compaction: a JSON object of
+// events.CompactionConfig, no other field, in range.
+func parseCompaction(s string) (events.CompactionConfig, error) {
+	var c events.CompactionConfig
+	if strings.TrimSpace(s) == "" {
+		return c, nil
+	}
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return c, fmt.Errorf("not a compaction setting (a JSON object such as {\"threshold\":0.7}): %w", err)
+	}
+	if dec.More() {
+		return c, errors.New("more than one JSON value")
+	}
+	return c, c.Validate("compaction")
 }

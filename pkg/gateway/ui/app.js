@@ -122,6 +122,7 @@ async function consume(resp, fromStart) {
         case "text-start":
         case "reasoning-start": {
           const p = { type: c.type === "text-start" ? "text" : "reasoning", text: "", state: "streaming" };
+          if (c.providerMetadata) p.providerMetadata = c.providerMetadata;
           byId[c.id] = p;
           msg.parts.push(p);
           break;
@@ -134,9 +135,12 @@ async function consume(resp, fromStart) {
         case "reasoning-end":
           byId[c.id].state = "done";
           break;
-        case "tool-input-start":
-          msg.parts.push({ type: "tool-" + c.toolName, toolName: c.toolName, toolCallId: c.toolCallId, state: "input-streaming", inputText: "" });
+        case "tool-input-start": {
+          const p = { type: "tool-" + c.toolName, toolName: c.toolName, toolCallId: c.toolCallId, state: "input-streaming", inputText: "" };
+          if (c.providerMetadata) p.callProviderMetadata = c.providerMetadata;
+          msg.parts.push(p);
           break;
+        }
         case "tool-input-delta":
           tool(c.toolCallId).inputText += c.inputTextDelta;
           break;
@@ -149,6 +153,7 @@ async function consume(resp, fromStart) {
           }
           p.input = c.input;
           p.state = c.type === "tool-input-error" ? "output-error" : "input-available";
+          if (c.providerMetadata) p.callProviderMetadata = c.providerMetadata;
           if (c.errorText) p.errorText = c.errorText;
           break;
         }
@@ -202,6 +207,20 @@ async function consume(resp, fromStart) {
     render();
     loadSessions();
   }
+  if (state.controller === null) sendAnswers();
+}
+
+// sendAnswers is useChat's sendAutomaticallyWhen
+// (lastAssistantMessageIsCompleteWithApprovalResponses): once the person
+// answered every approval request of the last message and no stream is
+// open, the answers go to the gateway. A sub-agent may pause while
+// another still runs: its answer waits for the stream to end.
+function sendAnswers() {
+  const last = state.messages[state.messages.length - 1];
+  if (!state.answered || state.streaming || !last || last.role !== "assistant") return;
+  if (last.parts.some((p) => p.state === "approval-requested")) return;
+  state.answered = false;
+  send(state.messages);
 }
 
 function abortStream() {
@@ -432,6 +451,7 @@ function emptyHint() {
 function renderMessage(m) {
   const kids = [el("div", "who", m.role === "user" ? "you" : "assistant")];
   for (const p of m.parts) {
+    if (ownerOf(m, p)) continue; // drawn under the call that runs its turn
     const r = renderPart(m, p);
     if (r) kids.push(r);
   }
@@ -489,6 +509,8 @@ const partRenderers = {
     return el("div", "data hook-message", "hook " + p.data.hook + ": " + texts);
   },
   "data-llmw-paused": (m, p) => el("div", "data paused", "⏸ paused: " + p.data.reason),
+  "data-llmw-compacted": (m, p) =>
+    el("div", "data compacted", "── earlier messages " + (String(p.data.policy).includes("summary") ? "summarized" : "compacted") + " ──"),
   "data-llmw-turn": (m, p) => el("div", "data turn", "model " + (p.data.model || "?")),
 };
 
@@ -503,10 +525,61 @@ function renderPart(m, p) {
   const r = partRenderers[p.type] || (p.toolCallId ? renderTool : null);
   if (!r) return null;
   if (partKeys[p.type]) return cached(p, m.role + partKeys[p.type](p), (old) => r(m, p, old));
-  // A tool's start and progress are other parts, drawn in the tool.
-  const prog = p.toolCallId && m.parts.find((x) => x.type === "data-llmw-tool-progress" && x.data.call_id === p.toolCallId);
-  const started = p.toolCallId && m.parts.some((x) => x.type === "data-llmw-tool-started" && x.data.call_id === p.toolCallId);
-  return cached(p, m.role + JSON.stringify(p) + (prog ? JSON.stringify(prog.data) : "") + (started ? "|started" : ""), (old) => r(m, p, old));
+  // A tool's start and progress are other parts, drawn in the tool, and
+  // so is the sub-agent turn a call runs, with all its parts.
+  const prog = p.toolCallId && dataOf(m, "data-llmw-tool-progress", "progress-" + p.toolCallId);
+  const started = p.toolCallId && dataOf(m, "data-llmw-tool-started", "started-" + p.toolCallId);
+  const sub = p.toolCallId && dataOf(m, "data-llmw-child", "child-" + p.toolCallId);
+  const subKey = sub ? JSON.stringify(sub.data) + JSON.stringify(turnParts(m, sub.data.child_turn_id, true)) : "";
+  return cached(p, m.role + JSON.stringify(p) + (prog ? JSON.stringify(prog.data) : "") + (started ? "|started" : "") + subKey, (old) => r(m, p, old));
+}
+
+// dataOf is the message's data part of type and id.
+function dataOf(m, type, id) {
+  return m.parts.find((x) => x.type === type && x.id === id);
+}
+
+// ownerOf is the sub-agent turn a part belongs to (null: the message's
+// own turn): text, reasoning and tool parts name it in their
+// providerMetadata.llmw, the child's data parts have ids that begin with
+// "<turn_id>.", "started-<turn_id>.", … (docs/protocol.md, "Gateway").
+function ownerOf(m, p) {
+  const md = p.providerMetadata || p.callProviderMetadata;
+  if (md && md.llmw && md.llmw.turnId) return md.llmw.turnId;
+  if (!p.id || !p.type.startsWith("data-")) return null;
+  const id = p.id.replace(/^(started|progress|child)-/, "");
+  for (const x of m.parts) {
+    if (x.type === "data-llmw-child" && x.data && id.startsWith(x.data.child_turn_id + ".")) return x.data.child_turn_id;
+  }
+  return null;
+}
+
+// turnParts are the parts of sub-agent turn id (deep: and of its own
+// sub-agents).
+function turnParts(m, id, deep) {
+  const own = m.parts.filter((p) => ownerOf(m, p) === id);
+  if (!deep) return own;
+  const kids = own.filter((p) => p.type === "data-llmw-child").map((p) => p.data.child_turn_id);
+  return own.concat(...kids.map((k) => turnParts(m, k, true)));
+}
+
+// renderChild draws the sub-agent turn a call runs, under the call: its
+// status as the parent tells it, then its text, tools (their own
+// sub-agents nested again) and approvals.
+function renderChild(m, sub) {
+  const x = sub.data;
+  const d = el("div", "child");
+  d.dataset.turnId = x.child_turn_id;
+  d.dataset.status = x.status;
+  d.dataset.depth = x.depth;
+  const head = el("div", "child-head", "sub-agent " + (x.agent || x.name));
+  head.append(el("span", "state", x.status + (x.code ? ": " + x.code : "")));
+  d.append(head);
+  for (const p of turnParts(m, x.child_turn_id, false)) {
+    const r = renderPart(m, p);
+    if (r) d.append(r);
+  }
+  return d;
 }
 
 // openFile opens a PDF in a new tab and downloads any other file. A blob
@@ -559,14 +632,14 @@ function renderTool(m, p) {
   d.dataset.state = p.state;
   // A call runs from its llmw.tool.started until its output: a tool that
   // starts early runs while the answer still streams.
-  const running = !String(p.state).startsWith("output") && m.parts.some((x) => x.type === "data-llmw-tool-started" && x.data.call_id === p.toolCallId);
+  const running = !String(p.state).startsWith("output") && !!dataOf(m, "data-llmw-tool-started", "started-" + p.toolCallId);
   if (running) d.dataset.running = "1";
   const head = el("div", "head", p.toolName || p.type.slice(5));
   head.append(el("span", "state", running ? "running" : p.state));
   d.append(head);
   const input = p.input !== undefined ? pretty(p.input) : p.inputText;
   if (input) d.append(el("pre", "input", input));
-  const prog = m.parts.find((x) => x.type === "data-llmw-tool-progress" && x.data.call_id === p.toolCallId);
+  const prog = dataOf(m, "data-llmw-tool-progress", "progress-" + p.toolCallId);
   if (prog && !String(p.state).startsWith("output")) {
     const bar = el("progress");
     if (prog.data.total) {
@@ -580,6 +653,8 @@ function renderTool(m, p) {
   if (p.state === "output-error") d.append(el("pre", "output error", p.errorText));
   if (p.state === "output-denied") d.append(el("div", "data", "denied"));
   if (p.state === "approval-requested") d.append(approvalButtons(m, p));
+  const sub = dataOf(m, "data-llmw-child", "child-" + p.toolCallId);
+  if (sub) d.append(renderChild(m, sub));
   return d;
 }
 
@@ -590,8 +665,9 @@ function approvalButtons(m, p) {
     p.state = "approval-responded";
     p.approval = { id: p.approval.id, approved, reason };
     if (input !== undefined) p.input = input;
+    state.answered = true;
     render();
-    send(state.messages);
+    sendAnswers();
   };
   const approve = el("button", "approve primary", "Approve");
   approve.type = "button";

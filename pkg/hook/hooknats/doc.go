@@ -74,7 +74,11 @@
 // Replace), a delete removes it. The chain snapshots its hook list at every
 // hook point, so a change reaches running turns at their next hook point.
 // WaitRevision and Sync let callers (and tests) wait until a change is in
-// the chain. The turn service creates one chain, passes it to Watch and to
+// the chain. A value that does not validate (Register refuses it; a
+// client's direct KV put does not) becomes a hook that fails every call
+// under its failure policy (broken.go: BrokenOf), so that a guard with a
+// typo refuses rather than lets through; List returns it with Entry.Err.
+// The turn service creates one chain, passes it to Watch and to
 // every worker (worker.Config.Hooks), and stops the watcher after its turns
 // drained:
 //

@@ -24,7 +24,9 @@ var (
 
 // ErrInvalidRegistration is returned by New, Register and RegisterOrdered
 // (wrapping the events.FieldError) for a registration that does not
-// validate.
+// validate. It is also Entry.Err of a stored value that is not a valid
+// registration, and the error every call of the hook Watch makes of such
+// a value fails with.
 var ErrInvalidRegistration = errors.New("hooknats: invalid registration")
 
 // ErrRegistry is returned (wrapping the JetStream error) when the

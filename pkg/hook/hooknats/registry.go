@@ -11,7 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/llmworker/llmworker/internal/jsread"
+	"github.com/llmworker/llmworker/internal/leaf/jsread"
 	"github.com/llmworker/llmworker/pkg/events"
 )
 
@@ -36,6 +36,11 @@ type Entry struct {
 	// Revision is the KV revision of the stored value: the hook's place
 	// among hooks of equal priority (see Register).
 	Revision uint64
+	// Err is why the stored value is not a valid registration (it matches
+	// ErrInvalidRegistration and names the field), nil when it is one.
+	// A broken entry holds what could be read of the value, under the
+	// key's name; Watch makes it a hook that fails (see there).
+	Err error
 }
 
 func encode(reg events.HookRegistration) ([]byte, error) {
@@ -142,9 +147,11 @@ func Unregister(ctx context.Context, kv jetstream.KeyValue, name string) error {
 	return nil
 }
 
-// List returns the valid registrations, grouped by hook point in the order
-// a turn reaches them and within one in the order they run (priority,
-// then revision). Invalid values are skipped, as Watch skips them.
+// List returns the registrations, grouped by hook point in the order a
+// turn reaches them and within one in the order they run (priority, then
+// revision). Values that are not valid registrations are listed too, with
+// Err saying why (Watch treats them as failing hooks); those of an
+// unknown event come last.
 func List(ctx context.Context, kv jetstream.KeyValue) ([]Entry, error) {
 	kw, err := kv.WatchAll(ctx)
 	if err != nil {
@@ -164,35 +171,47 @@ func List(ctx context.Context, kv jetstream.KeyValue) ([]Entry, error) {
 				SortEntries(out)
 				return out, nil
 			}
-			if reg, err := decodeEntry(kve); err == nil {
-				out = append(out, Entry{HookRegistration: reg, Revision: kve.Revision()})
+			if kve.Operation() == jetstream.KeyValuePut {
+				reg, err := decodeEntry(kve)
+				out = append(out, Entry{HookRegistration: reg, Revision: kve.Revision(), Err: err})
 			}
 		}
 	}
 }
 
 // SortEntries sorts entries in run order: by hook point (as
-// events.HookEvents lists them), priority, then revision.
+// events.HookEvents lists them, unknown events last), priority, then
+// revision.
 func SortEntries(es []Entry) {
+	point := func(e events.HookEvent) int {
+		if i := slices.Index(events.HookEvents, e); i >= 0 {
+			return i
+		}
+		return len(events.HookEvents)
+	}
 	slices.SortStableFunc(es, func(a, b Entry) int {
 		return cmp.Or(
-			cmp.Compare(slices.Index(events.HookEvents, a.Event), slices.Index(events.HookEvents, b.Event)),
+			cmp.Compare(point(a.Event), point(b.Event)),
 			cmp.Compare(a.Priority, b.Priority),
 			cmp.Compare(a.Revision, b.Revision))
 	})
 }
 
-// decodeEntry decodes a put entry; the key must be the registration's name.
+// decodeEntry decodes a put entry; the key must be the registration's
+// name. On an error (ErrInvalidRegistration, naming the field) the
+// registration holds what could be read of the value, named by the key:
+// encoding/json fills the fields it can read and reports the first it
+// cannot, and Validate looks only at what was read.
 func decodeEntry(kve jetstream.KeyValueEntry) (events.HookRegistration, error) {
-	if kve.Operation() != jetstream.KeyValuePut {
-		return events.HookRegistration{}, fmt.Errorf("%w: %s was deleted", ErrRegistry, kve.Key())
-	}
 	reg, err := events.Decode[events.HookRegistration](kve.Value())
+	switch {
+	case err != nil:
+		err = fmt.Errorf("%w in %s: key %s: %w", ErrInvalidRegistration, kve.Bucket(), kve.Key(), err)
+	case reg.Name != kve.Key():
+		err = fmt.Errorf("%w in %s: key %s holds a registration named %q", ErrInvalidRegistration, kve.Bucket(), kve.Key(), reg.Name)
+	}
 	if err != nil {
-		return reg, fmt.Errorf("%w: key %s: %w", ErrInvalidRegistration, kve.Key(), err)
+		reg.Name = kve.Key()
 	}
-	if reg.Name != kve.Key() {
-		return reg, fmt.Errorf("%w: key %s holds a registration named %q", ErrInvalidRegistration, kve.Key(), reg.Name)
-	}
-	return reg, nil
+	return reg, err
 }

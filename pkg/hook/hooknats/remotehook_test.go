@@ -429,9 +429,10 @@ func TestRegisterOrder(t *testing.T) {
 	}
 }
 
-// Invalid registry values are skipped; a name used by an in-process hook
-// keeps the in-process hook.
-func TestWatchSkipsInvalidAndKeepsInProcessHooks(t *testing.T) {
+// A registry value with an unknown event guards nothing, one whose key is
+// not its name is a failing hook under its key; a name used by an
+// in-process hook keeps the in-process hook.
+func TestWatchBrokenValuesAndInProcessHooks(t *testing.T) {
 	e := start(t)
 	c := &hook.Chain{}
 	if err := c.BeforeToolCall(hooktest.Always[hook.ToolCallInput](hook.BeforeToolCallResult{Action: hook.ToolSkip, Reason: "local"}), hook.Options{Name: "local"}); err != nil {
@@ -455,7 +456,7 @@ func TestWatchSkipsInvalidAndKeepsInProcessHooks(t *testing.T) {
 	for _, i := range c.List() {
 		names = append(names, i.Name)
 	}
-	if want := []string{"local", "good"}; !slices.Equal(names, want) {
+	if want := []string{"local", "mismatch", "good"}; !slices.Equal(names, want) {
 		t.Errorf("chain %q, want %q", names, want)
 	}
 	out := c.RunBeforeToolCall(ctx(t), &hook.ToolCallInput{Turn: turn(nil), Call: events.ToolCall{ID: "c", Name: "x"}})

@@ -15,8 +15,8 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nuid"
 
-	"github.com/llmworker/llmworker/internal/jsread"
-	"github.com/llmworker/llmworker/internal/version"
+	"github.com/llmworker/llmworker/internal/leaf/jsread"
+	"github.com/llmworker/llmworker/internal/leaf/version"
 	"github.com/llmworker/llmworker/pkg/cenats"
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/provision"

@@ -53,11 +53,17 @@ type Watcher struct {
 // hook point, so changes reach running turns at their next hook point.
 //
 // Watch returns once the registrations present at the call are in the
-// chain. Invalid values are logged and skipped (a hook of that name this
-// watcher added is removed: the registry does not say how to call it). A
-// name already used in the chain by a hook the watcher did not add (an
-// in-process hook) keeps that hook; the registration is logged and
-// skipped. Errors match ErrRegistry.
+// chain. A value that is not a valid registration (stored by a client
+// that does not validate: Register refuses it) becomes a hook that fails
+// every call, under the value's failure policy (fail_closed when it has
+// none it can read), at the value's event, matching with its matcher when
+// that compiles and every call of the event when not (BrokenOf): a guard
+// with a typo refuses what it may have been meant to guard instead of
+// letting it through. A value whose event is no hook point guards
+// nothing. Each is logged once per revision. A name already used in the
+// chain by a hook the watcher did not add (an in-process hook) keeps
+// that hook; the registration is logged and skipped. Errors match
+// ErrRegistry.
 func Watch(ctx context.Context, js jetstream.JetStream, chain *hook.Chain, o WatchOptions) (*Watcher, error) {
 	bucket := o.Bucket
 	if bucket == "" {
@@ -165,10 +171,11 @@ func (w *Watcher) apply(kve jetstream.KeyValueEntry) {
 		return
 	}
 	reg, err := decodeEntry(kve)
-	var r *Remote
-	if err == nil {
-		r, err = New(w.nc, reg, w.cfg)
+	if err != nil {
+		w.applyBroken(key, rev, owned, reg, err)
+		return
 	}
+	r, err := New(w.nc, reg, w.cfg)
 	if err == nil {
 		if !owned && w.inChain(key) {
 			w.log.Warn("hook registry: name already used by an in-process hook; registration skipped", "hook", key, "revision", rev)
@@ -177,13 +184,48 @@ func (w *Watcher) apply(kve jetstream.KeyValueEntry) {
 		err = r.AddTo(w.chain, int64(rev))
 	}
 	if err != nil {
-		w.log.Warn("hook registry: invalid registration skipped", "hook", key, "revision", rev, "err", err)
+		w.log.Error("hook registry: registration not applied", "hook", key, "revision", rev, "err", err)
 		if owned {
 			w.chain.Remove(key)
 			w.forget(key)
 		}
 		return
 	}
+	w.own(key, rev)
+}
+
+// applyBroken puts the failing hook of a registration that does not
+// decode or validate into the chain (BrokenOf says what it guards) and
+// logs it: apply runs once per revision of a key, so once per value
+// written, not once per call.
+func (w *Watcher) applyBroken(key string, rev uint64, owned bool, reg events.HookRegistration, err error) {
+	b := BrokenOf(reg, err)
+	log := w.log.With("hook", key, "revision", rev, "event", reg.Event, "failure", b.Failure, "err", err)
+	if !owned && w.inChain(key) {
+		log.Error("hook registry: broken registration named like an in-process hook; the in-process hook stays")
+		return
+	}
+	added, aerr := addBroken(w.chain, key, reg.Priority, int64(rev), b)
+	if aerr != nil || !added {
+		if owned {
+			w.chain.Remove(key)
+			w.forget(key)
+		}
+		if aerr != nil {
+			log.Error("hook registry: broken registration not applied", "add_err", aerr)
+			return
+		}
+	} else {
+		w.own(key, rev)
+	}
+	if b.Event != "" && b.Failure == events.FailOpen {
+		log.Warn("hook registry: broken registration: " + b.Effect())
+		return
+	}
+	log.Error("hook registry: broken registration: " + b.Effect())
+}
+
+func (w *Watcher) own(key string, rev uint64) {
 	w.mu.Lock()
 	w.owned[key] = rev
 	w.mu.Unlock()

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"time"
 
 	sdk "github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
 
 	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/provider/setup"
 )
 
 // Environment variables read when the corresponding Config field is empty.
@@ -59,17 +59,11 @@ var _ llm.Provider = (*Provider)(nil)
 // New returns a Provider. It fails with ErrMissingAPIKey when no key is
 // configured; it does no I/O.
 func New(cfg Config) (*Provider, error) {
-	key := cfg.APIKey
-	if key == "" {
-		key = os.Getenv(EnvAPIKey)
-	}
+	key := setup.Setting(cfg.APIKey, EnvAPIKey)
 	if key == "" {
 		return nil, &llm.APIError{ErrKind: llm.KindMissingAPIKey, Err: ErrMissingAPIKey}
 	}
-	base := cfg.BaseURL
-	if base == "" {
-		base = os.Getenv(EnvBaseURL)
-	}
+	base := setup.Setting(cfg.BaseURL, EnvBaseURL)
 	// WithoutEnvironmentDefaults: credentials are resolved above, so the
 	// SDK must not fall back to profiles or federation on its own.
 	opts := []option.RequestOption{option.WithoutEnvironmentDefaults(), option.WithAPIKey(key)}
@@ -79,13 +73,16 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.HTTPClient != nil {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
 	}
-	switch {
-	case cfg.MaxRetries < 0:
-		opts = append(opts, option.WithMaxRetries(0))
-	case cfg.MaxRetries > 0:
-		opts = append(opts, option.WithMaxRetries(cfg.MaxRetries))
+	return newProvider(opts, cfg.MaxRetries, cfg.IdleTimeout), nil
+}
+
+// newProvider makes the Provider of a client with opts and the retries
+// and idle timeout of a config; 0 retries keeps the SDK's default.
+func newProvider(opts []option.RequestOption, retries int, idle time.Duration) *Provider {
+	if retries != 0 {
+		opts = append(opts, option.WithMaxRetries(setup.Retries(retries, 0)))
 	}
-	return &Provider{client: sdk.NewClient(opts...), idle: llm.Limit(cfg.IdleTimeout, DefaultIdleTimeout)}, nil
+	return &Provider{client: sdk.NewClient(opts...), idle: llm.Limit(idle, DefaultIdleTimeout)}
 }
 
 // Stream starts a streaming completion. The model is req.Model without its
@@ -99,23 +96,25 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) (llm.Stream, er
 	}
 	// The request context is cancelled with a cause by the idle timer, so
 	// that a silent provider is told apart from the caller's cancel.
-	rctx, cancel := context.WithCancelCause(ctx)
-	s := p.client.Messages.NewStreaming(rctx, r.params, r.opts...)
+	g := llm.NewGuard(ctx, p.idle)
+	s := p.client.Messages.NewStreaming(g.Context(), r.params, r.opts...)
 	if err := s.Err(); err != nil {
 		_ = s.Close()
-		cancel(nil)
+		g.Stop()
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("anthropic: %w", ctx.Err())
 		}
 		return nil, requestError(err)
 	}
-	st := newStream(ctx, rctx, cancel, s, p.idle)
+	st := newStream(ctx, g, s)
 	st.output, st.warnings = r.output, r.warnings
 	// Normalize's stream forwards the source's Warnings (llm.Warner).
 	return normalize(ctx, st, p.idle), nil
 }
 
-// apiErrorInfo extracts a code and message from an SDK error.
+// apiErrorInfo extracts a code and message from an SDK error; a prompt
+// too long for the model's window ("prompt is too long: N tokens > M
+// maximum", under invalid_request_error) is code context_overflow.
 func apiErrorInfo(err error) (code, msg string) {
 	var ae *sdk.Error
 	if errors.As(err, &ae) {
@@ -124,10 +123,16 @@ func apiErrorInfo(err error) (code, msg string) {
 		if msg == "" {
 			msg = err.Error()
 		}
+		if llm.IsContextOverflow(code, msg) {
+			return llm.CodeContextOverflow, msg
+		}
 		if code == "" {
 			code = "stream_error"
 		}
 		return code, msg
+	}
+	if llm.IsContextOverflow("", err.Error()) {
+		return llm.CodeContextOverflow, err.Error()
 	}
 	return "stream_error", err.Error()
 }
@@ -143,6 +148,7 @@ func requestError(err error) *llm.APIError {
 		if apiErr.Response != nil {
 			e.Wait = llm.ParseRetryAfter(apiErr.Response.Header, time.Now())
 		}
+		e.MarkOverflow(apiErrorInfo(err))
 	}
 	return e
 }

@@ -20,6 +20,18 @@
 // ("srvtoolu_...") as server_tool_use, and tool_result parts of an
 // assistant message as the server tool result block they carry.
 //
+// A request's Compaction (provider-native compaction) is the
+// compact_20260112 context-management edit under the compact-2026-01-12
+// beta, sent with the beta's SDK types through raw-field options (the SDK
+// has them on its beta Messages API only); its trigger is raised to
+// MinCompactionTrigger at least. The answer's compaction block is a
+// thinking block without text whose stop signature is
+// llm.NativeCompactionSignature of the block as received; a thinking
+// part with such a signature goes back as that block, verbatim, under
+// the beta's header whether or not the request asks to compact. The
+// tokens of usage.iterations entries of type compaction are added to the
+// call's usage.
+//
 // Image parts are image blocks (source base64 or url), PDF file parts
 // document blocks (base64 or url) and text files (text/*,
 // application/json) plain-text documents, with the file name as the title;
@@ -74,10 +86,12 @@
 //   - signature_delta becomes the thinking block's stop signature; a
 //     redacted_thinking block is a thinking block with no text whose
 //     signature is RedactedSignaturePrefix + the opaque data;
-//   - Anthropic sends the stop reason after the last block stops, so the
-//     last stop is held back until message_delta and carries it
-//     (end_turn, max_tokens, stop_sequence, tool_use, pause_turn, refusal);
-//     when no block can carry it, an empty text block does;
+//   - every block's stop goes out when its content_block_stop arrives, with
+//     a null stop reason: Anthropic sends the stop reason after the blocks
+//     (message_delta), and the completed status carries it (end_turn,
+//     max_tokens, stop_sequence, tool_use, pause_turn, refusal); a
+//     response without any block gets an empty text block whose stop
+//     carries it too;
 //   - a refusal also yields error {code: "refusal"} with the stop_details
 //     explanation: never a silent empty answer;
 //   - usage (input, output, cache read and creation, thinking tokens as

@@ -82,8 +82,11 @@ func Example_structuredOutput() {
 		switch e := s.Current().(type) {
 		case events.BlockDelta:
 			fmt.Print(e.Content)
-		case events.BlockStop:
-			fmt.Println("\nstop:", e.StopReason)
+		case events.StatusEvent:
+			// The message's stop reason comes after its blocks.
+			if e.Status == events.StatusCompleted {
+				fmt.Println("\nstop:", e.StopReason)
+			}
 		}
 	}
 	// Output:

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	sdk "github.com/anthropics/anthropic-sdk-go"
+	"github.com/anthropics/anthropic-sdk-go/packages/param"
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/llm"
@@ -63,6 +64,15 @@ func blockParam(part events.Part, role sdk.MessageParamRole, field string) (sdk.
 		}
 		return sdk.ContentBlockParamUnion{OfDocument: doc}, true, nil
 	case events.PartThinking:
+		if data, ok := llm.NativeCompactionData(&part); ok {
+			// A compaction block this adapter streamed goes back as it
+			// came; one of another provider is not ours to send.
+			var c sdk.BetaCompactionBlockParam
+			if role != sdk.MessageParamRoleAssistant || json.Unmarshal([]byte(data), &c) != nil || c.Type != c.Type.Default() {
+				return sdk.ContentBlockParamUnion{}, false, nil
+			}
+			return param.Override[sdk.ContentBlockParamUnion](json.RawMessage(data)), true, nil
+		}
 		if data, ok := RedactedData(part.Signature); ok {
 			return sdk.NewRedactedThinkingBlock(data), true, nil
 		}

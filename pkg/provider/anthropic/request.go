@@ -130,10 +130,49 @@ func buildParams(req *llm.Request) (*request, error) {
 	if req.CacheEnabled() {
 		placeBreakpoints(p)
 	}
+	r.compaction(req.Compaction, req.Messages)
 	if err := r.providerOptions(req); err != nil {
 		return nil, err
 	}
 	return r, nil
+}
+
+// MinCompactionTrigger is the smallest trigger, in input tokens, the
+// Messages API takes for its compaction; a smaller one is raised to it.
+const MinCompactionTrigger = 50000
+
+// compaction asks the Messages API to compact the context itself once
+// the input passes c.Trigger tokens: the compact_20260112 edit of
+// context_management under the compact-2026-01-12 beta, whose types the
+// SDK has only on its beta Messages API, sent here through the SDK's
+// raw-field options. The compaction block comes back first in the answer
+// (stream.go) and goes back as it came (blockParam).
+//
+// A request that sends a compaction block back names the beta too, with
+// or without c: the API reads the block only under it.
+func (r *request) compaction(c *events.NativeCompaction, msgs []events.Message) {
+	beta := option.WithHeaderAdd("anthropic-beta", string(sdk.AnthropicBetaCompact2026_01_12))
+	if c == nil {
+		for i := range msgs {
+			if msgs[i].Role == events.RoleAssistant && llm.HasNativeCompaction(&msgs[i]) {
+				r.opts = append(r.opts, beta)
+				return
+			}
+		}
+		return
+	}
+	edit := &sdk.BetaCompact20260112EditParam{}
+	if t := c.Trigger; t > 0 {
+		if t < MinCompactionTrigger {
+			r.warn("compaction.trigger", fmt.Sprintf("raised from %d to %d input tokens, the smallest the Messages API takes", t, MinCompactionTrigger))
+			t = MinCompactionTrigger
+		}
+		edit.Trigger = sdk.BetaInputTokensTriggerParam{Value: t}
+	}
+	r.opts = append(r.opts, beta,
+		option.WithJSONSet("context_management", sdk.BetaContextManagementConfigParam{
+			Edits: []sdk.BetaContextManagementConfigEditUnionParam{{OfCompact20260112: edit}},
+		}))
 }
 
 func (r *request) warn(setting, why string) {

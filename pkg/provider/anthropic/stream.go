@@ -3,12 +3,8 @@ package anthropic
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	sdk "github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/packages/ssestream"
@@ -16,9 +12,6 @@ import (
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/llm"
 )
-
-// errIdle is the cancel cause set by the idle timer.
-var errIdle = errors.New("anthropic: idle timeout")
 
 // sdkStream is what the translator reads; *ssestream.Stream satisfies it.
 type sdkStream interface {
@@ -44,41 +37,29 @@ type openBlock struct {
 	answer bool
 	input  strings.Builder
 	wrote  bool
+	// compaction is the compaction block being received (its stop
+	// carries it whole, llm.NativeCompactionSignature), nil for others.
+	compaction *sdk.BetaCompactionBlockParam
 }
 
 // stream translates the Messages API event stream into docs/protocol.md §3 events.
-// It is a pull iterator with no goroutine: each Next reads SDK events until
-// at least one of ours is queued.
+// It is a pull iterator with no goroutine (llm.Pump): each Next reads SDK
+// events until at least one of ours is queued.
 type stream struct {
+	llm.Pump
 	// model and responseID are message_start's, for the completed status.
 	model, responseID string
 
-	ctx    context.Context // the caller's: its cancel means "cancelled"
-	rctx   context.Context // the request's: cancelled by the idle timer too
-	cancel context.CancelCauseFunc
-	src    sdkStream
-	timer  *time.Timer
-	idle   time.Duration
+	ctx context.Context // the caller's: its cancel means "cancelled"
+	src sdkStream
 
-	// mu serializes reading src with closing it: llm.Normalize may call
-	// Close from another goroutine while Next waits for the provider.
-	mu       sync.Mutex
-	released bool // src closed (guarded by mu)
-	closed   atomic.Bool
-
-	q   []events.Event
-	qi  int
-	cur events.Event
-
-	started, done bool
-	sawStop       bool // message_stop arrived
-	next          int
-	open          []*openBlock
-	// held is the last stopped block, kept back so that its stop can carry
-	// the message's stop reason, which Anthropic sends after the blocks.
-	held     events.BlockStop
-	haveHeld bool
-	usage    events.UsageEvent
+	sawStop bool // message_stop arrived
+	next    int
+	open    []*openBlock
+	// reason is message_delta's stop reason, sent after the blocks: the
+	// completed status carries it, so that no block's stop waits for it.
+	reason events.StopReason
+	usage  events.UsageEvent
 
 	// output is the structured-output tool of the request, whose call is
 	// the answer, not a tool call; calls counts the other tool calls.
@@ -95,46 +76,11 @@ func (s *stream) Warnings() []events.Warning { return s.warnings }
 
 var _ llm.SelfBounded = (*stream)(nil)
 
-// SelfBounded implements llm.SelfBounded: the caller's cancel and the idle
-// timer both cancel the request, which ends a read in progress, and Close
-// may be called concurrently with Next. llm.Normalize then reads the stream
-// inline, without a goroutine and read-ahead buffer per call.
-func (s *stream) SelfBounded() {}
-
-func newStream(ctx, rctx context.Context, cancel context.CancelCauseFunc, src sdkStream, idle time.Duration) *stream {
-	s := &stream{ctx: ctx, rctx: rctx, cancel: cancel, src: src, idle: idle, q: make([]events.Event, 0, 8)}
-	if idle > 0 {
-		s.timer = time.AfterFunc(idle, func() { cancel(errIdle) })
-	}
+func newStream(ctx context.Context, g *llm.Guard, src sdkStream) *stream {
+	s := &stream{ctx: ctx, src: src}
+	s.Init(g, s.pull, src.Close)
+	g.Start()
 	return s
-}
-
-func (s *stream) emit(e events.Event) { s.q = append(s.q, e) }
-
-// Next implements llm.Stream.
-func (s *stream) Next() bool {
-	for {
-		if s.closed.Load() {
-			s.cur = nil
-			return false
-		}
-		if s.qi < len(s.q) {
-			s.cur = s.q[s.qi]
-			s.q[s.qi] = nil
-			s.qi++
-			return true
-		}
-		s.q, s.qi = s.q[:0], 0
-		if s.done {
-			return false
-		}
-		if !s.started {
-			s.started = true
-			s.emit(events.StatusEvent{Status: events.StatusStarted})
-			continue
-		}
-		s.pull()
-	}
 }
 
 // pull reads the next SDK event and handles it, or handles the end of the
@@ -143,68 +89,28 @@ func (s *stream) Next() bool {
 // (returning it through one more call would copy it again, a tenth of the
 // adapter's instructions on a stream of small deltas).
 func (s *stream) pull() {
-	s.mu.Lock()
-	ok, err := s.advance()
-	if !ok {
-		s.mu.Unlock()
+	var ev sdk.MessageStreamEventUnion
+	ok := false
+	err := s.Read(func() (err error) {
+		// The SDK decodes into typed values and is not known to panic; a
+		// stream must fail rather than crash its process if it ever does.
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("anthropic: malformed event: %v", p)
+			}
+		}()
+		if ok = s.src.Next(); ok {
+			ev = s.src.Current()
+			return nil
+		}
+		return s.src.Err()
+	})
+	if !ok || err != nil {
 		s.end(err)
 		return
 	}
-	ev := s.src.Current()
-	s.mu.Unlock()
-	if s.timer != nil {
-		s.timer.Reset(s.idle)
-	}
+	s.Guard().Touch()
 	s.handle(&ev)
-}
-
-// advance moves src to its next event, with mu held; ok is false at the
-// end of the source.
-func (s *stream) advance() (ok bool, err error) {
-	// The SDK decodes into typed values and is not known to panic; a stream
-	// must fail rather than crash its process if it ever does.
-	defer func() {
-		if p := recover(); p != nil {
-			ok, err = false, fmt.Errorf("anthropic: malformed event: %v", p)
-		}
-	}()
-	if s.released {
-		return false, context.Canceled
-	}
-	if s.src.Next() {
-		return true, nil
-	}
-	return false, s.src.Err()
-}
-
-// Current implements llm.Stream.
-func (s *stream) Current() events.Event { return s.cur }
-
-// Err implements llm.Stream: every failure is reported in the stream.
-func (s *stream) Err() error { return nil }
-
-// Close implements llm.Stream. It may be called from any goroutine, also
-// while Next waits for the provider, and more than once.
-func (s *stream) Close() error {
-	s.closed.Store(true)
-	// Cancel first: it ends a read in progress, which holds mu.
-	s.cancel(context.Canceled)
-	return s.release()
-}
-
-func (s *stream) release() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.released {
-		return nil
-	}
-	s.released = true
-	if s.timer != nil {
-		s.timer.Stop()
-	}
-	err := s.src.Close()
-	s.cancel(context.Canceled)
-	return err
 }
 
 func (s *stream) handle(ev *sdk.MessageStreamEventUnion) {
@@ -221,18 +127,21 @@ func (s *stream) handle(ev *sdk.MessageStreamEventUnion) {
 		s.blockDelta(ev)
 	case "content_block_stop":
 		b := s.take(ev.Index)
+		if b != nil && b.compaction != nil {
+			s.compactionStop(b)
+			return
+		}
 		if b == nil || b.skip {
 			return
 		}
 		if b.answer {
 			s.finishAnswer(b)
 		}
-		s.flushHeld("")
-		s.held = events.BlockStop{Index: b.idx, BlockType: b.typ}
+		stop := events.BlockStop{Index: b.idx, BlockType: b.typ}
 		if b.signed {
-			s.held.Signature = b.sig.String()
+			stop.Signature = b.sig.String()
 		}
-		s.haveHeld = true
+		s.Emit(stop)
 	case "message_delta":
 		reason := mapStopReason(ev.Delta.StopReason)
 		if reason == events.StopToolUse && s.calls == 0 && s.output.name != "" {
@@ -241,26 +150,24 @@ func (s *stream) handle(ev *sdk.MessageStreamEventUnion) {
 			reason = events.StopEndTurn
 		}
 		s.mergeDeltaUsage(&ev.Usage)
-		if s.haveHeld {
-			s.flushHeld(reason)
-		} else if reason != "" && reason != events.StopEndTurn && reason != events.StopToolUse {
-			// No block to carry the reason (a refusal before any
-			// content): an empty text block says it, so it is never lost.
+		s.reason = reason
+		if s.next == 0 && reason != "" && reason != events.StopEndTurn && reason != events.StopToolUse {
+			// No block at all (a refusal before any content): an empty
+			// text block says why, for a reader of the blocks only.
 			i := s.newIndex()
-			s.emit(events.BlockStart{Index: i, BlockType: events.BlockText})
-			s.emit(events.BlockStop{Index: i, BlockType: events.BlockText, StopReason: reason})
+			s.Emit(events.BlockStart{Index: i, BlockType: events.BlockText})
+			s.Emit(events.BlockStop{Index: i, BlockType: events.BlockText, StopReason: reason})
 		}
-		s.emit(s.usage)
+		s.Emit(s.usage)
 		if reason == events.StopRefusal {
 			msg := ev.Delta.StopDetails.Explanation
 			if msg == "" {
 				msg = "the model refused to answer"
 			}
-			s.emit(events.ErrorEvent{Code: "refusal", Message: msg})
+			s.Emit(events.ErrorEvent{Code: "refusal", Message: msg})
 		}
 	case "message_stop":
 		s.sawStop = true
-		s.flushHeld("")
 		s.abortOpen("block not stopped before message_stop")
 		s.terminal(events.StatusCompleted)
 	}
@@ -292,29 +199,28 @@ func (s *stream) take(pidx int64) *openBlock {
 }
 
 func (s *stream) start(pidx int64, st events.BlockStart) *openBlock {
-	s.flushHeld("")
 	st.Index = s.newIndex()
 	b := &openBlock{pidx: pidx, idx: st.Index, typ: st.BlockType}
 	s.open = append(s.open, b)
-	s.emit(st)
+	s.Emit(st)
 	return b
 }
 
 func (s *stream) blockStart(ev *sdk.MessageStreamEventUnion) {
 	if old := s.take(ev.Index); old != nil && !old.skip {
-		s.emit(events.BlockAbort{Index: old.idx, BlockType: old.typ, Reason: "block restarted"})
+		s.Emit(events.BlockAbort{Index: old.idx, BlockType: old.typ, Reason: "block restarted"})
 	}
 	cb := &ev.ContentBlock
 	switch t := cb.Type; {
 	case t == "text":
 		b := s.start(ev.Index, events.BlockStart{BlockType: events.BlockText})
 		if cb.Text != "" {
-			s.emit(events.TextDelta(b.idx, cb.Text))
+			s.Emit(events.TextDelta(b.idx, cb.Text))
 		}
 	case t == "thinking":
 		b := s.start(ev.Index, events.BlockStart{BlockType: events.BlockThinking})
 		if cb.Thinking != "" {
-			s.emit(events.ThinkingDelta(b.idx, cb.Thinking))
+			s.Emit(events.ThinkingDelta(b.idx, cb.Thinking))
 		}
 		if cb.Signature != "" {
 			b.sig.WriteString(cb.Signature)
@@ -347,14 +253,25 @@ func (s *stream) blockStart(ev *sdk.MessageStreamEventUnion) {
 		// Streamed calls start with "input":{} and send the input as
 		// deltas; a call that arrives whole has it here.
 		if in := strings.TrimSpace(cb.JSON.Input.Raw()); in != "" && in != "{}" && in != "null" {
-			s.emit(events.InputJSONDelta(b.idx, in))
+			s.Emit(events.InputJSONDelta(b.idx, in))
 		}
+	case t == "compaction":
+		// The provider compacted the context (request.go, compaction).
+		// Its summary is not the assistant's: nothing streams until the
+		// block is whole.
+		var c sdk.BetaCompactionBlock
+		if err := c.UnmarshalJSON([]byte(cb.RawJSON())); err != nil {
+			s.open = append(s.open, &openBlock{pidx: ev.Index, skip: true})
+			return
+		}
+		p := c.ToParam()
+		s.open = append(s.open, &openBlock{pidx: ev.Index, skip: true, compaction: &p})
 	case strings.HasSuffix(t, "_tool_result"):
 		// A server tool's result (web_search_tool_result, ...). The text is
 		// the raw result block, so it can be sent back as it came.
 		b := s.start(ev.Index, events.BlockStart{BlockType: events.BlockToolResult, ToolUseID: cb.ToolUseID})
 		if raw := cb.RawJSON(); raw != "" {
-			s.emit(events.TextDelta(b.idx, raw))
+			s.Emit(events.TextDelta(b.idx, raw))
 		}
 	default:
 		s.open = append(s.open, &openBlock{pidx: ev.Index, skip: true})
@@ -376,17 +293,21 @@ func (s *stream) blockDelta(ev *sdk.MessageStreamEventUnion) {
 			return
 		}
 	}
+	if b.compaction != nil {
+		s.compactionDelta(b, ev)
+		return
+	}
 	if b.skip {
 		return
 	}
 	switch d.Type {
 	case "text_delta":
 		if d.Text != "" && (b.typ == events.BlockText || b.typ == events.BlockToolResult) {
-			s.emit(events.TextDelta(b.idx, d.Text))
+			s.Emit(events.TextDelta(b.idx, d.Text))
 		}
 	case "thinking_delta":
 		if d.Thinking != "" && b.typ == events.BlockThinking {
-			s.emit(events.ThinkingDelta(b.idx, d.Thinking))
+			s.Emit(events.ThinkingDelta(b.idx, d.Thinking))
 		}
 	case "signature_delta":
 		if b.typ == events.BlockThinking {
@@ -397,7 +318,7 @@ func (s *stream) blockDelta(ev *sdk.MessageStreamEventUnion) {
 		if d.PartialJSON != "" && b.answer {
 			s.answerDelta(b, d.PartialJSON)
 		} else if d.PartialJSON != "" && b.typ == events.BlockToolUse {
-			s.emit(events.InputJSONDelta(b.idx, d.PartialJSON))
+			s.Emit(events.InputJSONDelta(b.idx, d.PartialJSON))
 		}
 	}
 }
@@ -409,7 +330,7 @@ func (s *stream) answerDelta(b *openBlock, in string) {
 		b.input.WriteString(in)
 		return
 	}
-	s.emit(events.TextDelta(b.idx, in))
+	s.Emit(events.TextDelta(b.idx, in))
 	b.wrote = true
 }
 
@@ -426,28 +347,58 @@ func (s *stream) finishAnswer(b *openBlock) {
 			raw = string(in.Value)
 		}
 		if raw != "" {
-			s.emit(events.TextDelta(b.idx, raw))
+			s.Emit(events.TextDelta(b.idx, raw))
 		}
 		return
 	}
 	if !b.wrote {
-		s.emit(events.TextDelta(b.idx, "{}"))
+		s.Emit(events.TextDelta(b.idx, "{}"))
 	}
 }
 
-func (s *stream) flushHeld(reason events.StopReason) {
-	if !s.haveHeld {
+// compactionDelta applies a compaction_delta (the summary and the opaque
+// content, which the SDK's beta types read) or a signature_delta to the
+// compaction block b.
+func (s *stream) compactionDelta(b *openBlock, ev *sdk.MessageStreamEventUnion) {
+	switch ev.Delta.Type {
+	case "compaction_delta":
+		var e sdk.BetaRawContentBlockDeltaEvent
+		if e.UnmarshalJSON([]byte(ev.RawJSON())) != nil {
+			return
+		}
+		d := e.Delta.AsCompactionDelta()
+		if d.JSON.Content.Valid() && d.Content != "" {
+			b.compaction.Content = sdk.String(b.compaction.Content.Value + d.Content)
+		}
+		if d.JSON.EncryptedContent.Valid() && d.EncryptedContent != "" {
+			b.compaction.EncryptedContent = sdk.String(b.compaction.EncryptedContent.Value + d.EncryptedContent)
+		}
+	case "signature_delta":
+		b.compaction.Signature = sdk.String(b.compaction.Signature.Value + ev.Delta.Signature)
+	}
+}
+
+// compactionStop sends the compaction block b, whole, as a thinking
+// block without text whose stop signature carries it
+// (llm.NativeCompactionSignature). A failed compaction (no summary),
+// which the API treats as nothing, is not sent.
+func (s *stream) compactionStop(b *openBlock) {
+	if b.compaction.Content.Value == "" {
 		return
 	}
-	s.held.StopReason = reason
-	s.emit(s.held)
-	s.haveHeld = false
+	data, err := json.Marshal(b.compaction)
+	if err != nil {
+		return
+	}
+	i := s.newIndex()
+	s.Emit(events.BlockStart{Index: i, BlockType: events.BlockThinking})
+	s.Emit(events.BlockStop{Index: i, BlockType: events.BlockThinking, Signature: llm.NativeCompactionSignature(string(data))})
 }
 
 func (s *stream) abortOpen(reason string) {
 	for _, b := range s.open {
 		if !b.skip {
-			s.emit(events.BlockAbort{Index: b.idx, BlockType: b.typ, Reason: reason})
+			s.Emit(events.BlockAbort{Index: b.idx, BlockType: b.typ, Reason: reason})
 		}
 	}
 	s.open = s.open[:0]
@@ -456,27 +407,25 @@ func (s *stream) abortOpen(reason string) {
 func (s *stream) terminal(st events.StreamStatus) {
 	ev := events.StatusEvent{Status: st}
 	if st == events.StatusCompleted {
-		ev.Model, ev.ResponseID = s.model, s.responseID
+		ev.Model, ev.ResponseID, ev.StopReason = s.model, s.responseID, s.reason
 	}
-	s.emit(ev)
-	s.done = true
-	_ = s.release()
+	s.Emit(ev)
+	s.Finish()
 }
 
 func (s *stream) fail(code, msg string) {
-	s.flushHeld("")
 	s.abortOpen(code)
-	s.emit(events.ErrorEvent{Code: code, Message: msg})
+	s.Emit(events.ErrorEvent{Code: code, Message: msg})
 	s.terminal(events.StatusFailed)
 }
 
 // end handles the end of the SDK stream without message_stop.
 func (s *stream) end(err error) {
 	switch {
-	case errors.Is(context.Cause(s.rctx), errIdle):
-		s.fail("idle_timeout", "no event from the provider for "+s.idle.String())
+	case s.Guard().Idle():
+		ie := s.Guard().IdleError()
+		s.fail(ie.Code, ie.Message)
 	case s.ctx.Err() != nil:
-		s.flushHeld("")
 		s.abortOpen("cancelled")
 		s.terminal(events.StatusCancelled)
 	case err != nil:
@@ -502,6 +451,43 @@ func (s *stream) mergeDeltaUsage(u *sdk.MessageDeltaUsage) {
 	setIf(&s.usage.CacheReadInputTokens, u.CacheReadInputTokens, u.JSON.CacheReadInputTokens.Valid())
 	setIf(&s.usage.CacheCreationInputTokens, u.CacheCreationInputTokens, u.JSON.CacheCreationInputTokens.Valid())
 	setIf(&s.usage.ReasoningTokens, u.OutputTokensDetails.ThinkingTokens, u.JSON.OutputTokensDetails.Valid() && u.OutputTokensDetails.JSON.ThinkingTokens.Valid())
+	s.addCompactionUsage(u)
+}
+
+// addCompactionUsage adds the tokens of the compactions the provider ran
+// in the call (usage.iterations entries of type compaction, which the
+// SDK's beta types read) to the call's: the API bills them but leaves
+// them out of the top-level fields.
+func (s *stream) addCompactionUsage(u *sdk.MessageDeltaUsage) {
+	// A field the non-beta type lacks is an extra field, which the SDK
+	// marks as not valid for its type: its raw JSON is what counts.
+	f, ok := u.JSON.ExtraFields["iterations"]
+	if !ok || f.Raw() == "" || f.Raw() == "null" {
+		return
+	}
+	var its sdk.BetaIterationsUsage
+	if json.Unmarshal([]byte(f.Raw()), &its) != nil {
+		return
+	}
+	add := func(dst **int64, v int64) {
+		if v == 0 {
+			return
+		}
+		if *dst != nil {
+			v += **dst
+		}
+		*dst = &v
+	}
+	for _, it := range its {
+		if it.Type != "compaction" {
+			continue
+		}
+		c := it.AsCompaction()
+		add(&s.usage.InputTokens, c.InputTokens)
+		add(&s.usage.OutputTokens, c.OutputTokens)
+		add(&s.usage.CacheReadInputTokens, c.CacheReadInputTokens)
+		add(&s.usage.CacheCreationInputTokens, c.CacheCreationInputTokens)
+	}
 }
 
 func setIf(dst **int64, v int64, ok bool) {

@@ -5,15 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"time"
 
-	sdk "github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
 	"github.com/anthropics/anthropic-sdk-go/vertex"
 	"golang.org/x/oauth2/google"
 
-	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/provider/setup"
 )
 
 // Environment variables of Claude on Vertex AI, read when the
@@ -22,13 +20,13 @@ import (
 // both. GOOGLE_APPLICATION_CREDENTIALS is read by Application Default
 // Credentials.
 const (
-	EnvVertexProject  = "GOOGLE_CLOUD_PROJECT"
-	EnvVertexLocation = "GOOGLE_CLOUD_LOCATION"
-	EnvVertexBaseURL  = "GOOGLE_VERTEX_BASE_URL"
+	EnvVertexProject  = setup.EnvVertexProject
+	EnvVertexLocation = setup.EnvVertexLocation
+	EnvVertexBaseURL  = setup.EnvVertexBaseURL
 )
 
 // VertexScope is the OAuth scope of the credentials Vertex AI calls use.
-const VertexScope = "https://www.googleapis.com/auth/cloud-platform"
+const VertexScope = setup.VertexScope
 
 // ErrMissingVertexConfig is returned by NewVertex when no project or no
 // location is configured, or no Application Default Credentials are found.
@@ -63,27 +61,17 @@ type VertexConfig struct {
 // fails with ErrMissingVertexConfig (kind missing_api_key) when the
 // project, the location or credentials are missing.
 func NewVertex(cfg VertexConfig) (p *Provider, err error) {
-	missing := func(what string, err error) error {
-		e := fmt.Errorf("%w: %s", ErrMissingVertexConfig, what)
-		if err != nil {
-			e = fmt.Errorf("%w: %s: %w", ErrMissingVertexConfig, what, err)
-		}
-		return &llm.APIError{ErrKind: llm.KindMissingAPIKey, Err: e}
-	}
 	ctx := context.Background()
 	creds := cfg.Credentials
 	if creds == nil {
 		if creds, err = google.FindDefaultCredentials(ctx, VertexScope); err != nil {
-			return nil, missing("no Application Default Credentials", err)
+			return nil, setup.Missing(ErrMissingVertexConfig, "no Application Default Credentials", err)
 		}
 	}
-	project := firstOf(cfg.Project, os.Getenv(EnvVertexProject), creds.ProjectID)
-	location := firstOf(cfg.Location, os.Getenv(EnvVertexLocation))
-	switch {
-	case project == "":
-		return nil, missing("no project (set "+EnvVertexProject+")", nil)
-	case location == "":
-		return nil, missing("no location (set "+EnvVertexLocation+")", nil)
+	site, err := setup.ResolveVertex(ErrMissingVertexConfig, cfg.Project, cfg.Location, cfg.BaseURL,
+		func() string { return creds.ProjectID })
+	if err != nil {
+		return nil, err
 	}
 	// The HTTP client goes before the vertex option, which wraps its
 	// transport with the OAuth token; the base URL after, which replaces
@@ -98,24 +86,9 @@ func NewVertex(cfg VertexConfig) (p *Provider, err error) {
 			p, err = nil, fmt.Errorf("anthropic: vertex: %v", r)
 		}
 	}()
-	opts = append(opts, vertex.WithCredentials(ctx, location, project, creds))
-	if base := firstOf(cfg.BaseURL, os.Getenv(EnvVertexBaseURL)); base != "" {
-		opts = append(opts, option.WithBaseURL(base))
+	opts = append(opts, vertex.WithCredentials(ctx, site.Location, site.Project, creds))
+	if site.BaseURL != "" {
+		opts = append(opts, option.WithBaseURL(site.BaseURL))
 	}
-	switch {
-	case cfg.MaxRetries < 0:
-		opts = append(opts, option.WithMaxRetries(0))
-	case cfg.MaxRetries > 0:
-		opts = append(opts, option.WithMaxRetries(cfg.MaxRetries))
-	}
-	return &Provider{client: sdk.NewClient(opts...), idle: llm.Limit(cfg.IdleTimeout, DefaultIdleTimeout)}, nil
-}
-
-func firstOf(vs ...string) string {
-	for _, v := range vs {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
+	return newProvider(opts, cfg.MaxRetries, cfg.IdleTimeout), nil
 }

@@ -159,16 +159,16 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) (llm.Stream, er
 	}
 	// The request context is cancelled with a cause by the idle timer, so
 	// that a silent provider is told apart from the caller's cancel.
-	rctx, cancel := context.WithCancelCause(ctx)
-	out, err := p.client.ConverseStream(rctx, in, ownCodec)
+	g := llm.NewGuard(ctx, p.idle)
+	out, err := p.client.ConverseStream(g.Context(), in, ownCodec)
 	if err != nil {
-		cancel(nil)
+		g.Stop()
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("bedrock: %w", ctx.Err())
 		}
 		return nil, classify(err)
 	}
-	s := newStream(ctx, rctx, cancel, out.GetStream(), p.idle)
+	s := newStream(ctx, g, out.GetStream())
 	return withWarnings(llm.Normalize(ctx, s, llm.NormalizeOptions{IdleTimeout: p.idle}), warnings), nil
 }
 
@@ -210,6 +210,9 @@ func classify(err error) error {
 			e.ErrKind = llm.KindAuth
 		case "ValidationException":
 			e.ErrKind = llm.KindInvalidRequest
+			// "Input is too long for requested model.", or the model's
+			// own "prompt is too long: N tokens > M maximum".
+			e.MarkOverflow("", ae.ErrorMessage())
 		}
 	}
 	return e

@@ -7,9 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime/types"
@@ -18,9 +15,6 @@ import (
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/llm"
 )
-
-// errIdle is the cancel cause set by the idle timer.
-var errIdle = errors.New("bedrock: idle timeout")
 
 // sdkStream is what the translator reads; the SDK's
 // *bedrockruntime.ConverseStreamEventStream satisfies it.
@@ -43,76 +37,31 @@ type openBlock struct {
 }
 
 // stream translates ConverseStream events into docs/protocol.md §3 events.
-// It is a pull iterator: each Next reads SDK events until at least one of
-// ours is queued.
+// It is a pull iterator (llm.Pump): each Next reads SDK events until at
+// least one of ours is queued.
 type stream struct {
-	ctx    context.Context // the caller's: its cancel means "cancelled"
-	rctx   context.Context // the request's: cancelled by the idle timer too
-	cancel context.CancelCauseFunc
-	src    sdkStream
-	timer  *time.Timer
-	idle   time.Duration
+	llm.Pump
+	ctx context.Context // the caller's: its cancel means "cancelled"
+	src sdkStream
 
-	closed    atomic.Bool
-	closeOnce sync.Once
-
-	q   []events.Event
-	qi  int
-	cur events.Event
-
-	started, done bool
-	stopped       bool              // messageStop arrived
-	reason        events.StopReason // messageStop's
-	errEv         *events.ErrorEvent
-	failCode      string
-	next          int
-	open          []*openBlock
-	held          events.BlockStop
-	haveHeld      bool
-	usage         *events.UsageEvent
+	stopped  bool              // messageStop arrived
+	reason   events.StopReason // messageStop's
+	errEv    *events.ErrorEvent
+	failCode string
+	next     int
+	open     []*openBlock
+	held     events.BlockStop
+	haveHeld bool
+	usage    *events.UsageEvent
 }
 
 var _ llm.SelfBounded = (*stream)(nil)
 
-// SelfBounded implements llm.SelfBounded: the caller's cancel and the idle
-// timer both cancel the request, which ends a read in progress, and Close
-// may be called concurrently with Next.
-func (s *stream) SelfBounded() {}
-
-func newStream(ctx, rctx context.Context, cancel context.CancelCauseFunc, src sdkStream, idle time.Duration) *stream {
-	s := &stream{ctx: ctx, rctx: rctx, cancel: cancel, src: src, idle: idle, q: make([]events.Event, 0, 8)}
-	if idle > 0 {
-		s.timer = time.AfterFunc(idle, func() { cancel(errIdle) })
-	}
+func newStream(ctx context.Context, g *llm.Guard, src sdkStream) *stream {
+	s := &stream{ctx: ctx, src: src}
+	s.Init(g, s.pull, src.Close)
+	g.Start()
 	return s
-}
-
-func (s *stream) emit(e events.Event) { s.q = append(s.q, e) }
-
-// Next implements llm.Stream.
-func (s *stream) Next() bool {
-	for {
-		if s.closed.Load() {
-			s.cur = nil
-			return false
-		}
-		if s.qi < len(s.q) {
-			s.cur = s.q[s.qi]
-			s.q[s.qi] = nil
-			s.qi++
-			return true
-		}
-		s.q, s.qi = s.q[:0], 0
-		if s.done {
-			return false
-		}
-		if !s.started {
-			s.started = true
-			s.emit(events.StatusEvent{Status: events.StatusStarted})
-			continue
-		}
-		s.pull()
-	}
 }
 
 func (s *stream) pull() {
@@ -122,37 +71,11 @@ func (s *stream) pull() {
 			s.end(s.src.Err())
 			return
 		}
-		if s.timer != nil {
-			s.timer.Reset(s.idle)
-		}
+		s.Guard().Touch()
 		s.handle(ev)
-	case <-s.rctx.Done():
+	case <-s.Guard().Context().Done():
 		s.end(nil)
 	}
-}
-
-// Current implements llm.Stream.
-func (s *stream) Current() events.Event { return s.cur }
-
-// Err implements llm.Stream: every failure is reported in the stream.
-func (s *stream) Err() error { return nil }
-
-// Close implements llm.Stream. It may be called from any goroutine, also
-// while Next waits for Bedrock, and more than once.
-func (s *stream) Close() error {
-	s.closed.Store(true)
-	s.release()
-	return nil
-}
-
-func (s *stream) release() {
-	s.closeOnce.Do(func() {
-		if s.timer != nil {
-			s.timer.Stop()
-		}
-		s.cancel(context.Canceled)
-		_ = s.src.Close()
-	})
 }
 
 func (s *stream) handle(ev types.ConverseStreamOutput) {
@@ -219,14 +142,14 @@ func (s *stream) start(pidx int32, st events.BlockStart) *openBlock {
 	st.Index = s.newIndex()
 	b := &openBlock{pidx: pidx, idx: st.Index, typ: st.BlockType}
 	s.open = append(s.open, b)
-	s.emit(st)
+	s.Emit(st)
 	return b
 }
 
 func (s *stream) blockStart(ev *types.ContentBlockStartEvent) {
 	pidx := index(ev.ContentBlockIndex)
 	if old := s.take(pidx); old != nil {
-		s.emit(events.BlockAbort{Index: old.idx, BlockType: old.typ, Reason: "block restarted"})
+		s.Emit(events.BlockAbort{Index: old.idx, BlockType: old.typ, Reason: "block restarted"})
 	}
 	if tu, ok := ev.Start.(*types.ContentBlockStartMemberToolUse); ok {
 		name := deref(tu.Value.Name)
@@ -251,12 +174,12 @@ func (s *stream) blockDelta(ev *types.ContentBlockDeltaEvent) {
 			b = s.start(pidx, events.BlockStart{BlockType: events.BlockText})
 		}
 		if d.Value != "" && b.typ == events.BlockText {
-			s.emit(events.TextDelta(b.idx, d.Value))
+			s.Emit(events.TextDelta(b.idx, d.Value))
 		}
 	case *types.ContentBlockDeltaMemberToolUse:
 		// Input without a started call has no tool name and is dropped.
 		if b != nil && b.typ == events.BlockToolUse && deref(d.Value.Input) != "" {
-			s.emit(events.InputJSONDelta(b.idx, *d.Value.Input))
+			s.Emit(events.InputJSONDelta(b.idx, *d.Value.Input))
 		}
 	case *types.ContentBlockDeltaMemberReasoningContent:
 		if b == nil {
@@ -268,7 +191,7 @@ func (s *stream) blockDelta(ev *types.ContentBlockDeltaEvent) {
 		switch r := d.Value.(type) {
 		case *types.ReasoningContentBlockDeltaMemberText:
 			if r.Value != "" {
-				s.emit(events.ThinkingDelta(b.idx, r.Value))
+				s.Emit(events.ThinkingDelta(b.idx, r.Value))
 			}
 		case *types.ReasoningContentBlockDeltaMemberSignature:
 			b.sig.WriteString(r.Value)
@@ -316,8 +239,8 @@ func (s *stream) messageStop(r types.StopReason) {
 	} else if s.reason != events.StopEndTurn && s.reason != events.StopToolUse {
 		// No block to carry the reason: an empty text block says it.
 		i := s.newIndex()
-		s.emit(events.BlockStart{Index: i, BlockType: events.BlockText})
-		s.emit(events.BlockStop{Index: i, BlockType: events.BlockText, StopReason: s.reason})
+		s.Emit(events.BlockStart{Index: i, BlockType: events.BlockText})
+		s.Emit(events.BlockStop{Index: i, BlockType: events.BlockText, StopReason: s.reason})
 	}
 }
 
@@ -357,30 +280,29 @@ func (s *stream) flushHeld(reason events.StopReason) {
 		return
 	}
 	s.held.StopReason = reason
-	s.emit(s.held)
+	s.Emit(s.held)
 	s.haveHeld = false
 }
 
 func (s *stream) abortOpen(reason string) {
 	for _, b := range s.open {
-		s.emit(events.BlockAbort{Index: b.idx, BlockType: b.typ, Reason: reason})
+		s.Emit(events.BlockAbort{Index: b.idx, BlockType: b.typ, Reason: reason})
 	}
 	s.open = s.open[:0]
 }
 
 func (s *stream) terminal(st events.StreamStatus) {
-	s.emit(events.StatusEvent{Status: st})
-	s.done = true
-	s.release()
+	s.Emit(events.StatusEvent{Status: st})
+	s.Finish()
 }
 
 func (s *stream) fail(code, msg string) {
 	s.flushHeld("")
 	s.abortOpen(code)
 	if s.usage != nil {
-		s.emit(*s.usage)
+		s.Emit(*s.usage)
 	}
-	s.emit(events.ErrorEvent{Code: code, Message: msg})
+	s.Emit(events.ErrorEvent{Code: code, Message: msg})
 	s.terminal(events.StatusFailed)
 }
 
@@ -388,8 +310,9 @@ func (s *stream) fail(code, msg string) {
 // otherwise it fails with what ended it.
 func (s *stream) end(err error) {
 	switch {
-	case errors.Is(context.Cause(s.rctx), errIdle):
-		s.fail("idle_timeout", "no event from the provider for "+s.idle.String())
+	case s.Guard().Idle():
+		ie := s.Guard().IdleError()
+		s.fail(ie.Code, ie.Message)
 	case s.ctx.Err() != nil:
 		s.flushHeld("")
 		s.abortOpen("cancelled")
@@ -398,10 +321,10 @@ func (s *stream) end(err error) {
 		s.fail(streamErrorCode(err), err.Error())
 	case s.stopped:
 		if s.usage != nil {
-			s.emit(*s.usage)
+			s.Emit(*s.usage)
 		}
 		if s.errEv != nil {
-			s.emit(*s.errEv)
+			s.Emit(*s.errEv)
 		}
 		s.terminal(events.StatusCompleted)
 	default:
@@ -422,6 +345,9 @@ func streamErrorCode(err error) string {
 	case "modelStreamErrorException", "ModelStreamErrorException":
 		return llm.CodeStreamError
 	case "validationException", "ValidationException":
+		if llm.IsContextOverflow("", ae.ErrorMessage()) {
+			return llm.CodeContextOverflow
+		}
 		return "invalid_request"
 	case "serviceUnavailableException", "ServiceUnavailableException":
 		return "service_unavailable"

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"google.golang.org/genai"
+
+	"github.com/llmworker/llmworker/pkg/llm"
 )
 
 var (
@@ -60,6 +62,31 @@ func retryDelay(err error) time.Duration {
 
 // maxRetryDelay bounds a retryDelay that is read (a day).
 const maxRetryDelay = 24 * time.Hour
+
+// apiError is the status ("INVALID_ARGUMENT") and message of a
+// genai.APIError in err's chain.
+func apiError(err error) (status, message string) {
+	var v genai.APIError
+	if errors.As(err, &v) {
+		return v.Status, v.Message
+	}
+	var p *genai.APIError
+	if errors.As(err, &p) {
+		return p.Status, p.Message
+	}
+	return "", err.Error()
+}
+
+// overflowCode is code, or context_overflow when the error says the
+// input did not fit the model's window ("The input token count (N)
+// exceeds the maximum number of tokens allowed (M).", 400
+// INVALID_ARGUMENT).
+func overflowCode(code, message string) string {
+	if llm.IsContextOverflow(code, message) {
+		return llm.CodeContextOverflow
+	}
+	return code
+}
 
 func apiStatus(err error) int {
 	var v genai.APIError

@@ -2,16 +2,15 @@ package gemini
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"iter"
 	"net/http"
-	"os"
 	"time"
 
 	"google.golang.org/genai"
 
 	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/provider/setup"
 )
 
 // Environment variables read when the corresponding Config field is empty.
@@ -60,36 +59,12 @@ var _ llm.Provider = (*Provider)(nil)
 // New returns a Provider. It fails with ErrMissingAPIKey when no key is
 // configured; it does no I/O.
 func New(cfg Config) (*Provider, error) {
-	key := cfg.APIKey
-	if key == "" {
-		key = os.Getenv(EnvGoogleAPIKey)
-	}
-	if key == "" {
-		key = os.Getenv(EnvGeminiAPIKey)
-	}
+	key := setup.Setting(cfg.APIKey, EnvGoogleAPIKey, EnvGeminiAPIKey)
 	if key == "" {
 		return nil, &llm.APIError{ErrKind: llm.KindMissingAPIKey, Err: ErrMissingAPIKey}
 	}
-	base := cfg.BaseURL
-	if base == "" {
-		base = os.Getenv(EnvBaseURL)
-	}
-	hc := &http.Client{}
-	if cfg.HTTPClient != nil {
-		c := *cfg.HTTPClient
-		hc = &c
-	}
-	rt := hc.Transport
-	if rt == nil {
-		rt = http.DefaultTransport
-	}
-	retries := cfg.MaxRetries
-	if retries == 0 {
-		retries = defaultMaxRetries
-	} else if retries < 0 {
-		retries = 0
-	}
-	hc.Transport = &retryTransport{base: rt, maxRetries: retries}
+	base := setup.Setting(cfg.BaseURL, EnvBaseURL)
+	hc := retryClient(cfg.HTTPClient, cfg.MaxRetries)
 	client, err := genai.NewClient(context.Background(), &genai.ClientConfig{
 		APIKey:      key,
 		Backend:     genai.BackendGeminiAPI,
@@ -113,26 +88,26 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) (llm.Stream, er
 		return nil, err
 	}
 	tp := &tap{}
-	rctx, cancel := context.WithCancelCause(ctx)
-	rctx = withTap(rctx, tp)
-	seq := p.client.Models.GenerateContentStream(rctx, r.model, r.contents, r.config)
+	g := llm.NewGuard(withTap(ctx, tp), p.idle)
+	seq := p.client.Models.GenerateContentStream(g.Context(), r.model, r.contents, r.config)
 	next, stop := iter.Pull2(func(yield func(*genai.GenerateContentResponse, error) bool) {
 		growStack(0)
 		seq(yield)
 	})
-	s := newStream(ctx, rctx, cancel, tp, next, stop, p.idle)
+	s := newStream(ctx, g, tp, next, stop)
 	// Read the first chunk here, so that a rejected request is an error of
 	// Stream (after the transport's retries), not a stream.
 	resp, err, ok := safeNext(next)
 	if ok && err != nil && !tp.opened.Load() {
-		s.release()
+		_ = s.Release()
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("gemini: %w", ctx.Err())
 		}
-		if errors.Is(context.Cause(rctx), errIdle) {
+		if g.Idle() {
 			return nil, llm.NewAPIError(0, fmt.Errorf("%w: no response within %s", ErrRequestFailed, p.idle))
 		}
 		e := llm.NewAPIError(apiStatus(err), fmt.Errorf("%w: %w", ErrRequestFailed, err))
+		e.MarkOverflow(apiError(err))
 		e.Wait = time.Duration(tp.wait.Load())
 		if e.Wait == 0 {
 			e.Wait = retryDelay(err)

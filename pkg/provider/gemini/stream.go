@@ -25,9 +25,6 @@ import (
 // their call by name, as the API expects.
 const SynthesizedIDPrefix = "gcall_"
 
-// errIdle is the cancel cause set by the idle timer.
-var errIdle = errors.New("gemini: idle timeout")
-
 type block struct {
 	idx  int
 	typ  events.BlockType
@@ -39,38 +36,23 @@ type block struct {
 
 // stream translates generateContent chunks into docs/protocol.md §3 events. Gemini
 // has no block events: consecutive parts of one kind (text, thought) form a
-// block, each function call is a block of its own.
+// block, each function call is a block of its own. It is a pull iterator
+// (llm.Pump), whose reads of next are serialized with stop: iter.Pull
+// forbids calling them concurrently.
 type stream struct {
+	llm.Pump
 	// model and responseID are the last modelVersion and responseId the
 	// chunks named, for the completed status.
 	model, responseID string
 
-	ctx    context.Context
-	rctx   context.Context
-	cancel context.CancelCauseFunc
-	tap    *tap
-	next   func() (*genai.GenerateContentResponse, error, bool)
-	stop   func()
-	timer  *time.Timer
-	idle   time.Duration
-
-	// mu serializes next with stop: iter.Pull forbids calling them
-	// concurrently, and llm.Normalize may call Close from another goroutine
-	// while Next waits for the provider.
-	mu       sync.Mutex
-	released bool // stop called (guarded by mu)
-	closed   atomic.Bool
+	ctx  context.Context // the caller's: its cancel means "cancelled"
+	tap  *tap
+	next func() (*genai.GenerateContentResponse, error, bool)
 
 	first    *genai.GenerateContentResponse
 	firstErr error
 	firstOK  bool
 	pulled   bool // first consumed
-
-	q   []events.Event
-	qi  int
-	cur events.Event
-
-	started, done bool
 
 	nextIdx  int
 	open     *block
@@ -92,19 +74,13 @@ func (s *stream) Warnings() []events.Warning { return s.warnings }
 
 var _ llm.SelfBounded = (*stream)(nil)
 
-// SelfBounded implements llm.SelfBounded: the caller's cancel and the idle
-// timer both cancel the request, which ends a read in progress, and Close
-// may be called concurrently with Next. llm.Normalize then reads the stream
-// inline, without a goroutine and read-ahead buffer per call.
-func (s *stream) SelfBounded() {}
-
-func newStream(ctx, rctx context.Context, cancel context.CancelCauseFunc, tp *tap,
-	next func() (*genai.GenerateContentResponse, error, bool), stop func(), idle time.Duration) *stream {
-	s := &stream{ctx: ctx, rctx: rctx, cancel: cancel, tap: tp, next: next, stop: stop, idle: idle,
-		q: make([]events.Event, 0, 8)}
-	if idle > 0 {
-		s.timer = time.AfterFunc(idle, func() { cancel(errIdle) })
-	}
+// newStream returns the stream of the request g guards; stop ends the SDK
+// iterator, which closes the response body.
+func newStream(ctx context.Context, g *llm.Guard, tp *tap,
+	next func() (*genai.GenerateContentResponse, error, bool), stop func()) *stream {
+	s := &stream{ctx: ctx, tap: tp, next: next}
+	s.Init(g, s.pull, func() error { stop(); return nil })
+	g.Start()
 	return s
 }
 
@@ -129,19 +105,39 @@ func newIDBase() string {
 	return SynthesizedIDPrefix + idProcess() + "_" + strconv.FormatUint(idStreams.Add(1), 36) + "_"
 }
 
-func (s *stream) emit(e events.Event) { s.q = append(s.q, e) }
+func (s *stream) pull() {
+	resp, err, ok := s.read()
+	switch {
+	case !ok:
+		s.end(nil)
+	case err != nil:
+		s.end(err)
+	default:
+		s.Guard().Touch()
+		if resp != nil {
+			s.handle(resp)
+		}
+	}
+}
 
-func (s *stream) pull() (*genai.GenerateContentResponse, error, bool) {
+// read returns the first chunk, which Stream read, then the SDK's next.
+func (s *stream) read() (*genai.GenerateContentResponse, error, bool) {
 	if !s.pulled {
 		s.pulled = true
 		return s.first, s.firstErr, s.firstOK
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.released {
-		return nil, context.Canceled, true
+	var (
+		r  *genai.GenerateContentResponse
+		ok bool
+	)
+	err := s.Read(func() (err error) {
+		r, err, ok = safeNext(s.next)
+		return err
+	})
+	if err != nil {
+		return nil, err, true
 	}
-	return safeNext(s.next)
+	return r, nil, ok
 }
 
 // safeNext calls next, turning a panic into an error: genai's response
@@ -155,75 +151,6 @@ func safeNext(next func() (*genai.GenerateContentResponse, error, bool)) (r *gen
 		}
 	}()
 	return next()
-}
-
-// Next implements llm.Stream.
-func (s *stream) Next() bool {
-	for {
-		if s.closed.Load() {
-			s.cur = nil
-			return false
-		}
-		if s.qi < len(s.q) {
-			s.cur = s.q[s.qi]
-			s.q[s.qi] = nil
-			s.qi++
-			return true
-		}
-		s.q, s.qi = s.q[:0], 0
-		if s.done {
-			return false
-		}
-		if !s.started {
-			s.started = true
-			s.emit(events.StatusEvent{Status: events.StatusStarted})
-			continue
-		}
-		resp, err, ok := s.pull()
-		switch {
-		case !ok:
-			s.end(nil)
-		case err != nil:
-			s.end(err)
-		default:
-			if s.timer != nil {
-				s.timer.Reset(s.idle)
-			}
-			if resp != nil {
-				s.handle(resp)
-			}
-		}
-	}
-}
-
-// Current implements llm.Stream.
-func (s *stream) Current() events.Event { return s.cur }
-
-// Err implements llm.Stream: every failure is reported in the stream.
-func (s *stream) Err() error { return nil }
-
-// Close implements llm.Stream. It may be called from any goroutine, also
-// while Next waits for the provider, and more than once.
-func (s *stream) Close() error {
-	s.closed.Store(true)
-	// Cancel first: it ends a read in progress, which holds mu.
-	s.cancel(context.Canceled)
-	s.release()
-	return nil
-}
-
-func (s *stream) release() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.released {
-		return
-	}
-	s.released = true
-	if s.timer != nil {
-		s.timer.Stop()
-	}
-	s.cancel(context.Canceled)
-	s.stop() // ends the SDK iterator, which closes the response body
 }
 
 func (s *stream) handle(r *genai.GenerateContentResponse) {
@@ -298,9 +225,9 @@ func (s *stream) part(p *genai.Part) {
 	}
 	if p.Text != "" {
 		if typ == events.BlockThinking {
-			s.emit(events.ThinkingDelta(s.open.idx, p.Text))
+			s.Emit(events.ThinkingDelta(s.open.idx, p.Text))
 		} else {
-			s.emit(events.TextDelta(s.open.idx, p.Text))
+			s.Emit(events.TextDelta(s.open.idx, p.Text))
 		}
 	}
 	if sig != "" {
@@ -350,7 +277,7 @@ func (s *stream) openBlock(st events.BlockStart) *block {
 	st.Index = s.nextIdx
 	s.nextIdx++
 	s.open = &block{idx: st.Index, typ: st.BlockType}
-	s.emit(st)
+	s.Emit(st)
 	return s.open
 }
 
@@ -363,7 +290,7 @@ func (s *stream) closeOpen() {
 	}
 	s.open = nil
 	if b.args != nil {
-		s.emit(events.InputJSONDelta(b.idx, b.args.json()))
+		s.Emit(events.InputJSONDelta(b.idx, b.args.json()))
 	}
 	s.flushHeld("")
 	s.held = events.BlockStop{Index: b.idx, BlockType: b.typ, Signature: b.sig}
@@ -375,14 +302,14 @@ func (s *stream) flushHeld(reason events.StopReason) {
 		return
 	}
 	s.held.StopReason = reason
-	s.emit(s.held)
+	s.Emit(s.held)
 	s.haveHeld = false
 }
 
 func (s *stream) abortOpen(reason string) {
 	if b := s.open; b != nil {
 		s.open = nil
-		s.emit(events.BlockAbort{Index: b.idx, BlockType: b.typ, Reason: reason})
+		s.Emit(events.BlockAbort{Index: b.idx, BlockType: b.typ, Reason: reason})
 	}
 }
 
@@ -391,9 +318,8 @@ func (s *stream) terminal(st events.StreamStatus) {
 	if st == events.StatusCompleted {
 		ev.Model, ev.ResponseID = s.model, s.responseID
 	}
-	s.emit(ev)
-	s.done = true
-	s.release()
+	s.Emit(ev)
+	s.Finish()
 }
 
 func (s *stream) emitUsage() {
@@ -415,14 +341,14 @@ func (s *stream) emitUsage() {
 		v := int64(u.ThoughtsTokenCount)
 		ev.ReasoningTokens = &v
 	}
-	s.emit(ev)
+	s.Emit(ev)
 }
 
 func (s *stream) fail(code, msg string) {
 	s.flushHeld("")
 	s.abortOpen(code)
 	s.emitUsage()
-	s.emit(events.ErrorEvent{Code: code, Message: msg})
+	s.Emit(events.ErrorEvent{Code: code, Message: msg})
 	s.terminal(events.StatusFailed)
 }
 
@@ -434,12 +360,12 @@ func (s *stream) complete(reason events.StopReason, errEv *events.ErrorEvent) {
 		// No block to carry the reason: an empty text block says it.
 		i := s.nextIdx
 		s.nextIdx++
-		s.emit(events.BlockStart{Index: i, BlockType: events.BlockText})
-		s.emit(events.BlockStop{Index: i, BlockType: events.BlockText, StopReason: reason})
+		s.Emit(events.BlockStart{Index: i, BlockType: events.BlockText})
+		s.Emit(events.BlockStop{Index: i, BlockType: events.BlockText, StopReason: reason})
 	}
 	s.emitUsage()
 	if errEv != nil {
-		s.emit(*errEv)
+		s.Emit(*errEv)
 	}
 	s.terminal(events.StatusCompleted)
 }
@@ -449,8 +375,9 @@ func (s *stream) end(err error) {
 	switch {
 	case s.finish != nil:
 		s.finishWith(s.finish)
-	case errors.Is(context.Cause(s.rctx), errIdle):
-		s.fail("idle_timeout", "no event from the provider for "+s.idle.String())
+	case s.Guard().Idle():
+		ie := s.Guard().IdleError()
+		s.fail(ie.Code, ie.Message)
 	case s.ctx.Err() != nil:
 		s.flushHeld("")
 		s.abortOpen("cancelled")
@@ -466,6 +393,7 @@ func (s *stream) end(err error) {
 				msg = ae.Message
 			}
 		}
+		code = overflowCode(code, msg)
 		s.fail(code, msg)
 	default:
 		s.fail("incomplete_stream", "the stream ended without a finish reason")

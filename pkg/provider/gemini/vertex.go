@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"time"
 
 	"cloud.google.com/go/auth/credentials"
@@ -13,6 +12,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/provider/setup"
 )
 
 // Environment variables of Vertex AI, read when the corresponding
@@ -20,13 +20,13 @@ import (
 // GOOGLE_APPLICATION_CREDENTIALS (a service-account or other credential
 // file) is read by Application Default Credentials.
 const (
-	EnvProject       = "GOOGLE_CLOUD_PROJECT"
-	EnvLocation      = "GOOGLE_CLOUD_LOCATION"
-	EnvVertexBaseURL = "GOOGLE_VERTEX_BASE_URL"
+	EnvProject       = setup.EnvVertexProject
+	EnvLocation      = setup.EnvVertexLocation
+	EnvVertexBaseURL = setup.EnvVertexBaseURL
 )
 
 // VertexScope is the OAuth scope of the credentials Vertex AI calls use.
-const VertexScope = "https://www.googleapis.com/auth/cloud-platform"
+const VertexScope = setup.VertexScope
 
 // ErrMissingVertexConfig is returned by NewVertex when no project or no
 // location is configured, or no Application Default Credentials are found.
@@ -61,13 +61,6 @@ type VertexConfig struct {
 // missing_api_key) when the project, the location or credentials are
 // missing.
 func NewVertex(cfg VertexConfig) (*Provider, error) {
-	missing := func(what string, err error) error {
-		e := fmt.Errorf("%w: %s", ErrMissingVertexConfig, what)
-		if err != nil {
-			e = fmt.Errorf("%w: %s: %w", ErrMissingVertexConfig, what, err)
-		}
-		return &llm.APIError{ErrKind: llm.KindMissingAPIKey, Err: e}
-	}
 	opts := cfg.Credentials
 	if opts == nil {
 		opts = &credentials.DetectOptions{}
@@ -79,29 +72,16 @@ func NewVertex(cfg VertexConfig) (*Provider, error) {
 	}
 	creds, err := credentials.DetectDefault(opts)
 	if err != nil {
-		return nil, missing("no Application Default Credentials", err)
+		return nil, setup.Missing(ErrMissingVertexConfig, "no Application Default Credentials", err)
 	}
-	project := firstOf(cfg.Project, os.Getenv(EnvProject))
-	if project == "" {
-		project, _ = creds.ProjectID(context.Background())
+	site, err := setup.ResolveVertex(ErrMissingVertexConfig, cfg.Project, cfg.Location, cfg.BaseURL, func() string {
+		p, _ := creds.ProjectID(context.Background())
+		return p
+	})
+	if err != nil {
+		return nil, err
 	}
-	location := firstOf(cfg.Location, os.Getenv(EnvLocation))
-	switch {
-	case project == "":
-		return nil, missing("no project (set "+EnvProject+")", nil)
-	case location == "":
-		return nil, missing("no location (set "+EnvLocation+")", nil)
-	}
-	hc := &http.Client{}
-	if cfg.HTTPClient != nil {
-		c := *cfg.HTTPClient
-		hc = &c
-	}
-	rt := hc.Transport
-	if rt == nil {
-		rt = http.DefaultTransport
-	}
-	hc.Transport = &retryTransport{base: rt, maxRetries: retries(cfg.MaxRetries)}
+	hc := retryClient(cfg.HTTPClient, cfg.MaxRetries)
 	// The token is added outside the retries, so that each attempt is
 	// authorized with a token that is valid then.
 	if err := httptransport.AddAuthorizationMiddleware(hc, creds); err != nil {
@@ -109,11 +89,11 @@ func NewVertex(cfg VertexConfig) (*Provider, error) {
 	}
 	client, err := genai.NewClient(context.Background(), &genai.ClientConfig{
 		Backend:     genai.BackendVertexAI,
-		Project:     project,
-		Location:    location,
+		Project:     site.Project,
+		Location:    site.Location,
 		Credentials: creds,
 		HTTPClient:  hc,
-		HTTPOptions: genai.HTTPOptions{BaseURL: firstOf(cfg.BaseURL, os.Getenv(EnvVertexBaseURL))},
+		HTTPOptions: genai.HTTPOptions{BaseURL: site.BaseURL},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("gemini: vertex: %w", err)
@@ -121,21 +101,18 @@ func NewVertex(cfg VertexConfig) (*Provider, error) {
 	return &Provider{client: client, idle: llm.Limit(cfg.IdleTimeout, DefaultIdleTimeout)}, nil
 }
 
-func retries(n int) int {
-	switch {
-	case n == 0:
-		return defaultMaxRetries
-	case n < 0:
-		return 0
+// retryClient returns a copy of hc (nil: a plain http.Client) whose
+// transport retries a request that failed before its stream began, up to
+// MaxRetries n times.
+func retryClient(hc *http.Client, n int) *http.Client {
+	c := &http.Client{}
+	if hc != nil {
+		*c = *hc
 	}
-	return n
-}
-
-func firstOf(vs ...string) string {
-	for _, v := range vs {
-		if v != "" {
-			return v
-		}
+	rt := c.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
 	}
-	return ""
+	c.Transport = &retryTransport{base: rt, maxRetries: setup.Retries(n, defaultMaxRetries)}
+	return c
 }

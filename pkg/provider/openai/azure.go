@@ -4,11 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"maps"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -21,6 +19,7 @@ import (
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/provider/setup"
 )
 
 // Environment variables of Azure OpenAI, read when the corresponding
@@ -74,30 +73,21 @@ func (c AzureConfig) idleTimeout() time.Duration { return llm.Limit(c.IdleTimeou
 // api-key header or a bearer token. An http:// endpoint is allowed for
 // loopback addresses only (the SDK refuses others).
 func AzureClientOptions(cfg AzureConfig) ([]option.RequestOption, error) {
-	missing := func(what string) error {
-		return &llm.APIError{ErrKind: llm.KindMissingAPIKey, Err: fmt.Errorf("%w: %s", ErrMissingAzureConfig, what)}
-	}
-	endpoint := firstNonEmpty(cfg.Endpoint, os.Getenv(EnvAzureEndpoint))
+	endpoint := setup.Setting(cfg.Endpoint, EnvAzureEndpoint)
 	if endpoint == "" {
-		return nil, missing("no endpoint (set " + EnvAzureEndpoint + ")")
+		return nil, setup.Missing(ErrMissingAzureConfig, "no endpoint (set "+EnvAzureEndpoint+")", nil)
 	}
-	version := firstNonEmpty(cfg.APIVersion, os.Getenv(EnvAzureAPIVersion), DefaultAzureAPIVersion)
+	version := setup.First(setup.Setting(cfg.APIVersion, EnvAzureAPIVersion), DefaultAzureAPIVersion)
 	var opts []option.RequestOption
 	if cfg.HTTPClient != nil {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
 	}
-	retries := cfg.MaxRetries
-	if retries == 0 {
-		retries = DefaultMaxRetries
-	} else if retries < 0 {
-		retries = 0
-	}
-	opts = append(opts, option.WithMaxRetries(retries), azure.WithEndpoint(endpoint, version))
+	opts = append(opts, option.WithMaxRetries(setup.Retries(cfg.MaxRetries, DefaultMaxRetries)), azure.WithEndpoint(endpoint, version))
 	if u, err := url.Parse(endpoint); err == nil && u.Scheme == "http" {
 		opts = append(opts, azure.WithUnsafeAllowHTTP())
 	}
-	key := firstNonEmpty(cfg.APIKey, os.Getenv(EnvAzureAPIKey))
-	token := firstNonEmpty(cfg.Token, os.Getenv(EnvAzureToken))
+	key := setup.Setting(cfg.APIKey, EnvAzureAPIKey)
+	token := setup.Setting(cfg.Token, EnvAzureToken)
 	switch {
 	case cfg.TokenCredential != nil:
 		opts = append(opts, azure.WithTokenCredential(cfg.TokenCredential))
@@ -106,7 +96,7 @@ func AzureClientOptions(cfg AzureConfig) ([]option.RequestOption, error) {
 	case token != "":
 		opts = append(opts, azure.WithTokenCredential(staticToken(token)))
 	default:
-		return nil, missing("no credentials (set " + EnvAzureAPIKey + " or " + EnvAzureToken + ")")
+		return nil, setup.Missing(ErrMissingAzureConfig, "no credentials (set "+EnvAzureAPIKey+" or "+EnvAzureToken+")", nil)
 	}
 	return opts, nil
 }
@@ -220,13 +210,4 @@ func promptFiltered(err error) (string, bool) {
 		msg += ": " + body.Error.Message
 	}
 	return msg, true
-}
-
-func firstNonEmpty(vs ...string) string {
-	for _, v := range vs {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }

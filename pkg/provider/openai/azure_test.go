@@ -214,9 +214,9 @@ func TestAzureProviderOptionsKey(t *testing.T) {
 
 // TestAzureMidStreamError replays a recorded stream that breaks with an
 // `event: error` after its reasoning deltas through Azure OpenAI. No Azure
-// recording of a mid-stream error exists (internal/fixtures/MANIFEST.md,
+// recording of a mid-stream error exists (internal/leaf/fixtures/MANIFEST.md,
 // "Hard cases NOT found"), so it is the OpenAI-compatible Groq recording
-// of internal/fixtures/openai-chat: the open thinking block is aborted, the
+// of internal/leaf/fixtures/openai-chat: the open thinking block is aborted, the
 // error keeps the provider's code and message, and the stream fails.
 func TestAzureMidStreamError(t *testing.T) {
 	body := providertest.MustLoadFixture(t, filepath.Join("openai-chat", "compat-groq-midstream-error-event_gpt-oss-120b.sse"))

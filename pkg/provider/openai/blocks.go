@@ -5,16 +5,15 @@ import (
 	"errors"
 
 	"github.com/llmworker/llmworker/pkg/events"
+	"github.com/llmworker/llmworker/pkg/llm"
 )
 
 // Emitter is the bookkeeping both OpenAI adapters share to turn provider
-// chunks into a well-formed §3 event sequence: a queue of pending events,
+// chunks into a well-formed §3 event sequence: the stream's llm.Pump,
 // unique block indexes, and the open blocks in the order they were opened.
 // It is not safe for concurrent use (a stream is read by one goroutine).
 type Emitter struct {
-	queue []events.Event
-	qi    int
-	cur   events.Event
+	llm.Pump
 
 	next   int
 	open   []*Block
@@ -27,24 +26,6 @@ type Block struct {
 	Type  events.BlockType
 }
 
-// Push queues events.
-func (e *Emitter) Push(evs ...events.Event) { e.queue = append(e.queue, evs...) }
-
-// Pop moves the next queued event to Current; false when the queue is empty.
-func (e *Emitter) Pop() bool {
-	if e.qi < len(e.queue) {
-		e.cur = e.queue[e.qi]
-		e.queue[e.qi] = nil
-		e.qi++
-		return true
-	}
-	e.queue, e.qi = e.queue[:0], 0
-	return false
-}
-
-// Current is the event moved by Pop.
-func (e *Emitter) Current() events.Event { return e.cur }
-
 // Open starts a block with a fresh index and queues its start.
 func (e *Emitter) Open(start events.BlockStart) *Block {
 	start.Index = e.next
@@ -52,7 +33,7 @@ func (e *Emitter) Open(start events.BlockStart) *Block {
 	e.blocks++
 	b := &Block{Index: start.Index, Type: start.BlockType}
 	e.open = append(e.open, b)
-	e.Push(start)
+	e.Emit(start)
 	return b
 }
 
@@ -67,13 +48,13 @@ func (e *Emitter) Stop(b *Block, reason events.StopReason, signature string) {
 	if b == nil || !e.remove(b) {
 		return
 	}
-	e.Push(events.BlockStop{Index: b.Index, BlockType: b.Type, StopReason: reason, Signature: signature})
+	e.Emit(events.BlockStop{Index: b.Index, BlockType: b.Type, StopReason: reason, Signature: signature})
 }
 
 // StopAll stops every open block, in index order, with reason.
 func (e *Emitter) StopAll(reason events.StopReason) {
 	for _, b := range e.open {
-		e.Push(events.BlockStop{Index: b.Index, BlockType: b.Type, StopReason: reason})
+		e.Emit(events.BlockStop{Index: b.Index, BlockType: b.Type, StopReason: reason})
 	}
 	e.open = e.open[:0]
 }
@@ -81,7 +62,7 @@ func (e *Emitter) StopAll(reason events.StopReason) {
 // AbortAll aborts every open block with reason.
 func (e *Emitter) AbortAll(reason string) {
 	for _, b := range e.open {
-		e.Push(events.BlockAbort{Index: b.Index, BlockType: b.Type, Reason: reason})
+		e.Emit(events.BlockAbort{Index: b.Index, BlockType: b.Type, Reason: reason})
 	}
 	e.open = e.open[:0]
 }
@@ -97,10 +78,16 @@ func (e *Emitter) remove(b *Block) bool {
 }
 
 // Fail ends the stream as failed: open blocks are aborted, then the error
-// event and status failed are queued.
+// event and status failed are queued. An error that says the context
+// did not fit the model's window (context_length_exceeded in a
+// Responses stream's response.failed, a compatible server's message) is
+// code context_overflow (llm.IsContextOverflow).
 func (e *Emitter) Fail(ev events.ErrorEvent) {
+	if llm.IsContextOverflow(ev.Code, ev.Message) {
+		ev.Code = llm.CodeContextOverflow
+	}
 	e.AbortAll(ev.Code)
-	e.Push(ev, events.StatusEvent{Status: events.StatusFailed})
+	e.Emit(ev, events.StatusEvent{Status: events.StatusFailed})
 }
 
 // EndCtx ends the stream after a context error: cancelled for a
@@ -111,7 +98,7 @@ func (e *Emitter) EndCtx(err error) {
 		return
 	}
 	e.AbortAll("cancelled")
-	e.Push(events.StatusEvent{Status: events.StatusCancelled})
+	e.Emit(events.StatusEvent{Status: events.StatusCancelled})
 }
 
 // First returns the open block with the lowest index (nil if none).

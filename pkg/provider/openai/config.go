@@ -1,13 +1,16 @@
 package openai
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -19,6 +22,7 @@ import (
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/llm"
+	"github.com/llmworker/llmworker/pkg/provider/setup"
 )
 
 // Defaults of Config.
@@ -76,14 +80,7 @@ func ClientOptions(cfg Config) ([]option.RequestOption, error) {
 	// (compose passes ${X:-} as an empty string), and an empty base URL
 	// breaks every call. Here an empty variable means unset: the base URL
 	// is always given, and empty organization and project headers dropped.
-	base := cfg.BaseURL
-	if base == "" {
-		base = os.Getenv("OPENAI_BASE_URL")
-	}
-	if base == "" {
-		base = DefaultBaseURL
-	}
-	opts = append(opts, option.WithBaseURL(base))
+	opts = append(opts, option.WithBaseURL(BaseURL(cfg)))
 	switch {
 	case cfg.Organization != "":
 		opts = append(opts, option.WithOrganization(cfg.Organization))
@@ -99,14 +96,42 @@ func ClientOptions(cfg Config) ([]option.RequestOption, error) {
 	if cfg.HTTPClient != nil {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
 	}
-	retries := cfg.MaxRetries
-	if retries == 0 {
-		retries = DefaultMaxRetries
-	} else if retries < 0 {
-		retries = 0
-	}
-	opts = append(opts, option.WithMaxRetries(retries))
+	opts = append(opts, option.WithMaxRetries(setup.Retries(cfg.MaxRetries, DefaultMaxRetries)))
 	return append(opts, cfg.Options...), nil
+}
+
+// BaseURL returns the server cfg's clients call: Config.BaseURL, else a
+// non-empty $OPENAI_BASE_URL, else DefaultBaseURL.
+func BaseURL(cfg Config) string {
+	if cfg.BaseURL != "" {
+		return cfg.BaseURL
+	}
+	if base := os.Getenv("OPENAI_BASE_URL"); base != "" {
+		return base
+	}
+	return DefaultBaseURL
+}
+
+// IsOpenAIHost reports whether base is a URL of OpenAI's API
+// (api.openai.com or a regional host under it) or of Azure OpenAI
+// (*.openai.azure.com, *.cognitiveservices.azure.com), whose Chat
+// Completions read max_completion_tokens. Any other server is taken for
+// an OpenAI-compatible one (Ollama, llama.cpp, vLLM, …).
+func IsOpenAIHost(base string) bool {
+	u, err := url.Parse(base)
+	if err != nil {
+		return false
+	}
+	host := strings.ToLower(u.Hostname())
+	if host == "api.openai.com" {
+		return true
+	}
+	for _, suffix := range []string{".api.openai.com", ".openai.azure.com", ".cognitiveservices.azure.com"} {
+		if strings.HasSuffix(host, suffix) {
+			return true
+		}
+	}
+	return false
 }
 
 // IdleTimeoutOf returns the effective idle timeout of cfg (0 = none).
@@ -149,6 +174,9 @@ func RequestError(err error) error {
 		if msg == "" {
 			msg = strings.TrimSpace(apiErr.RawJSON())
 		}
+		if msg == "" {
+			msg = topLevelMessage(apiErr.Response)
+		}
 		status := fmt.Sprintf("%d %s", apiErr.StatusCode, http.StatusText(apiErr.StatusCode))
 		e := llm.NewAPIError(apiErr.StatusCode, fmt.Errorf("%w: HTTP %s: %w", ErrRequestFailed, status, err))
 		if msg != "" {
@@ -159,9 +187,33 @@ func RequestError(err error) error {
 			// the SDK's own retries.
 			e.Wait = llm.ParseRetryAfter(apiErr.Response.Header, time.Now())
 		}
+		// context_length_exceeded (OpenAI, Azure OpenAI), or the message
+		// or error type of a compatible server (vLLM, llama.cpp, Ollama).
+		e.MarkOverflow(apiErr.Code, msg).MarkOverflow(apiErr.Type, "")
 		return e
 	}
 	return llm.NewAPIError(0, fmt.Errorf("%w: %w", ErrRequestFailed, err))
+}
+
+// topLevelMessage is the "message" of an error answer whose body has no
+// "error" object (vLLM's {"object": "error", "message": …}), which the
+// SDK leaves in the response's body; "" when there is none.
+func topLevelMessage(res *http.Response) string {
+	if res == nil || res.Body == nil {
+		return ""
+	}
+	b, err := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+	res.Body = io.NopCloser(bytes.NewReader(b))
+	if err != nil {
+		return ""
+	}
+	var body struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(b, &body) != nil {
+		return ""
+	}
+	return body.Message
 }
 
 // StreamErrorEvent turns an error that ended an SDK stream after it started

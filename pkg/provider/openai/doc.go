@@ -46,8 +46,11 @@
 //     ref").
 //   - Thinking parts are dropped: Chat Completions cannot take reasoning
 //     back (use openai-responses: for reasoning models that must keep it).
-//   - MaxTokens → max_completion_tokens (max_tokens is rejected by
-//     reasoning models), Temperature → temperature, Thinking.BudgetTokens →
+//   - MaxTokens → max_completion_tokens on OpenAI's API and Azure OpenAI
+//     (IsOpenAIHost; max_tokens is rejected by reasoning models there),
+//     max_tokens on any other base URL (OpenAI-compatible servers such as
+//     Ollama, llama.cpp and vLLM read only that), Temperature →
+//     temperature, Thinking.BudgetTokens →
 //     reasoning_effort (≤2048 low, ≤8192 medium, else high), and
 //     stream_options.include_usage is always on.
 //   - Model options (events.ModelOptions): response_format →
@@ -73,10 +76,13 @@
 // call interrupts; each tool call index is its own tool_use block with its
 // own index, opened when its name is known (a call without id gets
 // "call_" + random hex), so parallel calls stay apart even when their
-// argument deltas interleave. The finish_reason stops the open blocks with
-// the mapped stop reason: stop → end_turn, length → max_tokens, tool_calls
-// → tool_use, content_filter → content_filter (plus an error event
-// "content_filter"). A refusal (delta.refusal) is never text and never a
+// argument deltas interleave. A call stops when the next call begins if its
+// arguments are then a whole JSON value, so that a tool that may start
+// early does while the next call streams (more arguments for it fail the
+// stream with interleaved_tool_calls). The finish_reason stops the open
+// blocks with the mapped stop reason: stop → end_turn, length → max_tokens,
+// tool_calls → tool_use, content_filter → content_filter (plus an error
+// event "content_filter"). A refusal (delta.refusal) is never text and never a
 // silent empty answer: it becomes an error event {code: "refusal",
 // message: the refusal} and stop reason refusal (on an empty text block if
 // nothing else was streamed), and the stream completes. Usage maps
@@ -86,7 +92,7 @@
 // A mid-stream error (`event: error` or a chunk with an "error" object)
 // aborts the open blocks and ends with an error event carrying the
 // provider's code and message, then status failed; so does a stream that
-// ends without a finish_reason. The request runs under a Guard: a server
+// ends without a finish_reason. The request runs under an llm.Guard: a server
 // silent for the idle timeout ends the stream with error idle_timeout
 // instead of hanging, and a cancelled context ends it with status
 // cancelled. Everything goes through llm.Normalize, which reads the stream

@@ -17,6 +17,10 @@ const Prefix = "openai"
 type Provider struct {
 	client sdk.Client
 	idle   time.Duration // 0 = none
+	// compatible: the server is not OpenAI's or Azure's (IsOpenAIHost),
+	// so the output limit goes as max_tokens, the field such servers
+	// read; OpenAI's own API takes max_completion_tokens.
+	compatible bool
 }
 
 var _ llm.Provider = (*Provider)(nil)
@@ -28,7 +32,7 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Provider{client: sdk.NewClient(opts...), idle: IdleTimeoutOf(cfg)}, nil
+	return &Provider{client: sdk.NewClient(opts...), idle: IdleTimeoutOf(cfg), compatible: !IsOpenAIHost(BaseURL(cfg))}, nil
 }
 
 // Stream starts a streamed chat completion. The request is sent (and
@@ -40,18 +44,17 @@ func New(cfg Config) (*Provider, error) {
 // this API does not have (top_k), which were not sent. A content part the
 // API cannot take is refused before the call with llm.UnsupportedContent.
 func (p *Provider) Stream(ctx context.Context, req *llm.Request) (llm.Stream, error) {
-	params, warnings, err := buildParams(req)
+	params, warnings, err := buildParams(req, p.compatible)
 	if err != nil {
 		return nil, MappingError(err)
 	}
-	g := NewGuard(ctx, p.idle)
+	g := llm.NewGuard(ctx, p.idle)
 	s := p.client.Chat.Completions.NewStreaming(g.Context(), params)
 	if err := s.Err(); err != nil {
 		_ = s.Close()
 		g.Stop()
 		return nil, RequestError(err)
 	}
-	g.Start()
 	cs := newChatStream(ctx, g, s)
 	cs.warnings = warnings
 	return Wrap(ctx, cs, p.idle), nil

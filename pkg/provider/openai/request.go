@@ -22,8 +22,10 @@ import (
 // order, before any text of the same message, because the API requires
 // them right after the assistant message that called the tools). A tool
 // message holds text only: the images and files of the results of a step
-// go in one user message right after that step's tool messages.
-func buildParams(req *llm.Request) (sdk.ChatCompletionNewParams, []events.Warning, error) {
+// go in one user message right after that step's tool messages. The
+// output limit is max_completion_tokens, or max_tokens for an
+// OpenAI-compatible server (compatible).
+func buildParams(req *llm.Request, compatible bool) (sdk.ChatCompletionNewParams, []events.Warning, error) {
 	var p sdk.ChatCompletionNewParams
 	model := ModelName(req.Model, Prefix)
 	if model == "" {
@@ -76,8 +78,14 @@ func buildParams(req *llm.Request) (sdk.ChatCompletionNewParams, []events.Warnin
 		}
 		p.Tools = append(p.Tools, sdk.ChatCompletionFunctionTool(fd))
 	}
-	if req.MaxTokens > 0 {
-		// max_tokens is deprecated and rejected by reasoning models.
+	switch {
+	case req.MaxTokens <= 0:
+	case compatible:
+		// Ollama, llama.cpp and vLLM read max_tokens only (OpenAI
+		// deprecated it, and its reasoning models reject it): sent as
+		// max_completion_tokens, the limit would be ignored there.
+		p.MaxTokens = param.NewOpt(int64(req.MaxTokens))
+	default:
 		p.MaxCompletionTokens = param.NewOpt(int64(req.MaxTokens))
 	}
 	if req.Temperature != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -48,7 +49,7 @@ func transcript() *llm.Request {
 // thinking dropped, usage requested in the stream.
 func TestRequestMapping(t *testing.T) {
 	srv := providertest.NewServer(t, providertest.SSE([]byte(doneBody)))
-	providertest.MustRun(t, newProvider(t, srv), transcript())
+	providertest.MustRun(t, newProvider(t, srv, onOpenAI(t, srv)), transcript())
 	want := `{
 	  "model": "gpt-4o",
 	  "stream": true,
@@ -74,7 +75,7 @@ func TestRequestMapping(t *testing.T) {
 	  ]
 	}`
 	r := srv.LastRequest()
-	if r.Method != http.MethodPost || r.Path != "/chat/completions" || r.Header.Get("Authorization") != "Bearer test-key" {
+	if r.Method != http.MethodPost || r.Path != "/v1/chat/completions" || r.Header.Get("Authorization") != "Bearer test-key" {
 		t.Errorf("request %s %s auth %q", r.Method, r.Path, r.Header.Get("Authorization"))
 	}
 	providertest.AssertJSON(t, r.Body, want)
@@ -181,4 +182,94 @@ func TestIdleTimeoutMessage(t *testing.T) {
 		}
 	}
 	t.Fatal("no error event")
+}
+
+// onOpenAI points the provider at OpenAI's API (openai.DefaultBaseURL)
+// and dials srv for it, so that a test sees what api.openai.com gets.
+func onOpenAI(t *testing.T, srv *providertest.Server) func(*openai.Config) {
+	return onHost(t, srv, openai.DefaultBaseURL)
+}
+
+// onHost points the provider at base and dials srv for it.
+func onHost(t *testing.T, srv *providertest.Server, base string) func(*openai.Config) {
+	t.Helper()
+	target, err := url.Parse(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	return func(c *openai.Config) {
+		c.BaseURL = base
+		c.HTTPClient = &http.Client{Transport: roundTripper(func(r *http.Request) (*http.Response, error) {
+			r = r.Clone(r.Context())
+			r.URL.Scheme, r.URL.Host = target.Scheme, target.Host
+			return tr.RoundTrip(r)
+		})}
+	}
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// The output limit goes in the field the server reads: OpenAI and Azure
+// OpenAI take max_completion_tokens (max_tokens is deprecated there and
+// refused by reasoning models); an OpenAI-compatible server (Ollama,
+// llama.cpp, vLLM) reads max_tokens only, so it gets that.
+func TestMaxTokensField(t *testing.T) {
+	const openAIField, compatField = "max_completion_tokens", "max_tokens"
+	cases := []struct {
+		name string
+		new  func(t *testing.T, srv *providertest.Server) llm.Provider
+		want string
+	}{
+		{"OpenAI", func(t *testing.T, srv *providertest.Server) llm.Provider {
+			return newProvider(t, srv, onOpenAI(t, srv))
+		}, openAIField},
+		{"OpenAI regional host", func(t *testing.T, srv *providertest.Server) llm.Provider {
+			return newProvider(t, srv, onHost(t, srv, "https://eu.api.openai.com/v1/"))
+		}, openAIField},
+		{"Azure OpenAI v1 API as base URL", func(t *testing.T, srv *providertest.Server) llm.Provider {
+			return newProvider(t, srv, onHost(t, srv, "https://my-resource.openai.azure.com/openai/v1/"))
+		}, openAIField},
+		{"Azure OpenAI adapter", func(t *testing.T, srv *providertest.Server) llm.Provider {
+			azureEnv(t, srv, "k", "")
+			p, err := openai.NewAzure(openai.AzureConfig{MaxRetries: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}, openAIField},
+		{"local server by Config.BaseURL", func(t *testing.T, srv *providertest.Server) llm.Provider {
+			return newProvider(t, srv)
+		}, compatField},
+		{"local server by OPENAI_BASE_URL", func(t *testing.T, srv *providertest.Server) llm.Provider {
+			t.Setenv("OPENAI_BASE_URL", srv.URL()+"/v1")
+			return newProvider(t, srv, func(c *openai.Config) { c.BaseURL = "" })
+		}, compatField},
+		{"Ollama host", func(t *testing.T, srv *providertest.Server) llm.Provider {
+			return newProvider(t, srv, onHost(t, srv, "http://ollama.internal:11434/v1/"))
+		}, compatField},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			srv := providertest.NewServer(t, providertest.SSE([]byte(doneBody)))
+			req := simpleRequest()
+			req.Model = "openai:gpt-4o"
+			req.MaxTokens = 321
+			providertest.MustRun(t, c.new(t, srv), req)
+			var body map[string]json.RawMessage
+			if err := json.Unmarshal(srv.LastRequest().Body, &body); err != nil {
+				t.Fatal(err)
+			}
+			other := compatField
+			if c.want == compatField {
+				other = openAIField
+			}
+			if string(body[c.want]) != "321" || body[other] != nil {
+				t.Errorf("%s = %s, %s = %s; want %s 321 alone", c.want, body[c.want], other, body[other], c.want)
+			}
+		})
+	}
 }

@@ -16,31 +16,36 @@ import (
 // block starts or stops, so they are synthesized: a block opens at its first
 // non-empty delta; text and reasoning are one block each until the other
 // kind (or a tool call) interrupts; every tool call index is its own
-// tool_use block, opened when its name is known, kept open until the finish
-// reason so interleaved argument deltas of parallel calls never mix.
+// tool_use block, opened when its name is known and stopped when the next
+// call begins if its arguments are a whole JSON value (Chat Completions
+// streams the calls one after another, by index), else at the finish
+// reason, as the last call is: a call's stop comes as soon as its
+// arguments are whole, so that a tool that may start early does, and the
+// argument deltas of a server that interleaves parallel calls never mix.
 type chatStream struct {
 	// model and responseID are the chunks' model and id, for the
 	// completed status.
 	model, responseID string
 
-	ctx context.Context
-	g   *Guard
+	Emitter
+	ctx context.Context // the caller's: its cancel means "cancelled"
 	sdk *ssestream.Stream[sdk.ChatCompletionChunk]
-	em  Emitter
 
-	started, done bool
-	finished      bool // a finish_reason was seen
-	text, think   *Block
-	tools         map[int64]*toolCall
-	refusal       strings.Builder
-	err           error
-	warnings      []events.Warning
+	finished    bool // a finish_reason was seen
+	text, think *Block
+	tools       map[int64]*toolCall
+	calls       []*toolCall // the open tool calls
+	interleaved bool        // a stopped call got arguments: the stream failed
+	refusal     strings.Builder
+	warnings    []events.Warning
 }
 
 type toolCall struct {
 	id, name string
 	args     strings.Builder // arguments received before the name
+	input    strings.Builder // arguments sent, to tell when they are whole
 	block    *Block
+	stopped  bool // stopped before the finish reason
 }
 
 var (
@@ -48,50 +53,31 @@ var (
 	_ llm.Warner      = (*chatStream)(nil)
 )
 
-func newChatStream(ctx context.Context, g *Guard, s *ssestream.Stream[sdk.ChatCompletionChunk]) *chatStream {
-	return &chatStream{ctx: ctx, g: g, sdk: s}
+func newChatStream(ctx context.Context, g *llm.Guard, src *ssestream.Stream[sdk.ChatCompletionChunk]) *chatStream {
+	s := &chatStream{ctx: ctx, sdk: src}
+	s.Init(g, s.pull, src.Close)
+	g.Start()
+	return s
 }
 
-// SelfBounded implements llm.SelfBounded: the request runs under the
-// Guard, which the caller's cancel, the idle timer and Close cancel.
-func (s *chatStream) SelfBounded() {}
-
-func (s *chatStream) Next() bool {
-	for {
-		if s.em.Pop() {
-			return true
+// pull reads the next chunk; Close may be called while it waits, as
+// cancelling the request ends a read in progress.
+func (s *chatStream) pull() {
+	c, ok, err := llm.ReadNext(&s.Pump, s.sdk)
+	if ok {
+		s.Guard().Touch()
+		if s.chunk(c); s.interleaved {
+			s.Finish()
 		}
-		if s.done {
-			return false
-		}
-		if !s.started {
-			s.started = true
-			s.em.Push(events.StatusEvent{Status: events.StatusStarted})
-			continue
-		}
-		if s.sdk.Next() {
-			s.g.Touch()
-			s.chunk(s.sdk.Current())
-			continue
-		}
-		s.end(s.sdk.Err())
-		s.done = true
+		return
 	}
+	s.end(err)
+	s.Finish()
 }
-
-func (s *chatStream) Current() events.Event { return s.em.Current() }
 
 // Warnings implements llm.Warner: the settings of the request that were
 // not sent.
 func (s *chatStream) Warnings() []events.Warning { return s.warnings }
-func (s *chatStream) Err() error                 { return nil }
-
-// Close may be called concurrently with Next: cancelling the request ends
-// a read in progress.
-func (s *chatStream) Close() error {
-	s.g.Stop()
-	return s.sdk.Close()
-}
 
 func (s *chatStream) chunk(c sdk.ChatCompletionChunk) {
 	if c.Model != "" {
@@ -116,14 +102,16 @@ func (s *chatStream) chunk(c sdk.ChatCompletionChunk) {
 			s.refusal.WriteString(d.Refusal)
 		}
 		for j := range d.ToolCalls {
-			s.toolDelta(&d.ToolCalls[j])
+			if s.toolDelta(&d.ToolCalls[j]); s.interleaved {
+				return
+			}
 		}
 		if ch.FinishReason != "" {
 			s.finish(ch.FinishReason)
 		}
 	}
 	if c.JSON.Usage.Valid() {
-		s.em.Push(usageOf(&c.Usage))
+		s.Emit(usageOf(&c.Usage))
 	}
 }
 
@@ -153,24 +141,24 @@ func reasoningOf(d *sdk.ChatCompletionChunkChoiceDelta) string {
 
 func (s *chatStream) thinking(t string) {
 	if s.text != nil {
-		s.em.Stop(s.text, "", "")
+		s.Stop(s.text, "", "")
 		s.text = nil
 	}
 	if s.think == nil {
-		s.think = s.em.Open(events.BlockStart{BlockType: events.BlockThinking})
+		s.think = s.Open(events.BlockStart{BlockType: events.BlockThinking})
 	}
-	s.em.Push(events.ThinkingDelta(s.think.Index, t))
+	s.Emit(events.ThinkingDelta(s.think.Index, t))
 }
 
 func (s *chatStream) textDelta(t string) {
 	if s.think != nil {
-		s.em.Stop(s.think, "", "")
+		s.Stop(s.think, "", "")
 		s.think = nil
 	}
 	if s.text == nil {
-		s.text = s.em.Open(events.BlockStart{BlockType: events.BlockText})
+		s.text = s.Open(events.BlockStart{BlockType: events.BlockText})
 	}
-	s.em.Push(events.TextDelta(s.text.Index, t))
+	s.Emit(events.TextDelta(s.text.Index, t))
 }
 
 func (s *chatStream) toolDelta(tc *sdk.ChatCompletionChunkChoiceDeltaToolCall) {
@@ -199,22 +187,53 @@ func (s *chatStream) toolDelta(tc *sdk.ChatCompletionChunkChoiceDeltaToolCall) {
 			return // not named yet: keep the arguments until it is
 		}
 		for _, b := range [...]**Block{&s.think, &s.text} {
-			s.em.Stop(*b, "", "")
+			s.Stop(*b, "", "")
 			*b = nil
 		}
 		if st.id == "" {
 			st.id = NewCallID()
 		}
-		st.block = s.em.Open(events.BlockStart{BlockType: events.BlockToolUse, ID: st.id, Name: st.name})
+		s.stopWhole()
+		st.block = s.Open(events.BlockStart{BlockType: events.BlockToolUse, ID: st.id, Name: st.name})
 		if st.args.Len() > 0 {
-			s.em.Push(events.InputJSONDelta(st.block.Index, st.args.String()))
+			s.Emit(events.InputJSONDelta(st.block.Index, st.args.String()))
+			st.input.WriteString(st.args.String())
 			st.args.Reset()
 		}
+		s.calls = append(s.calls, st)
 		return
 	}
-	if tc.Function.Arguments != "" {
-		s.em.Push(events.InputJSONDelta(st.block.Index, tc.Function.Arguments))
+	if tc.Function.Arguments == "" {
+		return
 	}
+	if st.stopped {
+		// More arguments for a call whose arguments were a whole JSON
+		// value when the next call began, and which was stopped then.
+		s.interleaved = true
+		s.Fail(events.ErrorEvent{Code: "interleaved_tool_calls", Message: "tool call " + st.id +
+			" got arguments after they were a whole JSON value and the next call had begun"})
+		return
+	}
+	st.input.WriteString(tc.Function.Arguments)
+	s.Emit(events.InputJSONDelta(st.block.Index, tc.Function.Arguments))
+}
+
+// stopWhole stops the open calls whose arguments are a whole JSON value: a
+// new call begins, and Chat Completions streams calls one after another.
+// A call without arguments yet, or with a part of them (a server that
+// interleaves parallel calls), stays open to the finish reason.
+func (s *chatStream) stopWhole() {
+	open := s.calls[:0]
+	for _, c := range s.calls {
+		if c.input.Len() > 0 && json.Valid([]byte(c.input.String())) {
+			s.Stop(c.block, "", "")
+			c.stopped = true
+			continue
+		}
+		open = append(open, c)
+	}
+	clear(s.calls[len(open):])
+	s.calls = open
 }
 
 // StopReason maps a Chat Completions finish_reason.
@@ -239,18 +258,18 @@ func (s *chatStream) finish(reason string) {
 		// A refusal is never a silent empty answer: say so in an error event
 		// and in the stop reason.
 		stop = events.StopRefusal
-		s.em.Push(events.ErrorEvent{Code: "refusal", Message: s.refusal.String()})
+		s.Emit(events.ErrorEvent{Code: "refusal", Message: s.refusal.String()})
 		s.refusal.Reset()
 	} else if stop == events.StopContentFilter {
-		s.em.Push(events.ErrorEvent{Code: "content_filter", Message: "the answer was stopped by OpenAI's content filter (finish_reason content_filter)"})
+		s.Emit(events.ErrorEvent{Code: "content_filter", Message: "the answer was stopped by OpenAI's content filter (finish_reason content_filter)"})
 	}
-	if s.em.Opened() == 0 && !s.em.HasOpen() && stop != "" && stop != events.StopEndTurn {
+	if s.Opened() == 0 && !s.HasOpen() && stop != "" && stop != events.StopEndTurn {
 		// Nothing was streamed: an empty text block carries the stop reason
 		// (a refusal, a filter, max tokens spent on reasoning).
-		s.text = s.em.Open(events.BlockStart{BlockType: events.BlockText})
+		s.text = s.Open(events.BlockStart{BlockType: events.BlockText})
 	}
-	s.em.StopAll(stop)
-	s.text, s.think = nil, nil
+	s.StopAll(stop)
+	s.text, s.think, s.calls = nil, nil, s.calls[:0]
 	for k := range s.tools {
 		delete(s.tools, k)
 	}
@@ -258,21 +277,21 @@ func (s *chatStream) finish(reason string) {
 
 func (s *chatStream) end(err error) {
 	switch {
-	case s.g.Idle():
-		s.g.IdleEvent(&s.em)
+	case s.Guard().Idle():
+		s.Fail(s.Guard().IdleError())
 	case s.ctx.Err() != nil:
-		s.em.EndCtx(s.ctx.Err())
+		s.EndCtx(s.ctx.Err())
 	case err != nil:
-		s.em.Fail(StreamErrorEvent(err))
+		s.Fail(StreamErrorEvent(err))
 	case !s.finished:
 		if s.refusal.Len() > 0 {
 			s.finish("stop")
-			s.em.Push(events.StatusEvent{Status: events.StatusCompleted, Model: s.model, ResponseID: s.responseID})
+			s.Emit(events.StatusEvent{Status: events.StatusCompleted, Model: s.model, ResponseID: s.responseID})
 			return
 		}
-		s.em.Fail(events.ErrorEvent{Code: "incomplete_stream", Message: "the stream ended without a finish_reason"})
+		s.Fail(events.ErrorEvent{Code: "incomplete_stream", Message: "the stream ended without a finish_reason"})
 	default:
-		s.em.Push(events.StatusEvent{Status: events.StatusCompleted, Model: s.model, ResponseID: s.responseID})
+		s.Emit(events.StatusEvent{Status: events.StatusCompleted, Model: s.model, ResponseID: s.responseID})
 	}
 }
 

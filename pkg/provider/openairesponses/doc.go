@@ -33,7 +33,11 @@
 //     item id from its signature), thinking → a reasoning item rebuilt from
 //     its signature (id, encrypted_content, summary parts). Thinking without
 //     a signature of this adapter (another provider's) is dropped: the API
-//     accepts only its own reasoning items.
+//     accepts only its own reasoning items. A provider-native compaction
+//     (llm.NativeCompactionData) of this adapter is a compaction input
+//     item (id, encrypted_content); another provider's is dropped.
+//   - Compaction (provider-native compaction) → context_management
+//     [{"type":"compaction","compact_threshold":trigger}].
 //   - Tools → function tools with strict: false (the API's default strict
 //     mode would reject ordinary schemas). MaxTokens → max_output_tokens.
 //   - Thinking.BudgetTokens → reasoning.effort (≤2048 low, ≤8192 medium,
@@ -66,6 +70,10 @@
 //     of ...arguments.done / output_item.done when none were streamed);
 //     signature {"t":"openai.function_call","id"}.
 //   - message: each output_text part is a text block.
+//   - compaction: at its output_item.done, a thinking block without text
+//     with signature llm.NativeCompactionSignature of
+//     {"t":"openai.compaction","id","encrypted_content"}; none for an item
+//     without encrypted content.
 //
 // Text and tool_use blocks stop at the terminal event, which gives the stop
 // reason: response.completed → end_turn, or tool_use when the response has
@@ -78,6 +86,6 @@
 // event (the API's code and message) and status failed; a stream that ends
 // before its terminal event fails with code incomplete_stream. A server
 // silent for the configured idle timeout ends the stream with error
-// idle_timeout (openai.Guard). Everything goes through llm.Normalize, which
+// idle_timeout (llm.Guard). Everything goes through llm.Normalize, which
 // reads the stream inline (llm.SelfBounded).
 package openairesponses

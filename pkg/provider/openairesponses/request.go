@@ -70,6 +70,15 @@ func buildParams(req *llm.Request) (responses.ResponseNewParams, []events.Warnin
 		// model's reasoning into the next step.
 		p.Include = []responses.ResponseIncludable{responses.ResponseIncludableReasoningEncryptedContent}
 	}
+	if c := req.Compaction; c != nil {
+		// Server-side compaction: the compaction item comes back in the
+		// output (stream.go) and goes back as an input item (appendMessage).
+		cm := responses.ResponseNewParamsContextManagement{Type: "compaction"}
+		if c.Trigger > 0 {
+			cm.CompactThreshold = param.NewOpt(c.Trigger)
+		}
+		p.ContextManagement = []responses.ResponseNewParamsContextManagement{cm}
+	}
 	warnings, err := mapOptions(&p, &req.ModelOptions, len(req.Tools) > 0)
 	if err != nil {
 		return p, nil, err
@@ -223,6 +232,19 @@ func appendMessage(items responses.ResponseInputParam, m events.Message, field s
 				// An assistant message holds output text only.
 				return nil, openai.Unsupported(Prefix, field+".content["+strconv.Itoa(j)+"]", part)
 			case events.PartThinking:
+				if data, ok := llm.NativeCompactionData(&part); ok {
+					// A compaction item this API produced goes back as
+					// one; another provider's compaction is not sent.
+					if c, ok := parseCompactionSig(data); ok {
+						flush()
+						ci := &responses.ResponseCompactionItemParam{EncryptedContent: c.EncryptedContent}
+						if c.ID != "" {
+							ci.ID = param.NewOpt(c.ID)
+						}
+						items = append(items, responses.ResponseInputItemUnionParam{OfCompaction: ci})
+					}
+					continue
+				}
 				// Only reasoning this API produced can go back (it needs the
 				// item id); thinking of other providers is dropped.
 				sig, ok := parseReasoningSig(part.Signature)

@@ -49,14 +49,13 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) (llm.Stream, er
 	if err != nil {
 		return nil, openai.MappingError(err)
 	}
-	g := openai.NewGuard(ctx, p.idle)
+	g := llm.NewGuard(ctx, p.idle)
 	s := p.client.Responses.NewStreaming(g.Context(), params)
 	if err := s.Err(); err != nil {
 		_ = s.Close()
 		g.Stop()
 		return nil, openai.RequestError(err)
 	}
-	g.Start()
 	rs := newStream(ctx, g, s)
 	rs.warnings = warnings
 	return openai.Wrap(ctx, rs, p.idle), nil

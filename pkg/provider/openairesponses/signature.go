@@ -8,6 +8,7 @@ import "encoding/json"
 const (
 	sigReasoning    = "openai.reasoning"
 	sigFunctionCall = "openai.function_call"
+	sigCompaction   = "openai.compaction"
 )
 
 // reasoningSig is the signature of a thinking block: the reasoning item's
@@ -43,6 +44,23 @@ func parseCallSig(s string) (callSig, bool) {
 	var c callSig
 	if len(s) == 0 || s[0] != '{' || json.Unmarshal([]byte(s), &c) != nil || c.T != sigFunctionCall || c.ID == "" {
 		return callSig{}, false
+	}
+	return c, true
+}
+
+// compactionSig is the provider data of a compaction item
+// (llm.NativeCompactionSignature): its id and encrypted content, which
+// the next request sends back as a compaction input item.
+type compactionSig struct {
+	T                string `json:"t"`
+	ID               string `json:"id,omitempty"`
+	EncryptedContent string `json:"encrypted_content"`
+}
+
+func parseCompactionSig(s string) (compactionSig, bool) {
+	var c compactionSig
+	if len(s) == 0 || s[0] != '{' || json.Unmarshal([]byte(s), &c) != nil || c.T != sigCompaction || c.EncryptedContent == "" {
+		return compactionSig{}, false
 	}
 	return c, true
 }

@@ -20,17 +20,16 @@ import (
 // output_item.added. Text and tool_use blocks stop at the response's
 // terminal event, which carries the stop reason.
 type stream struct {
-	ctx context.Context
-	g   *openai.Guard
+	openai.Emitter
+	ctx context.Context // the caller's: its cancel means "cancelled"
 	sdk *ssestream.Stream[responses.ResponseStreamEventUnion]
-	em  openai.Emitter
 
-	started, done, terminal bool
-	items                   map[int64]*item
-	sigs                    map[*openai.Block]string
-	calls                   int
-	refusal                 strings.Builder
-	warnings                []events.Warning
+	terminal bool // a terminal event arrived
+	items    map[int64]*item
+	sigs     map[*openai.Block]string
+	calls    int
+	refusal  strings.Builder
+	warnings []events.Warning
 }
 
 type item struct {
@@ -50,50 +49,34 @@ var (
 	_ llm.Warner      = (*stream)(nil)
 )
 
-func newStream(ctx context.Context, g *openai.Guard, s *ssestream.Stream[responses.ResponseStreamEventUnion]) *stream {
-	return &stream{ctx: ctx, g: g, sdk: s, items: map[int64]*item{}, sigs: map[*openai.Block]string{}}
+func newStream(ctx context.Context, g *llm.Guard, src *ssestream.Stream[responses.ResponseStreamEventUnion]) *stream {
+	s := &stream{ctx: ctx, sdk: src, items: map[int64]*item{}, sigs: map[*openai.Block]string{}}
+	s.Init(g, s.pull, src.Close)
+	g.Start()
+	return s
 }
 
-// SelfBounded implements llm.SelfBounded: the request runs under the
-// Guard, which the caller's cancel, the idle timer and Close cancel.
-func (s *stream) SelfBounded() {}
-
-func (s *stream) Next() bool {
-	for {
-		if s.em.Pop() {
-			return true
-		}
-		if s.done {
-			return false
-		}
-		if !s.started {
-			s.started = true
-			s.em.Push(events.StatusEvent{Status: events.StatusStarted})
-			continue
-		}
-		if !s.terminal && s.sdk.Next() {
-			s.g.Touch()
-			s.event(s.sdk.Current())
-			continue
-		}
-		s.end(s.sdk.Err())
-		s.done = true
+// pull reads the next event, until the terminal one; Close may be called
+// while it waits, as cancelling the request ends a read in progress.
+func (s *stream) pull() {
+	if s.terminal {
+		s.end(nil)
+		s.Finish()
+		return
 	}
+	ev, ok, err := llm.ReadNext(&s.Pump, s.sdk)
+	if ok {
+		s.Guard().Touch()
+		s.event(ev)
+		return
+	}
+	s.end(err)
+	s.Finish()
 }
-
-func (s *stream) Current() events.Event { return s.em.Current() }
 
 // Warnings implements llm.Warner: the settings of the request that were
 // not sent.
 func (s *stream) Warnings() []events.Warning { return s.warnings }
-func (s *stream) Err() error                 { return nil }
-
-// Close may be called concurrently with Next: cancelling the request ends
-// a read in progress.
-func (s *stream) Close() error {
-	s.g.Stop()
-	return s.sdk.Close()
-}
 
 func (s *stream) event(ev responses.ResponseStreamEventUnion) {
 	switch ev.Type {
@@ -108,12 +91,12 @@ func (s *stream) event(ev responses.ResponseStreamEventUnion) {
 	case "response.output_text.delta":
 		if ev.Delta != "" {
 			b := s.textPart(ev.OutputIndex, ev.ContentIndex)
-			s.em.Push(events.TextDelta(b.Index, ev.Delta))
+			s.Emit(events.TextDelta(b.Index, ev.Delta))
 		}
 	case "response.reasoning_summary_part.added":
 		it := s.reasoning(ev.OutputIndex, ev.ItemID)
 		if len(it.summary) > 0 {
-			s.em.Push(events.ThinkingDelta(it.block.Index, "\n\n"))
+			s.Emit(events.ThinkingDelta(it.block.Index, "\n\n"))
 		}
 		it.summary = append(it.summary, new(strings.Builder))
 	case "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
@@ -129,7 +112,7 @@ func (s *stream) event(ev responses.ResponseStreamEventUnion) {
 			// small deltas would be copied whole at every delta.
 			it.summary[len(it.summary)-1].WriteString(ev.Delta)
 		}
-		s.em.Push(events.ThinkingDelta(it.block.Index, ev.Delta))
+		s.Emit(events.ThinkingDelta(it.block.Index, ev.Delta))
 	case "response.function_call_arguments.delta":
 		it := s.items[ev.OutputIndex]
 		if it == nil || it.kind != "function_call" || ev.Delta == "" {
@@ -140,7 +123,7 @@ func (s *stream) event(ev responses.ResponseStreamEventUnion) {
 			return
 		}
 		it.args = true
-		s.em.Push(events.InputJSONDelta(it.block.Index, ev.Delta))
+		s.Emit(events.InputJSONDelta(it.block.Index, ev.Delta))
 	case "response.function_call_arguments.done":
 		if it := s.items[ev.OutputIndex]; it != nil && it.kind == "function_call" {
 			s.callArgsDone(it, ev.Arguments)
@@ -163,7 +146,7 @@ func (s *stream) event(ev responses.ResponseStreamEventUnion) {
 		if msg == "" {
 			msg = "the response failed"
 		}
-		s.em.Fail(events.ErrorEvent{Code: code, Message: msg})
+		s.Fail(events.ErrorEvent{Code: code, Message: msg})
 	case "error":
 		s.terminal = true
 		code := ev.Code
@@ -174,7 +157,7 @@ func (s *stream) event(ev responses.ResponseStreamEventUnion) {
 		if msg == "" {
 			msg = ev.RawJSON()
 		}
-		s.em.Fail(events.ErrorEvent{Code: code, Message: msg})
+		s.Fail(events.ErrorEvent{Code: code, Message: msg})
 	}
 }
 
@@ -193,6 +176,20 @@ func (s *stream) itemAdded(idx int64, oi *responses.ResponseOutputItemUnion) {
 	}
 }
 
+// compaction sends a compaction item (the server compacted the context,
+// request.go) whole, at its output_item.done: a thinking block without
+// text whose stop carries the item (llm.NativeCompactionSignature). An
+// item without encrypted content could not be sent back, and is not
+// sent.
+func (s *stream) compaction(oi *responses.ResponseOutputItemUnion) {
+	if oi.EncryptedContent == "" {
+		return
+	}
+	b := s.Open(events.BlockStart{BlockType: events.BlockThinking})
+	sig := compactionSig{T: sigCompaction, ID: oi.ID, EncryptedContent: oi.EncryptedContent}
+	s.Stop(b, "", llm.NativeCompactionSignature(marshalSig(sig)))
+}
+
 func (s *stream) openCall(it *item) {
 	if it.block != nil || it.name == "" {
 		return // a call is named from its output item; wait for the name
@@ -201,13 +198,13 @@ func (s *stream) openCall(it *item) {
 		it.callID = openai.NewCallID()
 	}
 	s.calls++
-	it.block = s.em.Open(events.BlockStart{BlockType: events.BlockToolUse, ID: it.callID, Name: it.name})
+	it.block = s.Open(events.BlockStart{BlockType: events.BlockToolUse, ID: it.callID, Name: it.name})
 	if it.id != "" {
 		s.sigs[it.block] = marshalSig(callSig{T: sigFunctionCall, ID: it.id})
 	}
 	if it.pendArgs.Len() > 0 {
 		it.args = true
-		s.em.Push(events.InputJSONDelta(it.block.Index, it.pendArgs.String()))
+		s.Emit(events.InputJSONDelta(it.block.Index, it.pendArgs.String()))
 		it.pendArgs.Reset()
 	}
 }
@@ -218,7 +215,7 @@ func (s *stream) callArgsDone(it *item, args string) {
 		return
 	}
 	it.args = true
-	s.em.Push(events.InputJSONDelta(it.block.Index, args))
+	s.Emit(events.InputJSONDelta(it.block.Index, args))
 }
 
 func (s *stream) reasoning(idx int64, id string) *item {
@@ -228,7 +225,7 @@ func (s *stream) reasoning(idx int64, id string) *item {
 		s.items[idx] = it
 	}
 	if it.block == nil {
-		it.block = s.em.Open(events.BlockStart{BlockType: events.BlockThinking})
+		it.block = s.Open(events.BlockStart{BlockType: events.BlockThinking})
 	}
 	return it
 }
@@ -244,7 +241,7 @@ func (s *stream) textPart(idx, part int64) *openai.Block {
 	}
 	b := it.parts[part]
 	if b == nil {
-		b = s.em.Open(events.BlockStart{BlockType: events.BlockText})
+		b = s.Open(events.BlockStart{BlockType: events.BlockText})
 		it.parts[part] = b
 	}
 	return b
@@ -266,7 +263,9 @@ func (s *stream) itemDone(idx int64, oi *responses.ResponseOutputItemUnion) {
 				sig.Summary = append(sig.Summary, p.String())
 			}
 		}
-		s.em.Stop(it.block, "", marshalSig(sig))
+		s.Stop(it.block, "", marshalSig(sig))
+	case "compaction":
+		s.compaction(oi)
 	case "function_call":
 		it := s.items[idx]
 		if it == nil || it.kind != "function_call" {
@@ -302,29 +301,29 @@ func (s *stream) complete(r *responses.Response) {
 			stop = events.StopMaxTokens
 		case "content_filter":
 			stop = events.StopContentFilter
-			s.em.Push(events.ErrorEvent{Code: "content_filter", Message: "the response was stopped by OpenAI's content filter (incomplete: content_filter)"})
+			s.Emit(events.ErrorEvent{Code: "content_filter", Message: "the response was stopped by OpenAI's content filter (incomplete: content_filter)"})
 		default:
 			stop = ""
 		}
 	}
 	if s.refusal.Len() > 0 {
 		stop = events.StopRefusal
-		s.em.Push(events.ErrorEvent{Code: "refusal", Message: s.refusal.String()})
+		s.Emit(events.ErrorEvent{Code: "refusal", Message: s.refusal.String()})
 	}
 	s.usage(r)
 	s.stopAll(stop)
-	s.em.Push(events.StatusEvent{Status: events.StatusCompleted, Model: string(r.Model), ResponseID: r.ID})
+	s.Emit(events.StatusEvent{Status: events.StatusCompleted, Model: string(r.Model), ResponseID: r.ID})
 }
 
 func (s *stream) stopAll(stop events.StopReason) {
-	if s.em.Opened() == 0 && stop != "" && stop != events.StopEndTurn {
+	if s.Opened() == 0 && stop != "" && stop != events.StopEndTurn {
 		// Nothing was streamed: an empty text block carries the stop reason.
-		s.em.Open(events.BlockStart{BlockType: events.BlockText})
+		s.Open(events.BlockStart{BlockType: events.BlockText})
 	}
 	// Stop in index order; tool_use blocks keep their item id signature.
-	for s.em.HasOpen() {
-		b := s.em.First()
-		s.em.Stop(b, stop, s.sigs[b])
+	for s.HasOpen() {
+		b := s.First()
+		s.Stop(b, stop, s.sigs[b])
 	}
 }
 
@@ -354,21 +353,21 @@ func (s *stream) usage(r *responses.Response) {
 	if u.JSON.OutputTokensDetails.Valid() && u.OutputTokensDetails.JSON.ReasoningTokens.Valid() {
 		ev.ReasoningTokens = ptr(u.OutputTokensDetails.ReasoningTokens)
 	}
-	s.em.Push(ev)
+	s.Emit(ev)
 }
 
 func (s *stream) end(err error) {
 	switch {
 	case s.terminal:
 		// the terminal event queued everything
-	case s.g.Idle():
-		s.g.IdleEvent(&s.em)
+	case s.Guard().Idle():
+		s.Fail(s.Guard().IdleError())
 	case s.ctx.Err() != nil:
-		s.em.EndCtx(s.ctx.Err())
+		s.EndCtx(s.ctx.Err())
 	case err != nil:
-		s.em.Fail(openai.StreamErrorEvent(err))
+		s.Fail(openai.StreamErrorEvent(err))
 	default:
-		s.em.Fail(events.ErrorEvent{Code: "incomplete_stream", Message: "the stream ended before response.completed"})
+		s.Fail(events.ErrorEvent{Code: "incomplete_stream", Message: "the stream ended before response.completed"})
 	}
 }
 

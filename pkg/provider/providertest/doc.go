@@ -21,9 +21,9 @@
 //
 // # Fixtures
 //
-// The recorded streams live in internal/fixtures, described by its
+// The recorded streams live in internal/leaf/fixtures, described by its
 // MANIFEST.md. FixturesDir finds it (LLMW_FIXTURES, or an
-// "internal/fixtures", "testdata/fixtures" or "fixtures" directory in the
+// "internal/leaf/fixtures", "testdata/fixtures" or "fixtures" directory in the
 // working directory or any parent). LoadFixture returns a file's bytes as the SSE body the provider
 // sent: *.sse files as they are, *.chunks.jsonl files rebuilt with the rules
 // of the MANIFEST for the wire format of their directory (ChunksToSSE; the

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/llmworker/llmworker/internal/fixtures"
+	"github.com/llmworker/llmworker/internal/leaf/fixtures"
 )
 
 // Format is the wire format of a recorded stream; it decides how a
@@ -66,7 +66,7 @@ func FormatOf(path string) Format {
 }
 
 // FixturesDir returns the fixture directory: $LLMW_FIXTURES if set, else
-// the first of internal/fixtures (the copy in this repository, so tests work
+// the first of internal/leaf/fixtures (the copy in this repository, so tests work
 // from a clean clone), testdata/fixtures and fixtures
 // (holding a MANIFEST.md) found in the working directory or one of its
 // parents.
@@ -82,7 +82,7 @@ func FixturesDir() (string, error) {
 		return "", fmt.Errorf("%w: %v", ErrFixturesNotFound, err)
 	}
 	for d := wd; ; d = filepath.Dir(d) {
-		for _, sub := range []string{"internal/fixtures", "testdata/fixtures", "fixtures"} {
+		for _, sub := range []string{"internal/leaf/fixtures", "testdata/fixtures", "fixtures"} {
 			c := filepath.Join(d, sub)
 			if _, err := os.Stat(filepath.Join(c, "MANIFEST.md")); err == nil {
 				return c, nil
@@ -229,7 +229,7 @@ func SplitSSE(body []byte) []SSEEvent {
 
 // ChunksToSSE rebuilds the SSE body of a .chunks.jsonl file (one JSON chunk
 // per line, event lines and [DONE] dropped) with the rules of MANIFEST.md;
-// the rules live in internal/fixtures, which the replay demo uses too.
+// the rules live in internal/leaf/fixtures, which the replay demo uses too.
 func ChunksToSSE(f Format, jsonl []byte) ([]byte, error) {
 	if f == FormatUnknown || f.String() == "unknown" {
 		return nil, fmt.Errorf("%w: %v", ErrUnknownFormat, f)

@@ -24,6 +24,12 @@ type Response struct {
 	// Stall keeps the response open after the body until the client goes
 	// away or the server is closed (a silent provider, for idle timeouts).
 	Stall bool
+	// Hold, when not nil, pauses the body after its first HoldAt bytes
+	// (written and flushed) until Hold is closed, the client goes away or
+	// the server is closed: a model pausing mid-response, e.g. between
+	// two blocks.
+	Hold   <-chan struct{}
+	HoldAt int
 }
 
 // SSE returns a 200 text/event-stream response with body.
@@ -171,8 +177,26 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(status)
 	fl, _ := w.(http.Flusher)
+	out := resp.Body
+	if resp.Hold != nil {
+		at := min(max(resp.HoldAt, 0), len(out))
+		if _, err := w.Write(out[:at]); err != nil {
+			return
+		}
+		if fl != nil {
+			fl.Flush()
+		}
+		select {
+		case <-resp.Hold:
+		case <-r.Context().Done():
+			return
+		case <-s.done:
+			return
+		}
+		out = out[at:]
+	}
 	if resp.ChunkSize > 0 {
-		for b := resp.Body; len(b) > 0; {
+		for b := out; len(b) > 0; {
 			n := min(resp.ChunkSize, len(b))
 			if _, err := w.Write(b[:n]); err != nil {
 				return
@@ -183,7 +207,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			b = b[n:]
 		}
 	} else {
-		_, _ = w.Write(resp.Body)
+		_, _ = w.Write(out)
 	}
 	if fl != nil {
 		fl.Flush()

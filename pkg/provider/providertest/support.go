@@ -159,9 +159,11 @@ type Summary struct {
 	Results        []events.BlockStart // tool_result starts
 	ResultTexts    []string
 	Usage          *events.UsageEvent
-	StopReason     events.StopReason // the last non-null block stop reason
-	Errors         []events.ErrorEvent
-	Status         events.StreamStatus
+	// StopReason is the response's: the completed status's, else the last
+	// non-null block stop reason (docs/protocol.md §3).
+	StopReason events.StopReason
+	Errors     []events.ErrorEvent
+	Status     events.StreamStatus
 	// Model and ResponseID are those of the completed status.
 	Model, ResponseID string
 }
@@ -228,6 +230,9 @@ func Summarize(t testing.TB, evs []events.Event) Summary {
 			s.Status = e.Status
 			if e.Status == events.StatusCompleted {
 				s.Model, s.ResponseID = e.Model, e.ResponseID
+				if e.StopReason != "" {
+					s.StopReason = e.StopReason
+				}
 			}
 		}
 	}

@@ -28,7 +28,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/llmworker/llmworker/internal/natsutil"
+	"github.com/llmworker/llmworker/internal/leaf/natsutil"
 	"github.com/llmworker/llmworker/internal/replay/demotools"
 	"github.com/llmworker/llmworker/pkg/permissions"
 	"github.com/llmworker/llmworker/pkg/provision"

@@ -23,7 +23,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/llmworker/llmworker/internal/natsutil"
+	"github.com/llmworker/llmworker/internal/leaf/natsutil"
+	"github.com/llmworker/llmworker/pkg/a2a/remote"
 	"github.com/llmworker/llmworker/pkg/hook"
 	"github.com/llmworker/llmworker/pkg/hook/hooknats"
 	"github.com/llmworker/llmworker/pkg/permissions"
@@ -87,6 +88,7 @@ func run(ctx context.Context, args []string) error {
 		StepRetries:   *retries,
 		IngestTimeout: *ingestTimeout,
 		Provision:     provision.Options{Replicas: *replicas, VerifyOnly: *verify},
+		RemoteAgents:  remote.Agents(remote.Config{}),
 	}
 	// As cmd/turn does (internal/service.Start): a replica restarted while
 	// the cluster elects a leader waits for it. A Service starts once, so
