@@ -5,7 +5,7 @@
 # figures ("The transcript store and the token estimate") come from it.
 #
 #   scripts/bench-compare.sh <commit> [benchmark] [package] [rounds] [benchtime]
-#   scripts/bench-compare.sh 4e77fc7 StepOverheadLazyFsync ./pkg/turn/ 8 200x
+#   scripts/bench-compare.sh 2bb5a3c StepOverheadLazyFsync ./pkg/turn/ 10 200x
 set -euo pipefail
 cd "$(dirname "$0")/.."
 commit=${1:?a commit to compare with}

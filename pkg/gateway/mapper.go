@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"encoding/json"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/llmworker/llmworker/pkg/events"
@@ -463,12 +465,13 @@ func (t *turnMap) blockEnd(out []Chunk, index int) []Chunk {
 	return out
 }
 
-// closeStep ends the open parts and the step.
+// closeStep ends the open parts, in the order of their blocks, and the
+// step.
 func (t *turnMap) closeStep(out []Chunk) []Chunk {
 	if !t.stepOpen {
 		return out
 	}
-	for i := range t.blocks {
+	for _, i := range slices.Sorted(maps.Keys(t.blocks)) {
 		out = t.blockEnd(out, i)
 	}
 	t.stepOpen = false

@@ -80,6 +80,17 @@ func TestMapperTable(t *testing.T) {
 			events.WorkerBlockStart{BlockStart: events.BlockStart{Index: 0, BlockType: events.BlockThinking}, Step: 1},
 			events.TurnCompleted{StopReason: events.StopEndTurn}},
 			[]string{`{"type":"start-step"}`, `{"type":"reasoning-start","id":"reasoning-1"}`, `{"type":"reasoning-end","id":"reasoning-1"}`, `{"type":"finish-step"}`, `{"type":"finish","finishReason":"stop"}`}},
+		{"open parts end in the order they started", []events.WorkerEvent{step,
+			events.WorkerBlockStart{BlockStart: events.BlockStart{Index: 0, BlockType: events.BlockThinking}, Step: 1},
+			events.WorkerBlockStart{BlockStart: events.BlockStart{Index: 1, BlockType: events.BlockText}, Step: 1},
+			events.WorkerBlockStart{BlockStart: events.BlockStart{Index: 2, BlockType: events.BlockThinking}, Step: 1},
+			events.WorkerBlockStart{BlockStart: events.BlockStart{Index: 3, BlockType: events.BlockText}, Step: 1},
+			events.TurnAborted{Code: "cancelled", Reason: "stop"}},
+			[]string{`{"type":"start-step"}`, `{"type":"reasoning-start","id":"reasoning-1"}`, `{"type":"text-start","id":"text-2"}`,
+				`{"type":"reasoning-start","id":"reasoning-3"}`, `{"type":"text-start","id":"text-4"}`,
+				`{"type":"reasoning-end","id":"reasoning-1"}`, `{"type":"text-end","id":"text-2"}`,
+				`{"type":"reasoning-end","id":"reasoning-3"}`, `{"type":"text-end","id":"text-4"}`,
+				`{"type":"finish-step"}`, `{"type":"abort","reason":"cancelled: stop"}`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := gateway.NewMapper()
