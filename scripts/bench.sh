@@ -51,9 +51,15 @@ run ./pkg/turn/ PacedStep -benchtime 20x
 run ./pkg/turn/ 'SubAgentStart|SubAgentOverhead' -benchtime 200x -count 3
 
 # A long session (issue 43): 1,000 turns of 40 KB on a 1 MiB server and a
-# 32k-token instant model, one session per run (LLMW_LONG_TURNS turns;
-# 21 minutes on the 2-vCPU VM: each turn summarizes the session so far).
+# 32k-token instant model, one session per run (LLMW_LONG_TURNS turns).
 LLMW_LONG_TURNS=1000 run ./pkg/turn/ LongSession -benchtime 1x -timeout 3h
+# The token estimate and the transcript store on a short turn (issue 43):
+# this code against LLMW_BENCH_BASE (2bb5a3c: the code without them),
+# alternated pairs.
+if [ -z "$filter" ] || [[ ./pkg/turn/ == *"$filter"* ]]; then
+  echo "## scripts/bench-compare.sh ${LLMW_BENCH_BASE:-2bb5a3c} StepOverheadLazyFsync ./pkg/turn/ 10 200x"
+  scripts/bench-compare.sh "${LLMW_BENCH_BASE:-2bb5a3c}" StepOverheadLazyFsync ./pkg/turn/ 10 200x
+fi
 
 # Remote hooks (issue 5).
 run ./pkg/hook/hooknats/ RemoteHook -benchtime 3s -count 3
