@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -108,8 +107,8 @@ func (s *Service) resolvePinned(ref string) (agents.Agent, error) {
 		ctx, cancel := kvContext(s.root)
 		a, err := s.registry.Resolve(ctx, ref)
 		cancel()
-		if f := beforeResolvePinned.Load(); f != nil {
-			if ferr := (*f)(ref); ferr != nil {
+		if f, ok := beforeResolvePinned.load(); ok {
+			if ferr := f(ref); ferr != nil {
 				a, err = agents.Agent{}, ferr
 			}
 		}
@@ -119,10 +118,6 @@ func (s *Service) resolvePinned(ref string) (agents.Agent, error) {
 		time.Sleep(min(time.Duration(attempt)*100*time.Millisecond, time.Second))
 	}
 }
-
-// beforeResolvePinned, set by tests only, may fail a read of a pinned
-// sub-agent with the error it returns.
-var beforeResolvePinned atomic.Pointer[func(ref string) error]
 
 // subAgentOf is the sub-agent tool named name, if the run offers one.
 func (t *turnRun) subAgentOf(name string) (ref string, abandon, ok bool) {
@@ -229,8 +224,8 @@ func (t *turnRun) runChild(ctx context.Context, a *subAgentTool, c tool.CallInfo
 	}
 	tc.Status = events.ChildStarted
 	t.publish(tc)
-	if f := beforeChildSubmit.Load(); f != nil {
-		(*f)(ctx, t.id, childID)
+	if f, ok := beforeChildSubmit.load(); ok {
+		f(ctx, t.id, childID)
 	}
 	if err := s.submitChild(ctx, &req); err != nil {
 		return "", t.unreachable(ctx, err)
@@ -249,10 +244,6 @@ func (t *turnRun) runChild(ctx context.Context, a *subAgentTool, c tool.CallInfo
 	}
 	return t.awaitChild(ctx, a, tc)
 }
-
-// beforeChildSubmit, set by tests only, runs between a sub-agent call's
-// llmw.tool.child started and its child's submit.
-var beforeChildSubmit atomic.Pointer[func(ctx context.Context, parentID, childID string)]
 
 // unreachable hands the run off for a transient error of NATS that
 // kept a sub-agent call from submitting, following or reading its child
@@ -286,8 +277,8 @@ func (s *Service) watchChild(ctx context.Context, childID string) (jetstream.Key
 		// context.
 		w, err := s.stateKV.Watch(ctx, kvKey(childID))
 		if err == nil {
-			if f := afterChildWatch.Load(); f != nil {
-				(*f)(childID, w)
+			if f, ok := afterChildWatch.load(); ok {
+				f(childID, w)
 			}
 		}
 		if err == nil || !unavailable(err) || ctx.Err() != nil || time.Now().After(deadline) {
@@ -300,10 +291,6 @@ func (s *Service) watchChild(ctx context.Context, childID string) (jetstream.Key
 		}
 	}
 }
-
-// afterChildWatch, set by tests only, gets every watch of a child's
-// state that watchChild starts.
-var afterChildWatch atomic.Pointer[func(childID string, w jetstream.KeyWatcher)]
 
 // submitChild publishes the child's submit, de-duplicated on its turn id
 // (Nats-Msg-Id), carrying the call's trace context: the child's spans
