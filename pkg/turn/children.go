@@ -99,11 +99,11 @@ func (t *turnRun) subAgentTools(others []tool.Tool) []tool.Tool {
 	return out
 }
 
-// resolvePinned reads a pinned sub-agent's definition, retried for
-// Config.RetryTimeout while the registry's stream cannot answer.
+// resolvePinned reads a pinned sub-agent's definition, retried (retrier)
+// while the registry's stream cannot answer.
 func (s *Service) resolvePinned(ref string) (agents.Agent, error) {
-	deadline := time.Now().Add(s.pub.RetryTimeout())
-	for attempt := 1; ; attempt++ {
+	r := s.retrier()
+	for {
 		ctx, cancel := kvContext(s.root)
 		a, err := s.registry.Resolve(ctx, ref)
 		cancel()
@@ -112,10 +112,9 @@ func (s *Service) resolvePinned(ref string) (agents.Agent, error) {
 				a, err = agents.Agent{}, ferr
 			}
 		}
-		if err == nil || !unavailable(err) || s.root.Err() != nil || time.Now().After(deadline) {
+		if err == nil || !unavailable(err) || !r.again(s.root) {
 			return a, err
 		}
-		time.Sleep(min(time.Duration(attempt)*100*time.Millisecond, time.Second))
 	}
 }
 
@@ -268,11 +267,11 @@ func (t *turnRun) unreachable(ctx context.Context, err error) error {
 // (jetstreamUnavailable).
 func unavailable(err error) bool { return transient(err) || jetstreamUnavailable(err) }
 
-// watchChild starts the KV watch of a child's state, retried for
-// Config.RetryTimeout while the bucket's stream cannot answer.
+// watchChild starts the KV watch of a child's state, retried (retrier)
+// while the bucket's stream cannot answer.
 func (s *Service) watchChild(ctx context.Context, childID string) (jetstream.KeyWatcher, error) {
-	deadline := time.Now().Add(s.pub.RetryTimeout())
-	for attempt := 1; ; attempt++ {
+	r := s.retrier()
+	for {
 		// ctx, not a shorter one: the watch lives as long as its
 		// context.
 		w, err := s.stateKV.Watch(ctx, kvKey(childID))
@@ -281,13 +280,8 @@ func (s *Service) watchChild(ctx context.Context, childID string) (jetstream.Key
 				f(childID, w)
 			}
 		}
-		if err == nil || !unavailable(err) || ctx.Err() != nil || time.Now().After(deadline) {
+		if err == nil || !unavailable(err) || !r.again(ctx) {
 			return w, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(min(time.Duration(attempt)*100*time.Millisecond, time.Second)):
 		}
 	}
 }
@@ -305,17 +299,16 @@ func (s *Service) submitChild(ctx context.Context, req *events.TurnRequest) erro
 	m := cenats.NewMsg(s.subjects.TurnSubmit(), env)
 	m.Header.Set(events.HeaderMsgID, req.TurnID)
 	// Retried while LLMW_TURNS has no leader, as the turn's events are
-	// (Config.RetryTimeout); a duplicate of an earlier attempt is
-	// dropped.
-	deadline := time.Now().Add(s.pub.RetryTimeout())
-	for attempt := 1; ; attempt++ {
+	// (retrier), also for a cancelled call, whose child the parent then
+	// cancels; a duplicate of an earlier attempt is dropped.
+	r := s.retrier()
+	for {
 		actx, cancel := kvContext(context.WithoutCancel(ctx))
 		_, err = s.js.PublishMsg(actx, m)
 		cancel()
-		if err == nil || !unavailable(err) || time.Now().After(deadline) {
+		if err == nil || !unavailable(err) || !r.again(context.WithoutCancel(ctx)) {
 			break
 		}
-		time.Sleep(min(time.Duration(attempt)*100*time.Millisecond, time.Second))
 	}
 	if err != nil {
 		return fmt.Errorf("the child turn %s of the sub-agent call could not be submitted: %w", req.TurnID, err)
@@ -408,9 +401,7 @@ func (t *turnRun) awaitChild(ctx context.Context, a *subAgentTool, tc events.Too
 			}
 			st, rev = &v, e.Revision()
 		case <-poll.C:
-			rctx, cancel := kvContext(wctx)
-			st, rev, err = s.leaderState(rctx, tc.ChildTurnID)
-			cancel()
+			st, rev, err = t.pollChild(ctx, wctx, tc.ChildTurnID, done == nil)
 			if err != nil {
 				continue // not submitted yet, or the leader cannot answer now: the watch or the next read
 			}
@@ -433,6 +424,25 @@ func (t *turnRun) awaitChild(ctx context.Context, a *subAgentTool, tc events.Too
 			return t.childEnded(ctx, tc, st)
 		}
 	}
+}
+
+// pollChild reads the child's state from the leader of LLMW_TURN_STATE's
+// stream for awaitChild. One read lasts at most childPoll: a leader that
+// cannot answer (a stream electing one, a node cut off) is asked again
+// at the next tick. It also ends with the run's context (ctx; wctx while
+// a cancelled parent settles) and when the replica starts to drain,
+// which hands the parent off at once: an unanswered read never holds up
+// Stop.
+func (t *turnRun) pollChild(ctx, wctx context.Context, childID string, settling bool) (*State, uint64, error) {
+	base := ctx
+	if settling {
+		base = wctx
+	}
+	rctx, cancel := context.WithTimeout(base, childPoll)
+	defer cancel()
+	stop := context.AfterFunc(t.s.drain, cancel)
+	defer stop()
+	return t.s.leaderState(rctx, childID)
 }
 
 // childEnded publishes the child's end on the parent's stream and
@@ -511,18 +521,17 @@ func (s *Service) expiredChild(ctx context.Context, childID string) (_ *State, o
 	return end, true
 }
 
-// readChildAnswer is childAnswer retried for Config.RetryTimeout while
-// LLMW_EVENTS cannot answer (a stream electing its leader answers 503).
+// readChildAnswer is childAnswer retried (retrier) while LLMW_EVENTS
+// cannot answer (a stream electing its leader answers 503).
 func (s *Service) readChildAnswer(ctx context.Context, childID string) (*events.TurnCompleted, error) {
-	deadline := time.Now().Add(s.pub.RetryTimeout())
-	for attempt := 1; ; attempt++ {
+	r := s.retrier()
+	for {
 		rctx, cancel := kvContext(context.WithoutCancel(ctx))
 		c, err := s.childAnswer(rctx, childID)
 		cancel()
-		if err == nil || !unavailable(err) || ctx.Err() != nil || time.Now().After(deadline) {
+		if err == nil || !unavailable(err) || !r.again(ctx) {
 			return c, err
 		}
-		time.Sleep(min(time.Duration(attempt)*100*time.Millisecond, time.Second))
 	}
 }
 
