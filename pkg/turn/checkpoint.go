@@ -320,13 +320,13 @@ func (t *turnRun) casRun(b []byte, ttl time.Duration) error {
 
 // casRetry writes a state of the turn with the expected revision t.rev and
 // returns the new revision. Failures that may pass (a timeout while the
-// bucket elects a leader, no responders) are retried for the publisher's
-// RetryTimeout; a revision conflict after such a failure is checked
+// bucket elects a leader, no responders) are retried (retrier) until the
+// run is handed off (a Stop whose drain ran out): nothing it writes
+// counts then. A revision conflict after such a failure is checked
 // against the stored value, since the earlier attempt may have been
 // stored with its acknowledgement lost.
 func (t *turnRun) casRetry(b []byte, ttl time.Duration) (uint64, error) {
-	deadline := time.Now().Add(t.s.pub.RetryTimeout())
-	backoff, retried := 50*time.Millisecond, false
+	r, retried := t.s.retrier(), false
 	for {
 		kctx, cancel := kvContext(t.s.root)
 		rev, err := t.s.casState(kctx, t.id, b, t.w.rev.Load(), ttl)
@@ -345,12 +345,10 @@ func (t *turnRun) casRetry(b []byte, ttl time.Duration) (uint64, error) {
 			}
 			return 0, err
 		}
-		if t.s.root.Err() != nil || time.Now().Add(backoff).After(deadline) {
+		if t.life.load().silenced() || !r.again(t.s.root) {
 			return 0, err
 		}
 		retried = true
 		t.s.log.Warn("turn: write checkpoint; retrying", "turn_id", t.id, "err", err)
-		time.Sleep(backoff)
-		backoff = min(2*backoff, time.Second)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -100,29 +99,24 @@ func (t *turnRun) subAgentTools(others []tool.Tool) []tool.Tool {
 	return out
 }
 
-// resolvePinned reads a pinned sub-agent's definition, retried for
-// Config.RetryTimeout while the registry's stream cannot answer.
+// resolvePinned reads a pinned sub-agent's definition, retried (retrier)
+// while the registry's stream cannot answer.
 func (s *Service) resolvePinned(ref string) (agents.Agent, error) {
-	deadline := time.Now().Add(s.pub.RetryTimeout())
-	for attempt := 1; ; attempt++ {
+	r := s.retrier()
+	for {
 		ctx, cancel := kvContext(s.root)
 		a, err := s.registry.Resolve(ctx, ref)
 		cancel()
-		if f := beforeResolvePinned.Load(); f != nil {
-			if ferr := (*f)(ref); ferr != nil {
+		if f, ok := beforeResolvePinned.load(); ok {
+			if ferr := f(ref); ferr != nil {
 				a, err = agents.Agent{}, ferr
 			}
 		}
-		if err == nil || !unavailable(err) || s.root.Err() != nil || time.Now().After(deadline) {
+		if err == nil || !unavailable(err) || !r.again(s.root) {
 			return a, err
 		}
-		time.Sleep(min(time.Duration(attempt)*100*time.Millisecond, time.Second))
 	}
 }
-
-// beforeResolvePinned, set by tests only, may fail a read of a pinned
-// sub-agent with the error it returns.
-var beforeResolvePinned atomic.Pointer[func(ref string) error]
 
 // subAgentOf is the sub-agent tool named name, if the run offers one.
 func (t *turnRun) subAgentOf(name string) (ref string, abandon, ok bool) {
@@ -229,8 +223,8 @@ func (t *turnRun) runChild(ctx context.Context, a *subAgentTool, c tool.CallInfo
 	}
 	tc.Status = events.ChildStarted
 	t.publish(tc)
-	if f := beforeChildSubmit.Load(); f != nil {
-		(*f)(ctx, t.id, childID)
+	if f, ok := beforeChildSubmit.load(); ok {
+		f(ctx, t.id, childID)
 	}
 	if err := s.submitChild(ctx, &req); err != nil {
 		return "", t.unreachable(ctx, err)
@@ -249,10 +243,6 @@ func (t *turnRun) runChild(ctx context.Context, a *subAgentTool, c tool.CallInfo
 	}
 	return t.awaitChild(ctx, a, tc)
 }
-
-// beforeChildSubmit, set by tests only, runs between a sub-agent call's
-// llmw.tool.child started and its child's submit.
-var beforeChildSubmit atomic.Pointer[func(ctx context.Context, parentID, childID string)]
 
 // unreachable hands the run off for a transient error of NATS that
 // kept a sub-agent call from submitting, following or reading its child
@@ -277,33 +267,24 @@ func (t *turnRun) unreachable(ctx context.Context, err error) error {
 // (jetstreamUnavailable).
 func unavailable(err error) bool { return transient(err) || jetstreamUnavailable(err) }
 
-// watchChild starts the KV watch of a child's state, retried for
-// Config.RetryTimeout while the bucket's stream cannot answer.
+// watchChild starts the KV watch of a child's state, retried (retrier)
+// while the bucket's stream cannot answer.
 func (s *Service) watchChild(ctx context.Context, childID string) (jetstream.KeyWatcher, error) {
-	deadline := time.Now().Add(s.pub.RetryTimeout())
-	for attempt := 1; ; attempt++ {
+	r := s.retrier()
+	for {
 		// ctx, not a shorter one: the watch lives as long as its
 		// context.
 		w, err := s.stateKV.Watch(ctx, kvKey(childID))
 		if err == nil {
-			if f := afterChildWatch.Load(); f != nil {
-				(*f)(childID, w)
+			if f, ok := afterChildWatch.load(); ok {
+				f(childID, w)
 			}
 		}
-		if err == nil || !unavailable(err) || ctx.Err() != nil || time.Now().After(deadline) {
+		if err == nil || !unavailable(err) || !r.again(ctx) {
 			return w, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(min(time.Duration(attempt)*100*time.Millisecond, time.Second)):
 		}
 	}
 }
-
-// afterChildWatch, set by tests only, gets every watch of a child's
-// state that watchChild starts.
-var afterChildWatch atomic.Pointer[func(childID string, w jetstream.KeyWatcher)]
 
 // submitChild publishes the child's submit, de-duplicated on its turn id
 // (Nats-Msg-Id), carrying the call's trace context: the child's spans
@@ -318,17 +299,16 @@ func (s *Service) submitChild(ctx context.Context, req *events.TurnRequest) erro
 	m := cenats.NewMsg(s.subjects.TurnSubmit(), env)
 	m.Header.Set(events.HeaderMsgID, req.TurnID)
 	// Retried while LLMW_TURNS has no leader, as the turn's events are
-	// (Config.RetryTimeout); a duplicate of an earlier attempt is
-	// dropped.
-	deadline := time.Now().Add(s.pub.RetryTimeout())
-	for attempt := 1; ; attempt++ {
+	// (retrier), also for a cancelled call, whose child the parent then
+	// cancels; a duplicate of an earlier attempt is dropped.
+	r := s.retrier()
+	for {
 		actx, cancel := kvContext(context.WithoutCancel(ctx))
 		_, err = s.js.PublishMsg(actx, m)
 		cancel()
-		if err == nil || !unavailable(err) || time.Now().After(deadline) {
+		if err == nil || !unavailable(err) || !r.again(context.WithoutCancel(ctx)) {
 			break
 		}
-		time.Sleep(min(time.Duration(attempt)*100*time.Millisecond, time.Second))
 	}
 	if err != nil {
 		return fmt.Errorf("the child turn %s of the sub-agent call could not be submitted: %w", req.TurnID, err)
@@ -421,9 +401,7 @@ func (t *turnRun) awaitChild(ctx context.Context, a *subAgentTool, tc events.Too
 			}
 			st, rev = &v, e.Revision()
 		case <-poll.C:
-			rctx, cancel := kvContext(wctx)
-			st, rev, err = s.leaderState(rctx, tc.ChildTurnID)
-			cancel()
+			st, rev, err = t.pollChild(ctx, wctx, tc.ChildTurnID, done == nil)
 			if err != nil {
 				continue // not submitted yet, or the leader cannot answer now: the watch or the next read
 			}
@@ -446,6 +424,25 @@ func (t *turnRun) awaitChild(ctx context.Context, a *subAgentTool, tc events.Too
 			return t.childEnded(ctx, tc, st)
 		}
 	}
+}
+
+// pollChild reads the child's state from the leader of LLMW_TURN_STATE's
+// stream for awaitChild. One read lasts at most childPoll: a leader that
+// cannot answer (a stream electing one, a node cut off) is asked again
+// at the next tick. It also ends with the run's context (ctx; wctx while
+// a cancelled parent settles) and when the replica starts to drain,
+// which hands the parent off at once: an unanswered read never holds up
+// Stop.
+func (t *turnRun) pollChild(ctx, wctx context.Context, childID string, settling bool) (*State, uint64, error) {
+	base := ctx
+	if settling {
+		base = wctx
+	}
+	rctx, cancel := context.WithTimeout(base, childPoll)
+	defer cancel()
+	stop := context.AfterFunc(t.s.drain, cancel)
+	defer stop()
+	return t.s.leaderState(rctx, childID)
 }
 
 // childEnded publishes the child's end on the parent's stream and
@@ -524,18 +521,17 @@ func (s *Service) expiredChild(ctx context.Context, childID string) (_ *State, o
 	return end, true
 }
 
-// readChildAnswer is childAnswer retried for Config.RetryTimeout while
-// LLMW_EVENTS cannot answer (a stream electing its leader answers 503).
+// readChildAnswer is childAnswer retried (retrier) while LLMW_EVENTS
+// cannot answer (a stream electing its leader answers 503).
 func (s *Service) readChildAnswer(ctx context.Context, childID string) (*events.TurnCompleted, error) {
-	deadline := time.Now().Add(s.pub.RetryTimeout())
-	for attempt := 1; ; attempt++ {
+	r := s.retrier()
+	for {
 		rctx, cancel := kvContext(context.WithoutCancel(ctx))
 		c, err := s.childAnswer(rctx, childID)
 		cancel()
-		if err == nil || !unavailable(err) || ctx.Err() != nil || time.Now().After(deadline) {
+		if err == nil || !unavailable(err) || !r.again(ctx) {
 			return c, err
 		}
-		time.Sleep(min(time.Duration(attempt)*100*time.Millisecond, time.Second))
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -126,13 +125,9 @@ const (
 	dispatchFoundRun   = "found run"  // another run of the turn is here
 )
 
-// dispatchHook, set by tests only, is called by process at each stage
-// with the request's turn id and whether it was delivered before.
-var dispatchHook atomic.Pointer[func(stage, turnID string, redelivered bool)]
-
 func onDispatch(stage, turnID string, redelivered bool) {
-	if f := dispatchHook.Load(); f != nil {
-		(*f)(stage, turnID, redelivered)
+	if f, ok := dispatchHook.load(); ok {
+		f(stage, turnID, redelivered)
 	}
 }
 

@@ -33,8 +33,7 @@ const FetchWait = fetchWait
 // SetBeforeChildSubmit has f run between a sub-agent call's
 // llmw.tool.child started and its child's submit, until the test ends.
 func SetBeforeChildSubmit(t interface{ Cleanup(func()) }, f func(ctx context.Context, parentID, childID string)) {
-	beforeChildSubmit.Store(&f)
-	t.Cleanup(func() { beforeChildSubmit.Store(nil) })
+	beforeChildSubmit.set(t, f)
 }
 
 // TreeKey is the key of the ledger of the tree rooted at root in
@@ -44,21 +43,18 @@ func TreeKey(root string) string { return treeKey(root) }
 // SetBeforeResolvePinned has f fail reads of pinned sub-agents with the
 // error it returns, until the test ends.
 func SetBeforeResolvePinned(t interface{ Cleanup(func()) }, f func(ref string) error) {
-	beforeResolvePinned.Store(&f)
-	t.Cleanup(func() { beforeResolvePinned.Store(nil) })
+	beforeResolvePinned.set(t, f)
 }
 
 // SetAfterChildWatch has f get every watch of a child's state that a
 // parent starts, until the test ends.
 func SetAfterChildWatch(t interface{ Cleanup(func()) }, f func(childID string, w jetstream.KeyWatcher)) {
-	afterChildWatch.Store(&f)
-	t.Cleanup(func() { afterChildWatch.Store(nil) })
+	afterChildWatch.set(t, f)
 }
 
 // SetDispatchHook has f called as a replica dispatches each turn request
 // (stage "arrived", then "registered", or "found run" when another run of
 // the turn is on the replica), until the test ends.
 func SetDispatchHook(t interface{ Cleanup(func()) }, f func(stage, turnID string, redelivered bool)) {
-	dispatchHook.Store(&f)
-	t.Cleanup(func() { dispatchHook.Store(nil) })
+	dispatchHook.set(t, f)
 }

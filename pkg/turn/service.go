@@ -74,9 +74,12 @@ type Service struct {
 	fetchDone     chan struct{}
 	keepStop      chan struct{}
 	keepDone      chan struct{}
-	// drained is closed when Stop starts to drain: a parent waiting for
-	// a child turn hands its turn off at once (children.go).
-	drained chan struct{}
+	// drain ends when Stop starts to drain (startDrain), and drained
+	// is its Done: a parent waiting for a child turn hands its turn off
+	// at once, and its read of the child's state ends (children.go).
+	drain      context.Context
+	startDrain context.CancelFunc
+	drained    <-chan struct{}
 
 	media media.Lazy // opened by the first request with large media (media.go)
 	// tx stores the turns' and sessions' transcripts (transcripts.go).
@@ -113,8 +116,10 @@ func New(nc *nats.Conn, cfg Config) (*Service, error) {
 		tx:     transcript.New(js, cfg.Prefix),
 		source: events.Source("turn", cfg.Instance), registry: agents.New(js),
 		local:   map[string]tool.Tool{},
-		running: map[string]*turnRun{}, drained: make(chan struct{}),
+		running: map[string]*turnRun{},
 	}
+	s.drain, s.startDrain = context.WithCancel(context.Background())
+	s.drained = s.drain.Done()
 	s.pub = emit.NewPublisher(nc, emit.PublisherOptions{Prefix: cfg.Prefix, Service: "turn", Instance: cfg.Instance, RetryTimeout: cfg.RetryTimeout})
 	s.tools = toolexec.NewClient(nc, js, toolexec.ClientOptions{Prefix: cfg.Prefix, Source: s.source, Logger: cfg.Logger})
 	p := cfg.Provider
@@ -288,7 +293,7 @@ func (s *Service) Stop(ctx context.Context) error {
 	s.mu.Lock()
 	s.draining = true
 	s.mu.Unlock()
-	close(s.drained)
+	s.startDrain()
 
 	done := make(chan struct{})
 	go func() {
