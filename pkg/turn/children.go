@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -137,7 +138,7 @@ type subAgentTool struct {
 	def  events.AgentDefinition
 }
 
-var _ tool.Tool = (*subAgentTool)(nil)
+var _ tool.ContentTool = (*subAgentTool)(nil)
 
 func (a *subAgentTool) Name() string { return a.name }
 
@@ -155,11 +156,21 @@ func (a *subAgentTool) InputSchema() json.RawMessage {
 	return defaultSubAgentInput
 }
 
-// Execute runs the call as a child turn (turnRun.runChild).
+// Execute runs the call as a child turn (turnRun.runChild) and returns
+// the text of its answer.
 func (a *subAgentTool) Execute(ctx context.Context, input json.RawMessage) (string, error) {
+	text, _, err := a.ExecuteContent(ctx, input)
+	return text, err
+}
+
+// ExecuteContent implements tool.ContentTool: the child's answer with
+// the images and files of its last assistant message (a remote agent's
+// artifacts), which the executor puts in the call's tool_result as a
+// tool's parts.
+func (a *subAgentTool) ExecuteContent(ctx context.Context, input json.RawMessage) (string, tool.Content, error) {
 	c, ok := tool.CallFrom(ctx)
 	if !ok {
-		return "", errors.New("a sub-agent runs as a tool call of a turn")
+		return "", nil, errors.New("a sub-agent runs as a tool call of a turn")
 	}
 	return a.t.runChild(ctx, a, c, input)
 }
@@ -189,25 +200,25 @@ var ErrSubAgentLimit = errors.New("sub-agent limit reached")
 // unless its agent says on_parent_cancel "abandon"; a hand-off of the
 // parent to another replica leaves it running for the run that
 // continues the parent.
-func (t *turnRun) runChild(ctx context.Context, a *subAgentTool, c tool.CallInfo, input json.RawMessage) (string, error) {
+func (t *turnRun) runChild(ctx context.Context, a *subAgentTool, c tool.CallInfo, input json.RawMessage) (string, tool.Content, error) {
 	s := t.s
 	depth, root, maxTokens, maxCost := t.treeOf()
 	if depth > s.cfg.MaxDepth {
-		return "", fmt.Errorf("%w: agent %s would run at depth %d, deeper than the %d sub-agents may nest; answer without it", ErrSubAgentLimit, a.name, depth, s.cfg.MaxDepth)
+		return "", nil, fmt.Errorf("%w: agent %s would run at depth %d, deeper than the %d sub-agents may nest; answer without it", ErrSubAgentLimit, a.name, depth, s.cfg.MaxDepth)
 	}
 	if n := t.childOrdinal(c.CallID); n > s.cfg.MaxChildren {
-		return "", fmt.Errorf("%w: this turn made %d sub-agent calls, more than the %d a turn may make; answer without more", ErrSubAgentLimit, n, s.cfg.MaxChildren)
+		return "", nil, fmt.Errorf("%w: this turn made %d sub-agent calls, more than the %d a turn may make; answer without more", ErrSubAgentLimit, n, s.cfg.MaxChildren)
 	}
 	prompt, err := a.childPrompt(input)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	childID := ChildTurnID(t.id, c.CallID)
 	req := events.TurnRequest{TurnID: childID, Agent: a.ref, Messages: []events.Message{events.UserText(prompt)},
 		Parent: &events.ParentTurn{TurnID: t.id, CallID: c.CallID, RootTurnID: root, Depth: depth, MaxTotalTokens: maxTokens, MaxCost: maxCost}}
 	tc := events.ToolChild{CallID: c.CallID, Name: a.name, ChildTurnID: childID, ChildSessionID: "_", Agent: a.ref, Depth: depth}
 	if ctx.Err() != nil {
-		return "", context.Cause(ctx) // cancelled before the child was submitted: none runs
+		return "", nil, context.Cause(ctx) // cancelled before the child was submitted: none runs
 	}
 	if t.continues() {
 		// This run continues the turn (a replica's that died or stopped,
@@ -227,7 +238,7 @@ func (t *turnRun) runChild(ctx context.Context, a *subAgentTool, c tool.CallInfo
 		f(ctx, t.id, childID)
 	}
 	if err := s.submitChild(ctx, &req); err != nil {
-		return "", t.unreachable(ctx, err)
+		return "", nil, t.unreachable(ctx, err)
 	}
 	if ctx.Err() != nil {
 		// The cancel came while the submit went out: the child is
@@ -347,13 +358,13 @@ const childPoll = 2 * time.Second
 // which starts from the state as it stands, and a read every childPoll)
 // until it ends, naming each pause and resume on the parent's stream,
 // and returns the call's result from the child's terminal event.
-func (t *turnRun) awaitChild(ctx context.Context, a *subAgentTool, tc events.ToolChild) (string, error) {
+func (t *turnRun) awaitChild(ctx context.Context, a *subAgentTool, tc events.ToolChild) (string, tool.Content, error) {
 	s := t.s
 	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
 	w, err := s.watchChild(wctx, tc.ChildTurnID)
 	if err != nil {
-		return "", t.unreachable(ctx, fmt.Errorf("the state of child turn %s cannot be followed: %w", tc.ChildTurnID, err))
+		return "", nil, t.unreachable(ctx, fmt.Errorf("the state of child turn %s cannot be followed: %w", tc.ChildTurnID, err))
 	}
 	defer func() {
 		if w != nil {
@@ -373,22 +384,22 @@ func (t *turnRun) awaitChild(ctx context.Context, a *subAgentTool, tc events.Too
 		case <-done:
 			done = nil
 			if !t.cancelChild(ctx, tc.ChildTurnID, a.def.OnParentCancel == events.OnParentCancelAbandon) {
-				return "", context.Cause(ctx)
+				return "", nil, context.Cause(ctx)
 			}
 			settle = time.After(childSettle)
 			continue
 		case <-settle:
-			return "", context.Cause(ctx)
+			return "", nil, context.Cause(ctx)
 		case <-s.drained:
 			// The replica stops: the parent goes to another replica, whose
 			// run of the call waits for the child from where it is.
 			t.handOff(errStopping)
-			return "", errStopping
+			return "", nil, errStopping
 		case e, ok := <-w.Updates():
 			if !ok {
 				s.log.Warn("turn: the watch of a child turn's state ended; watching it again", "turn_id", t.id, "child_turn_id", tc.ChildTurnID)
 				if w, err = s.watchChild(wctx, tc.ChildTurnID); err != nil {
-					return "", t.unreachable(ctx, fmt.Errorf("the state of child turn %s cannot be followed: %w", tc.ChildTurnID, err))
+					return "", nil, t.unreachable(ctx, fmt.Errorf("the state of child turn %s cannot be followed: %w", tc.ChildTurnID, err))
 				}
 				continue
 			}
@@ -448,7 +459,7 @@ func (t *turnRun) pollChild(ctx, wctx context.Context, childID string, settling 
 // childEnded publishes the child's end on the parent's stream and
 // returns the call's result: the child's answer (its output, with a
 // response_format), or an error naming its failure.
-func (t *turnRun) childEnded(ctx context.Context, tc events.ToolChild, st *State) (string, error) {
+func (t *turnRun) childEnded(ctx context.Context, tc events.ToolChild, st *State) (string, tool.Content, error) {
 	switch st.Status {
 	case StatusCompleted:
 		tc.Status = events.ChildCompleted
@@ -459,24 +470,41 @@ func (t *turnRun) childEnded(ctx context.Context, tc events.ToolChild, st *State
 	}
 	t.publish(tc)
 	if st.Status != StatusCompleted {
-		return "", fmt.Errorf("sub-agent %s (child turn %s) %s with code %s: %s", tc.Name, tc.ChildTurnID, st.Status, st.Code, st.Reason)
+		return "", nil, fmt.Errorf("sub-agent %s (child turn %s) %s with code %s: %s", tc.Name, tc.ChildTurnID, st.Status, st.Code, st.Reason)
 	}
 	c, err := t.s.readChildAnswer(ctx, tc.ChildTurnID)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return "", fmt.Errorf("sub-agent %s (child turn %s) completed, but its answer is not stored any more: %w", tc.Name, tc.ChildTurnID, err)
+			return "", nil, fmt.Errorf("sub-agent %s (child turn %s) completed, but its answer is not stored any more: %w", tc.Name, tc.ChildTurnID, err)
 		}
-		return "", t.unreachable(ctx, fmt.Errorf("sub-agent %s (child turn %s) completed, but its answer cannot be read: %w", tc.Name, tc.ChildTurnID, err))
+		return "", nil, t.unreachable(ctx, fmt.Errorf("sub-agent %s (child turn %s) completed, but its answer cannot be read: %w", tc.Name, tc.ChildTurnID, err))
 	}
 	if len(c.Output) > 0 {
-		return string(c.Output), nil
+		return string(c.Output), nil, nil
 	}
 	for i := len(c.Messages) - 1; i >= 0; i-- {
 		if c.Messages[i].Role == events.RoleAssistant {
-			return c.Messages[i].Text(), nil
+			text, parts := answerContent(c.Messages[i])
+			return text, parts, nil
 		}
 	}
-	return "", nil
+	return "", nil, nil
+}
+
+// answerContent is the call's result of a child's last assistant
+// message: its text, and, when it holds images or files (a remote
+// agent's artifacts), its text, image and file parts in order.
+func answerContent(m events.Message) (string, tool.Content) {
+	if !slices.ContainsFunc(m.Content, func(p events.Part) bool { return p.IsMedia() }) {
+		return m.Text(), nil
+	}
+	var parts tool.Content
+	for _, p := range m.Content {
+		if p.Type == events.PartText || p.IsMedia() {
+			parts = append(parts, p)
+		}
+	}
+	return events.PartsText(parts), parts
 }
 
 // continues reports whether the run continues a turn from its state (a

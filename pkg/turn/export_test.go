@@ -36,6 +36,14 @@ func SetBeforeChildSubmit(t interface{ Cleanup(func()) }, f func(ctx context.Con
 	beforeChildSubmit.set(t, f)
 }
 
+// SetAfterRemoteFiles has f run when a remote agent's turn stored the
+// files of its answer and before it publishes the answer, until the test
+// ends.
+func SetAfterRemoteFiles(t interface{ Cleanup(func()) }, f func(turnID string)) {
+	afterRemoteFiles.Store(&f)
+	t.Cleanup(func() { afterRemoteFiles.Store(nil) })
+}
+
 // TreeKey is the key of the ledger of the tree rooted at root in
 // LLMW_TURN_STATE.
 func TreeKey(root string) string { return treeKey(root) }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/llmworker/llmworker/pkg/events"
 	"github.com/llmworker/llmworker/pkg/worker"
@@ -294,7 +295,18 @@ func (r *remoteRun) ended(task *RemoteTask) *worker.Result {
 	what := fmt.Sprintf("the remote agent %s (%s), task %s", r.rr.Agent, r.rr.URL, task.ID)
 	switch task.State {
 	case RemoteCompleted:
-		msgs := append(slices.Clone(r.cp.Messages), events.AssistantText(task.Answer()))
+		content, err := r.answer(task)
+		if err != nil {
+			if unavailable(err) {
+				// LLMW_MEDIA cannot answer now: the replica that continues
+				// the turn reads the task and stores its files again.
+				r.t.s.log.Warn("turn: a remote agent's files cannot be stored; the turn is handed off", "turn_id", r.t.id, "agent", r.rr.Agent, "err", err)
+				r.t.handOff(err)
+				return r.lostResult()
+			}
+			return r.end(worker.StatusFailed, CodeInternal, fmt.Sprintf("%s completed, but its answer cannot be kept: %v", what, err))
+		}
+		msgs := append(slices.Clone(r.cp.Messages), events.Message{Role: events.RoleAssistant, Content: content})
 		r.observe(events.TurnCompleted{Messages: msgs, StopReason: events.StopEndTurn})
 		return &worker.Result{Status: worker.StatusCompleted, Messages: msgs}
 	case RemoteInputRequired, RemoteAuthRequired:
@@ -313,6 +325,26 @@ func (r *remoteRun) ended(task *RemoteTask) *worker.Result {
 	}
 	return r.end(worker.StatusFailed, worker.CodeProviderError, fmt.Sprintf("%s %s: %s", what, task.State, task.Message))
 }
+
+// answer is the content of the answer of the completed task
+// (remoteContent), its files' bytes stored in LLMW_MEDIA.
+func (r *remoteRun) answer(task *RemoteTask) ([]events.Part, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.t.ctx), mediaTimeout)
+	defer cancel()
+	store := func(ctx context.Context) (mediaPutter, error) { return r.t.s.media.Store(ctx) }
+	content, notes, err := remoteContent(ctx, task, r.rr.Agent, store)
+	for _, n := range notes {
+		r.t.s.log.Warn("turn: a remote agent's file is left out of its answer", "turn_id", r.t.id, "agent", r.rr.Agent, "task_id", task.ID, "note", n)
+	}
+	if f := afterRemoteFiles.Load(); f != nil && err == nil {
+		(*f)(r.t.id)
+	}
+	return content, err
+}
+
+// afterRemoteFiles, set by tests only, runs when a remote agent's turn
+// stored the files of its answer, before it publishes the answer.
+var afterRemoteFiles atomic.Pointer[func(turnID string)]
 
 // end publishes the turn's failed or aborted event.
 func (r *remoteRun) end(status worker.Status, code, reason string) *worker.Result {

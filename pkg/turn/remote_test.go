@@ -121,10 +121,17 @@ func (w *weatherAgent) cancels() int {
 // serveRemote serves exec as an A2A agent on an httptest server: its
 // card at /.well-known/agent-card.json and JSON-RPC at /a2a, protocol
 // 1.0, or with v03 the 0.3 card and binding (a2acompat/a2av0); the card
-// declares streaming unless poll. It returns the agent's URL.
-func serveRemote(t *testing.T, exec a2asrv.AgentExecutor, v03, poll bool) string {
+// declares streaming unless poll; each of wrap wraps the JSON-RPC
+// handler. It returns the agent's URL.
+func serveRemote(t *testing.T, exec a2asrv.AgentExecutor, v03, poll bool, wrap ...func(http.Handler) http.Handler) string {
 	t.Helper()
 	h := a2asrv.NewHandler(exec)
+	rpc := func(h http.Handler) http.Handler {
+		for _, w := range wrap {
+			h = w(h)
+		}
+		return h
+	}
 	mux := http.NewServeMux()
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
@@ -141,7 +148,7 @@ func serveRemote(t *testing.T, exec a2asrv.AgentExecutor, v03, poll bool) string
 		// A card of a 0.3 server, in the 0.3 form alone (the A2A 0.3
 		// specification's AgentCard: url, preferredTransport,
 		// protocolVersion), which a 1.0 reader finds no interface in.
-		mux.Handle("/a2a", a2av0.NewJSONRPCHandler(h))
+		mux.Handle("/a2a", rpc(a2av0.NewJSONRPCHandler(h)))
 		mux.HandleFunc(a2asrv.WellKnownAgentCardPath, func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write([]byte(`{"protocolVersion": "0.3.0", "name": "weather", "description": "Tells the weather.", "version": "1",
@@ -152,7 +159,7 @@ func serveRemote(t *testing.T, exec a2asrv.AgentExecutor, v03, poll bool) string
 		})
 	} else {
 		card.SupportedInterfaces = []*spec.AgentInterface{spec.NewAgentInterface(srv.URL+"/a2a", spec.TransportProtocolJSONRPC)}
-		mux.Handle("/a2a", a2asrv.NewJSONRPCHandler(h))
+		mux.Handle("/a2a", rpc(a2asrv.NewJSONRPCHandler(h)))
 		mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
 	}
 	return srv.URL

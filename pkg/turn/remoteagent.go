@@ -2,6 +2,7 @@ package turn
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 )
 
@@ -37,8 +38,8 @@ type RemoteAgent interface {
 	Reply(ctx context.Context, task *RemoteTask, msgID, text string) (*RemoteTask, error)
 	// Follow follows task id until it is final or waits for input,
 	// calling f with each update, and returns the task then, every
-	// artifact whole; every artifact's text reaches f. f's error ends
-	// Follow with it; so does ctx's end.
+	// artifact whole (its Parts included); every artifact's text reaches
+	// f. f's error ends Follow with it; so does ctx's end.
 	Follow(ctx context.Context, id string, f func(RemoteUpdate) error) (*RemoteTask, error)
 	// Cancel asks the agent to cancel task id.
 	Cancel(ctx context.Context, id string) error
@@ -99,12 +100,40 @@ func (t *RemoteTask) Answer() string {
 }
 
 // RemoteArtifact is a remote artifact (or a chunk of one, in a
-// RemoteUpdate): its text parts, and each data part as its JSON, one
-// after the other.
+// RemoteUpdate): Text is its text parts, and each data part as its JSON,
+// one after the other; Parts are all its parts in order, files included.
+// A RemoteTask's artifacts hold their Parts whole; an update's chunk may
+// leave them out (its Text is what the turn streams).
 type RemoteArtifact struct {
-	ID   string `json:"id"`
-	Name string `json:"name,omitempty"`
-	Text string `json:"text"`
+	ID    string       `json:"id"`
+	Name  string       `json:"name,omitempty"`
+	Text  string       `json:"text"`
+	Parts []RemotePart `json:"parts,omitempty"`
+}
+
+// RemotePartKind is what a remote artifact's part holds.
+type RemotePartKind string
+
+const (
+	// RemoteTextPart is text (Text).
+	RemoteTextPart RemotePartKind = "text"
+	// RemoteDataPart is structured data (Data, its JSON).
+	RemoteDataPart RemotePartKind = "data"
+	// RemoteFilePart is a file: its bytes (Raw) or its URL.
+	RemoteFilePart RemotePartKind = "file"
+)
+
+// RemotePart is one part of a remote artifact: text, data, or a file
+// given by its bytes or by its URL, with the media type and file name
+// the remote gave it ("" when it gave none).
+type RemotePart struct {
+	Kind      RemotePartKind  `json:"kind"`
+	Text      string          `json:"text,omitempty"`
+	Data      json.RawMessage `json:"data,omitempty"`
+	Raw       []byte          `json:"raw,omitempty"`
+	URL       string          `json:"url,omitempty"`
+	MediaType string          `json:"media_type,omitempty"`
+	Name      string          `json:"name,omitempty"`
 }
 
 // RemoteUpdate is what Follow reports: a status (State set) or an

@@ -9,7 +9,11 @@
 // gives, so that a resend is recognisable), Follow the task (its stream,
 // SubscribeToTask, or GetTask polled when the card has no streaming)
 // until it is final or waits for input, Reply to a task that waits for
-// input, and Cancel. No A2A wire code is written here.
+// input, and Cancel. A task's artifacts come as their text (text parts
+// and data parts' JSON, which the turn streams) and as their parts
+// (turn.RemotePart: text, data, a file's bytes or URL with its media
+// type and name), which the turn makes its answer of. No A2A wire code
+// is written here.
 //
 // A bearer token (Config.Token; TokenEnv names the variable the turn
 // service reads it from) is sent to the host of the agent's URL only:

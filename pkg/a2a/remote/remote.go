@@ -220,9 +220,14 @@ func stateOf(s spec.TaskState) State {
 	return StateWorking
 }
 
+// textOf is the text of parts: its text parts, and each data part as
+// its JSON.
 func textOf(parts spec.ContentParts) string {
 	var b strings.Builder
 	for _, p := range parts {
+		if p == nil {
+			continue
+		}
 		switch c := p.Content.(type) {
 		case spec.Text:
 			b.WriteString(string(c))
@@ -230,11 +235,40 @@ func textOf(parts spec.ContentParts) string {
 			if j, err := json.Marshal(c.Value); err == nil {
 				b.Write(j)
 			}
-		case spec.URL:
-			b.WriteString(string(c))
 		}
 	}
 	return b.String()
+}
+
+// partsOf is every part of parts in pkg/turn's terms: text, data (its
+// JSON), and a file by its bytes (raw) or its URL, with the part's
+// mediaType and filename.
+func partsOf(parts spec.ContentParts) []turn.RemotePart {
+	var out []turn.RemotePart
+	for _, p := range parts {
+		if p == nil {
+			continue
+		}
+		rp := turn.RemotePart{MediaType: p.MediaType, Name: p.Filename}
+		switch c := p.Content.(type) {
+		case spec.Text:
+			rp.Kind, rp.Text = turn.RemoteTextPart, string(c)
+		case spec.Data:
+			j, err := json.Marshal(c.Value)
+			if err != nil {
+				continue // a value decoded from JSON marshals again
+			}
+			rp.Kind, rp.Data = turn.RemoteDataPart, j
+		case spec.Raw:
+			rp.Kind, rp.Raw = turn.RemoteFilePart, []byte(c)
+		case spec.URL:
+			rp.Kind, rp.URL = turn.RemoteFilePart, string(c)
+		default:
+			continue
+		}
+		out = append(out, rp)
+	}
+	return out
 }
 
 func messageText(m *spec.Message) string {
@@ -247,7 +281,7 @@ func messageText(m *spec.Message) string {
 func taskOf(t *spec.Task) *Task {
 	out := &Task{ID: string(t.ID), ContextID: t.ContextID, State: stateOf(t.Status.State), Message: messageText(t.Status.Message)}
 	for _, a := range t.Artifacts {
-		out.Artifacts = append(out.Artifacts, Artifact{ID: string(a.ID), Name: a.Name, Text: textOf(a.Parts)})
+		out.Artifacts = append(out.Artifacts, Artifact{ID: string(a.ID), Name: a.Name, Text: textOf(a.Parts), Parts: partsOf(a.Parts)})
 	}
 	return out
 }
@@ -282,7 +316,7 @@ func (a *Agent) send(ctx context.Context, m *spec.Message) (*Task, error) {
 	case *spec.Task:
 		return taskOf(r), nil
 	case *spec.Message:
-		return &Task{ContextID: r.ContextID, State: StateCompleted, Artifacts: []Artifact{{ID: r.ID, Text: messageText(r)}}}, nil
+		return &Task{ContextID: r.ContextID, State: StateCompleted, Artifacts: []Artifact{{ID: r.ID, Text: messageText(r), Parts: partsOf(r.Parts)}}}, nil
 	}
 	return nil, fmt.Errorf("%w: send message %s: an answer of type %T", ErrRemote, m.ID, res)
 }
@@ -348,7 +382,7 @@ func (a *Agent) Follow(ctx context.Context, id string, f func(Update) error) (*T
 		}
 		u := Update{Artifact: &art, Last: true}
 		if seen && strings.HasPrefix(art.Text, old) {
-			art.Text, u.Append = art.Text[len(old):], true
+			art.Text, art.Parts, u.Append = art.Text[len(old):], nil, true
 		}
 		if err := f(u); err != nil {
 			return nil, err
@@ -419,7 +453,7 @@ func (a *Agent) subscribe(ctx context.Context, id string, f func(Update) error) 
 			ups = append(ups, Update{State: stateOf(e.Status.State), Message: messageText(e.Status.Message)})
 		case *spec.TaskArtifactUpdateEvent:
 			if e.Artifact != nil {
-				ups = append(ups, Update{Artifact: &Artifact{ID: string(e.Artifact.ID), Name: e.Artifact.Name, Text: textOf(e.Artifact.Parts)}, Append: e.Append, Last: e.LastChunk})
+				ups = append(ups, Update{Artifact: &Artifact{ID: string(e.Artifact.ID), Name: e.Artifact.Name, Text: textOf(e.Artifact.Parts), Parts: partsOf(e.Artifact.Parts)}, Append: e.Append, Last: e.LastChunk})
 			}
 		case *spec.Message:
 			ups = append(ups, Update{State: StateWorking, Message: messageText(e)})

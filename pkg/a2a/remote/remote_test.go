@@ -1,20 +1,27 @@
 package remote_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"iter"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	spec "github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	"go.uber.org/goleak"
 
 	"github.com/llmworker/llmworker/pkg/a2a/remote"
+	"github.com/llmworker/llmworker/pkg/turn"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -132,5 +139,168 @@ func TestTokenEnv(t *testing.T) {
 	t.Setenv("LLMW_A2A_TOKEN_WEATHER", "tok")
 	if remote.TokenFor("weather") != "tok" {
 		t.Fatal("TokenFor does not read the variable")
+	}
+}
+
+// onePixelPNG is a 1×1 PNG image (a well-known fixture).
+const onePixelPNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+
+// charts answers a message with one artifact "report" that holds a
+// text part, a PNG file as bytes, a PDF file by URL and a data part.
+type charts struct{}
+
+func chartParts() spec.ContentParts {
+	png, _ := base64.StdEncoding.DecodeString(onePixelPNG)
+	img := spec.NewRawPart(png)
+	img.MediaType, img.Filename = "image/png", "chart.png"
+	doc := spec.NewFileURLPart("https://example.com/report.pdf", "application/pdf")
+	doc.Filename = "report.pdf"
+	return spec.ContentParts{spec.NewTextPart("Sales rose."), img, doc, spec.NewDataPart(map[string]any{"q1": 3, "q2": 5})}
+}
+
+func (charts) Execute(_ context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[spec.Event, error] {
+	return func(yield func(spec.Event, error) bool) {
+		if !yield(spec.NewSubmittedTask(ec, ec.Message), nil) {
+			return
+		}
+		a := spec.NewArtifactEvent(ec, chartParts()...)
+		a.Artifact.Name = "report"
+		a.LastChunk = true
+		if !yield(a, nil) {
+			return
+		}
+		yield(spec.NewStatusUpdateEvent(ec, spec.TaskStateCompleted, nil), nil)
+	}
+}
+
+func (charts) Cancel(_ context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[spec.Event, error] {
+	return func(yield func(spec.Event, error) bool) {
+		yield(spec.NewStatusUpdateEvent(ec, spec.TaskStateCanceled, nil), nil)
+	}
+}
+
+// serve serves exec on an httptest server over JSON-RPC with a streaming
+// card: protocol 1.0, or with v03 the 0.3 binding and a card in the 0.3
+// form alone (the A2A 0.3 specification's AgentCard). It returns the
+// agent's URL.
+func serve(t *testing.T, exec a2asrv.AgentExecutor, v03 bool) string {
+	t.Helper()
+	h := a2asrv.NewHandler(exec)
+	mux := http.NewServeMux()
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	if v03 {
+		mux.Handle("/a2a", a2av0.NewJSONRPCHandler(h))
+		mux.HandleFunc(a2asrv.WellKnownAgentCardPath, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"protocolVersion": "0.3.0", "name": "charts", "description": "Draws charts.", "version": "1",
+				"url": "` + srv.URL + `/a2a", "preferredTransport": "JSONRPC", "capabilities": {"streaming": true},
+				"defaultInputModes": ["text"], "defaultOutputModes": ["text"], "skills": []}`))
+		})
+		return srv.URL
+	}
+	card := &spec.AgentCard{Name: "charts", Version: "1", Capabilities: spec.AgentCapabilities{Streaming: true},
+		SupportedInterfaces: []*spec.AgentInterface{spec.NewAgentInterface(srv.URL+"/a2a", spec.TransportProtocolJSONRPC)}}
+	mux.Handle("/a2a", a2asrv.NewJSONRPCHandler(h))
+	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
+	return srv.URL
+}
+
+// An artifact's parts reach the turn as they are, besides its text:
+// text, a file's bytes with its media type and name, a file's URL, and
+// a data part's JSON — over protocol 1.0 and 0.3 alike.
+func TestArtifactPartsBesidesItsText(t *testing.T) {
+	png, _ := base64.StdEncoding.DecodeString(onePixelPNG)
+	want := []turn.RemotePart{
+		{Kind: turn.RemoteTextPart, Text: "Sales rose."},
+		{Kind: turn.RemoteFilePart, Raw: png, MediaType: "image/png", Name: "chart.png"},
+		{Kind: turn.RemoteFilePart, URL: "https://example.com/report.pdf", MediaType: "application/pdf", Name: "report.pdf"},
+		{Kind: turn.RemoteDataPart, Data: json.RawMessage(`{"q1":3,"q2":5}`)},
+	}
+	for _, v03 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "1.0", true: "0.3"}[v03], func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			a, err := remote.Open(ctx, serve(t, charts{}, v03), remote.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = a.Close() }()
+			task, err := a.Send(ctx, "m-1", "chart the sales")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var text strings.Builder
+			done, err := a.Follow(ctx, task.ID, func(u remote.Update) error {
+				if u.Artifact != nil {
+					text.WriteString(u.Artifact.Text)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if text.String() != `Sales rose.{"q1":3,"q2":5}` {
+				t.Errorf("the updates' text %q; want the text part and the data's JSON", text.String())
+			}
+			if len(done.Artifacts) != 1 {
+				t.Fatalf("task %+v; want one artifact", done)
+			}
+			art := done.Artifacts[0]
+			if art.Name != "report" || art.Text != `Sales rose.{"q1":3,"q2":5}` {
+				t.Errorf("artifact %q text %q; want report with the text part and the data's JSON", art.Name, art.Text)
+			}
+			if len(art.Parts) != len(want) {
+				t.Fatalf("artifact parts %+v; want %+v", art.Parts, want)
+			}
+			for i := range want {
+				g, w := art.Parts[i], want[i]
+				if g.Kind != w.Kind || g.Text != w.Text || !bytes.Equal(g.Raw, w.Raw) || g.URL != w.URL || g.MediaType != w.MediaType || g.Name != w.Name || !jsonEqual(g.Data, w.Data) {
+					t.Errorf("part %d = %+v; want %+v", i, g, w)
+				}
+			}
+		})
+	}
+}
+
+func jsonEqual(a, b json.RawMessage) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b)
+	}
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
+}
+
+// chartsMessage answers with a message, not a task, holding the parts
+// of charts' artifact.
+type chartsMessage struct{ charts }
+
+func (chartsMessage) Execute(_ context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[spec.Event, error] {
+	return func(yield func(spec.Event, error) bool) {
+		yield(spec.NewMessageForTask(spec.MessageRoleAgent, ec, chartParts()...), nil)
+	}
+}
+
+// An agent that answers with a message gives a completed task whose one
+// artifact holds the message's parts.
+func TestMessageAnswerParts(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	a, err := remote.Open(ctx, serve(t, chartsMessage{}, false), remote.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = a.Close() }()
+	task, err := a.Send(ctx, "m-1", "chart the sales")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if task.ID != "" || task.State != remote.StateCompleted || len(task.Artifacts) != 1 {
+		t.Fatalf("task %+v; want a completed one without id, the message its artifact", task)
+	}
+	got := task.Artifacts[0].Parts
+	if len(got) != 4 || got[1].Kind != turn.RemoteFilePart || got[1].MediaType != "image/png" || got[1].Name != "chart.png" ||
+		!bytes.HasPrefix(got[1].Raw, []byte("\x89PNG")) || got[2].URL != "https://example.com/report.pdf" || got[3].Kind != turn.RemoteDataPart {
+		t.Fatalf("the message's parts %+v; want text, the PNG, the PDF's URL and the data", got)
 	}
 }
