@@ -164,8 +164,17 @@ func transient(err error) bool {
 
 // jetstreamUnavailable reports a JetStream API error that passes: 503
 // (JetStream or its meta leader unavailable), 500 (a stream without
-// quorum), 408 (the server's own timeout).
+// quorum), 408 (the server's own timeout). jetstream's KeyValue.Watch
+// creates its consumer through nats.go's older JetStream API, whose
+// refusals are *nats.APIError: a child's watch refused while a node
+// restarts is one.
 func jetstreamUnavailable(err error) bool {
 	var api *jetstream.APIError
-	return errors.As(err, &api) && (api.Code == 503 || api.Code == 500 || api.Code == 408)
+	if errors.As(err, &api) {
+		return passingAPICode(api.Code)
+	}
+	var old *nats.APIError
+	return errors.As(err, &old) && passingAPICode(old.Code)
 }
+
+func passingAPICode(code int) bool { return code == 503 || code == 500 || code == 408 }

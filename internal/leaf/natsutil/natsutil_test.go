@@ -119,6 +119,8 @@ func TestTransient(t *testing.T) {
 	}{
 		{fmt.Errorf("x: %w", &jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}), true},
 		{&jetstream.APIError{Code: 500, Description: "stream is offline"}, true},
+		{fmt.Errorf("watch: %w", &nats.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}), true},
+		{&nats.APIError{Code: 404, ErrorCode: 10059, Description: "stream not found"}, false},
 		{fmt.Errorf("create: %w", context.DeadlineExceeded), true},
 		{nats.ErrNoResponders, true},
 		{&jetstream.APIError{Code: 400, ErrorCode: 10058, Description: "stream name already in use with a different configuration"}, false},
