@@ -38,6 +38,14 @@
 // a tool_result's part array is its content of text, image and document
 // blocks. Audio, and text files by URL, are refused before any I/O with
 // llm.UnsupportedContent; a part with only a media ref is ErrInvalidRequest.
+// An assistant turn takes no image or document blocks, so an assistant
+// message's images and files go in the user turn after it
+// (llm.MoveAssistantMedia): a text block "[images and files of the
+// assistant's message above]" and the media blocks, after that turn's
+// tool_result blocks and before the rest of it (a user turn of their own
+// when an assistant message follows). An assistant message of media only
+// has the text "[the images and files of this message follow in a user
+// message]".
 //
 // The model options (events.ModelOptions): stop is stop_sequences, top_p
 // and top_k are themselves; tool_choice is tool_choice (auto, none,

@@ -15,8 +15,12 @@ import (
 
 // messageParams maps the transcript. Tool messages become user messages
 // (the API carries tool results in user turns), and consecutive messages of
-// the same role are merged because the API expects alternating turns.
-func messageParams(msgs []events.Message) ([]sdk.MessageParam, error) {
+// the same role are merged because the API expects alternating turns. An
+// assistant turn takes no image or document blocks, so an assistant
+// message's images and files join the user turn after it
+// (llm.MoveAssistantMedia).
+func messageParams(req []events.Message) ([]sdk.MessageParam, error) {
+	msgs, fields := llm.MoveAssistantMedia(req)
 	out := make([]sdk.MessageParam, 0, len(msgs))
 	for i, m := range msgs {
 		role := sdk.MessageParamRoleUser
@@ -25,8 +29,7 @@ func messageParams(msgs []events.Message) ([]sdk.MessageParam, error) {
 		}
 		blocks := make([]sdk.ContentBlockParamUnion, 0, len(m.Content))
 		for j, part := range m.Content {
-			field := fmt.Sprintf("messages[%d].content[%d]", i, j)
-			b, ok, err := blockParam(part, role, field)
+			b, ok, err := blockParam(part, role, fields.Part(i, j))
 			if err != nil {
 				return nil, err
 			}

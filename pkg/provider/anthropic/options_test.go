@@ -102,6 +102,45 @@ func TestMediaParts(t *testing.T) {
 	checkField(t, body, "messages", want)
 }
 
+// An assistant turn takes no image or document blocks: an assistant
+// message's images and files go in the user turn after it, led by a text
+// block saying whose they are, after that turn's tool_result blocks (the
+// API wants those first) and before its text. An assistant message of
+// media only says where they went.
+func TestAssistantMedia(t *testing.T) {
+	req := &llm.Request{Model: "anthropic:claude-sonnet-4-5", MaxTokens: 100,
+		ModelOptions: events.ModelOptions{Cache: noCache()},
+		Messages: []events.Message{
+			events.UserText("chart the sales"),
+			{Role: events.RoleAssistant, Content: []events.Part{
+				events.TextPart("Here is the chart."),
+				events.ToolUsePart("toolu_1", "render", json.RawMessage(`{}`)),
+				events.ImagePart("image/png", pngBytes),
+				events.FilePart("application/pdf", "sales.pdf", pdfBytes),
+			}},
+			{Role: events.RoleTool, Content: []events.Part{events.ToolResultPart("toolu_1", "rendered", false)}},
+			events.UserText("now in blue?"),
+			{Role: events.RoleAssistant, Content: []events.Part{events.ImagePart("image/png", pngBytes)}},
+		}}
+	body, _ := sent(t, req)
+	want := jsonOf(t, `[
+	 {"role":"user","content":[{"type":"text","text":"chart the sales"}]},
+	 {"role":"assistant","content":[
+	  {"type":"text","text":"Here is the chart."},
+	  {"type":"tool_use","id":"toolu_1","name":"render","input":{}}]},
+	 {"role":"user","content":[
+	  {"type":"tool_result","tool_use_id":"toolu_1","is_error":false,"content":[{"type":"text","text":"rendered"}]},
+	  {"type":"text","text":"[images and files of the assistant's message above]"},
+	  {"type":"image","source":{"type":"base64","media_type":"image/png","data":"`+b64(pngBytes)+`"}},
+	  {"type":"document","title":"sales.pdf","source":{"type":"base64","media_type":"application/pdf","data":"`+b64(pdfBytes)+`"}},
+	  {"type":"text","text":"now in blue?"}]},
+	 {"role":"assistant","content":[{"type":"text","text":"[the images and files of this message follow in a user message]"}]},
+	 {"role":"user","content":[
+	  {"type":"text","text":"[images and files of the assistant's message above]"},
+	  {"type":"image","source":{"type":"base64","media_type":"image/png","data":"`+b64(pngBytes)+`"}}]}]`)
+	checkField(t, body, "messages", want)
+}
+
 // A part the Messages API cannot take is refused with
 // unsupported_content, naming the part, before any HTTP request.
 func TestUnsupportedContent(t *testing.T) {

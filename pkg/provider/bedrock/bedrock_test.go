@@ -109,6 +109,52 @@ func TestRequestMapping(t *testing.T) {
 	}`)
 }
 
+// Only a user turn may hold images and documents (the Converse API's
+// Message.Content): an assistant message's images and files go in the
+// user turn after it, led by a text block saying whose they are, after
+// that turn's toolResult blocks and before its text. An assistant message
+// of media only says where they went.
+func TestAssistantMedia(t *testing.T) {
+	srv := providertest.NewServer(t, providertest.EventStreamResponse(textFixture(t)))
+	off := false
+	req := &llm.Request{Model: "bedrock:" + testModel, ModelOptions: events.ModelOptions{Cache: &off},
+		Messages: []events.Message{
+			events.UserText("chart the sales"),
+			{Role: events.RoleAssistant, Content: []events.Part{
+				events.TextPart("Here is the chart."),
+				events.ToolUsePart("tooluse_1", "render", json.RawMessage(`{}`)),
+				events.ImagePart("image/png", pngBytes),
+				events.FilePart("application/pdf", "sales.pdf", pdfBytes),
+			}},
+			{Role: events.RoleTool, Content: []events.Part{events.ToolResultPart("tooluse_1", "rendered", false)}},
+			events.UserText("now in blue?"),
+			{Role: events.RoleAssistant, Content: []events.Part{events.ImagePart("image/png", pngBytes)}},
+		}}
+	providertest.MustRun(t, newProvider(t, srv), req)
+	b64 := base64.StdEncoding.EncodeToString
+	providertest.AssertJSON(t, srv.LastRequest().Body, `{
+		"messages": [
+			{"role": "user", "content": [{"text": "chart the sales"}]},
+			{"role": "assistant", "content": [
+				{"text": "Here is the chart."},
+				{"toolUse": {"toolUseId": "tooluse_1", "name": "render", "input": {}}}
+			]},
+			{"role": "user", "content": [
+				{"toolResult": {"toolUseId": "tooluse_1", "content": [{"text": "rendered"}]}},
+				{"text": "[images and files of the assistant's message above]"},
+				{"image": {"format": "png", "source": {"bytes": "`+b64(pngBytes)+`"}}},
+				{"document": {"format": "pdf", "name": "sales", "source": {"bytes": "`+b64(pdfBytes)+`"}}},
+				{"text": "now in blue?"}
+			]},
+			{"role": "assistant", "content": [{"text": "[the images and files of this message follow in a user message]"}]},
+			{"role": "user", "content": [
+				{"text": "[images and files of the assistant's message above]"},
+				{"image": {"format": "png", "source": {"bytes": "`+b64(pngBytes)+`"}}}
+			]}
+		]
+	}`)
+}
+
 func TestNoCacheAndOtherModels(t *testing.T) {
 	srv := providertest.NewServer(t, providertest.EventStreamResponse(textFixture(t)))
 	p := newProvider(t, srv)

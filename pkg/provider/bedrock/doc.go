@@ -28,7 +28,14 @@
 // doc, docx, xls, xlsx, html, txt, md; JSON goes as txt) travel as bytes,
 // a document named after its filename without the extension and with the
 // characters Bedrock refuses replaced by hyphens; a media part by URL is
-// refused with llm.UnsupportedContent. additionalModelRequestFields carries
+// refused with llm.UnsupportedContent. Only a user turn may hold images
+// and documents, so an assistant message's images and files go in the
+// user turn after it (llm.MoveAssistantMedia): a text block "[images and
+// files of the assistant's message above]" and the image and document
+// blocks, after that turn's toolResult blocks and before the rest of it
+// (a user turn of their own when an assistant message follows). An
+// assistant message of media only has the text "[the images and files of
+// this message follow in a user message]". additionalModelRequestFields carries
 // top_k, the thinking budget of Anthropic models
 // ({"thinking":{"type":"enabled","budget_tokens":N}}, with maxTokens
 // raised to budget + DefaultMaxTokens when the request has none), and

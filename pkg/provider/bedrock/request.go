@@ -200,8 +200,11 @@ func toolConfig(req *llm.Request, cache bool, ws *[]events.Warning) (*types.Tool
 
 // messages maps the transcript. Tool messages become user messages (the
 // API carries tool results in user turns), and consecutive messages of one
-// role are merged because the API wants alternating turns.
-func messages(msgs []events.Message) ([]types.Message, error) {
+// role are merged because the API wants alternating turns. Only a user
+// turn may hold images and documents, so an assistant message's images
+// and files join the user turn after it (llm.MoveAssistantMedia).
+func messages(req []events.Message) ([]types.Message, error) {
+	msgs, fields := llm.MoveAssistantMedia(req)
 	out := make([]types.Message, 0, len(msgs))
 	for i, m := range msgs {
 		role := types.ConversationRoleUser
@@ -210,8 +213,7 @@ func messages(msgs []events.Message) ([]types.Message, error) {
 		}
 		blocks := make([]types.ContentBlock, 0, len(m.Content))
 		for j := range m.Content {
-			field := fmt.Sprintf("messages[%d].content[%d]", i, j)
-			b, err := block(&m.Content[j], role, field)
+			b, err := block(&m.Content[j], role, fields.Part(i, j))
 			if err != nil {
 				return nil, err
 			}

@@ -24,12 +24,13 @@
 //
 // Image and file parts (every media type events allows, audio included)
 // are inlineData {mimeType, data} parts, or fileData {mimeType, fileUri}
-// for a URL; a part with only a media ref is ErrInvalidRequest. A tool
-// result's part array is a functionResponse with the text; its media go in
-// the functionResponse's parts on Gemini 3 and later (png, jpeg, webp,
-// pdf, text/plain: multimodal function responses), else as parts of the
-// same user turn right after the functionResponse, introduced by a text
-// part naming the call.
+// for a URL, in a model turn (an assistant message) as in a user turn:
+// the API takes them in both; a part with only a media ref is
+// ErrInvalidRequest. A tool result's part array is a functionResponse
+// with the text; its media go in the functionResponse's parts on Gemini 3
+// and later (png, jpeg, webp, pdf, text/plain: multimodal function
+// responses), else as parts of the same user turn right after the
+// functionResponse, introduced by a text part naming the call.
 //
 // The model options (events.ModelOptions): response_format is
 // responseMimeType application/json, with responseJsonSchema for a schema;

@@ -100,6 +100,29 @@ func TestMediaParts(t *testing.T) {
 	 {"inlineData":{"mimeType":"audio/wav","data":"`+b64(wavBytes)+`"}}]}]`))
 }
 
+// A model turn takes inlineData and fileData parts as a user turn does
+// (image-generating models answer with them): an assistant message's
+// images and files stay in its model turn, in order.
+func TestAssistantMedia(t *testing.T) {
+	req := &llm.Request{Model: "gemini:gemini-2.5-flash", Messages: []events.Message{
+		events.UserText("chart the sales"),
+		{Role: events.RoleAssistant, Content: []events.Part{
+			events.TextPart("Here is the chart."),
+			events.ImagePart("image/png", pngBytes),
+			events.FilePart("application/pdf", "sales.pdf", pdfBytes),
+		}},
+		events.UserText("now in blue?"),
+	}}
+	body, _ := sent(t, req)
+	checkField(t, body, "contents", jsonOf(t, `[
+	 {"role":"user","parts":[{"text":"chart the sales"}]},
+	 {"role":"model","parts":[
+	  {"text":"Here is the chart."},
+	  {"inlineData":{"mimeType":"image/png","data":"`+b64(pngBytes)+`"}},
+	  {"inlineData":{"mimeType":"application/pdf","data":"`+b64(pdfBytes)+`"}}]},
+	 {"role":"user","parts":[{"text":"now in blue?"}]}]`))
+}
+
 func toolResultTranscript() []events.Message {
 	return []events.Message{
 		events.UserText("take a screenshot"),

@@ -33,7 +33,7 @@
 //     input_audio (base64 data, format wav or mp3). Other audio, and a
 //     file by URL (this API takes file bytes only), cannot be sent: Stream
 //     refuses them with llm.UnsupportedContent (kind unsupported_content)
-//     before any request. So does a media part in an assistant message.
+//     before any request.
 //   - A tool message holds text only, so a tool result's images and files
 //     go in one user message right after the tool messages of the step:
 //     for each such result a text part "[images and files of the result
@@ -41,6 +41,16 @@
 //     user message that follows the results, if any. A result of media
 //     only has the tool message text "[the images and files of this
 //     result follow in a user message]".
+//   - An assistant message holds text and tool calls only, so its images
+//     and files go in the user turn after it (llm.MoveAssistantMedia): a
+//     text part "[images and files of the assistant's message above]" and
+//     the media, mapped as a user message's, at the start of the next user
+//     message's content; when the assistant called tools, in the user
+//     message after their tool messages, after the results' media; in a
+//     user message of their own when an assistant message follows. An assistant message of media only has the content "[the
+//     images and files of this message follow in a user message]". A part
+//     this API cannot take is refused as above, naming the request's
+//     field.
 //   - A part holding only an LLMW_MEDIA ref (ingest resolves refs before
 //     the call) is ErrInvalidRequest naming the field ("unresolved media
 //     ref").

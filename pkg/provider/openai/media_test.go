@@ -128,6 +128,70 @@ func TestRequestToolResultMedia(t *testing.T) {
 	}
 }
 
+// An assistant message holds text and tool calls only: its images and
+// files go in the user message after it, led by a text saying whose they
+// are, before that message's own text; after the tool messages when the
+// assistant called tools. An assistant message of media only says where
+// they went.
+func TestRequestAssistantMedia(t *testing.T) {
+	srv := providertest.NewServer(t, providertest.SSE([]byte(doneBody)))
+	req := &llm.Request{Model: "openai:gpt-4o", Messages: []events.Message{
+		events.UserText("Chart the sales"),
+		{Role: events.RoleAssistant, Content: []events.Part{
+			events.TextPart("Here is the chart."),
+			events.ImagePart("image/png", pngBytes),
+			events.FilePart("application/pdf", "sales.pdf", pdfBytes),
+		}},
+		events.UserText("Now in blue?"),
+	}}
+	providertest.MustRun(t, newProvider(t, srv), req)
+	want := fmt.Sprintf(`{
+	  "model": "gpt-4o", "stream": true, "stream_options": {"include_usage": true},
+	  "messages": [
+	    {"role": "user", "content": "Chart the sales"},
+	    {"role": "assistant", "content": "Here is the chart."},
+	    {"role": "user", "content": [
+	      {"type": "text", "text": "[images and files of the assistant's message above]"},
+	      {"type": "image_url", "image_url": {"url": "data:image/png;base64,%[1]s"}},
+	      {"type": "file", "file": {"file_data": "data:application/pdf;base64,%[2]s", "filename": "sales.pdf"}},
+	      {"type": "text", "text": "Now in blue?"}
+	    ]}
+	  ]
+	}`, b64(pngBytes), b64(pdfBytes))
+	providertest.AssertJSON(t, srv.LastRequest().Body, want)
+
+	req.Messages = []events.Message{
+		events.UserText("Chart the sales"),
+		{Role: events.RoleAssistant, Content: []events.Part{
+			events.ToolUsePart("call_1", "render", nil),
+			events.ImagePart("image/png", pngBytes),
+		}},
+		{Role: events.RoleTool, Content: []events.Part{events.ToolResultPart("call_1", "rendered", false)}},
+		{Role: events.RoleAssistant, Content: []events.Part{events.FilePart("application/pdf", "", pdfBytes)}},
+	}
+	providertest.MustRun(t, newProvider(t, srv), req)
+	want = fmt.Sprintf(`{
+	  "model": "gpt-4o", "stream": true, "stream_options": {"include_usage": true},
+	  "messages": [
+	    {"role": "user", "content": "Chart the sales"},
+	    {"role": "assistant", "tool_calls": [
+	      {"id": "call_1", "type": "function", "function": {"name": "render", "arguments": "{}"}}
+	    ]},
+	    {"role": "tool", "tool_call_id": "call_1", "content": "rendered"},
+	    {"role": "user", "content": [
+	      {"type": "text", "text": "[images and files of the assistant's message above]"},
+	      {"type": "image_url", "image_url": {"url": "data:image/png;base64,%[1]s"}}
+	    ]},
+	    {"role": "assistant", "content": "[the images and files of this message follow in a user message]"},
+	    {"role": "user", "content": [
+	      {"type": "text", "text": "[images and files of the assistant's message above]"},
+	      {"type": "file", "file": {"file_data": "data:application/pdf;base64,%[2]s", "filename": "document.pdf"}}
+	    ]}
+	  ]
+	}`, b64(pngBytes), b64(pdfBytes))
+	providertest.AssertJSON(t, srv.LastRequest().Body, want)
+}
+
 // A part the API cannot take is refused with unsupported_content naming
 // the part and the provider, before any request is made.
 func TestRequestUnsupportedContent(t *testing.T) {
@@ -141,8 +205,8 @@ func TestRequestUnsupportedContent(t *testing.T) {
 			{Type: events.PartFile, MediaType: "application/pdf", URL: "https://example.com/a.pdf"}}}, "messages[0].content[0]"},
 		"ogg in a tool result": {events.Message{Role: events.RoleTool, Content: []events.Part{
 			events.ToolResultParts("call_1", []events.Part{events.FilePart("audio/ogg", "", oggBytes)}, false)}}, "messages[0].content[0].content[0]"},
-		"image from the assistant": {events.Message{Role: events.RoleAssistant, Content: []events.Part{
-			events.ImagePart("image/png", pngBytes)}}, "messages[0].content[0]"},
+		"pdf by url from the assistant": {events.Message{Role: events.RoleAssistant, Content: []events.Part{
+			events.TextPart("the paper"), {Type: events.PartFile, MediaType: "application/pdf", URL: "https://example.com/a.pdf"}}}, "messages[0].content[1]"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			srv := providertest.NewServer(t, providertest.SSE([]byte(doneBody)))

@@ -22,7 +22,9 @@ import (
 // order, before any text of the same message, because the API requires
 // them right after the assistant message that called the tools). A tool
 // message holds text only: the images and files of the results of a step
-// go in one user message right after that step's tool messages. The
+// go in one user message right after that step's tool messages. An
+// assistant message holds none either: its images and files join the user
+// turn after it (llm.MoveAssistantMedia). The
 // output limit is max_completion_tokens, or max_tokens for an
 // OpenAI-compatible server (compatible).
 func buildParams(req *llm.Request, compatible bool) (sdk.ChatCompletionNewParams, []events.Warning, error) {
@@ -45,17 +47,17 @@ func buildParams(req *llm.Request, compatible bool) (sdk.ChatCompletionNewParams
 			carried = nil
 		}
 	}
-	for i, m := range req.Messages {
-		field := "messages[" + strconv.Itoa(i) + "]"
+	msgs, fields := llm.MoveAssistantMedia(req.Messages)
+	for i, m := range msgs {
 		switch m.Role {
 		case events.RoleUser, events.RoleTool:
 			var err error
-			if carried, err = mapUserMessage(&p, carried, m, field); err != nil {
+			if carried, err = mapUserMessage(&p, carried, m, func(j int) string { return fields.Part(i, j) }); err != nil {
 				return p, nil, err
 			}
 		case events.RoleAssistant:
 			flush()
-			msg, err := mapAssistant(m, field)
+			msg, err := mapAssistant(m)
 			if err != nil {
 				return p, nil, err
 			}
@@ -63,7 +65,7 @@ func buildParams(req *llm.Request, compatible bool) (sdk.ChatCompletionNewParams
 				p.Messages = append(p.Messages, *msg)
 			}
 		default:
-			return p, nil, fmt.Errorf("%w: %s: unknown role %q", ErrInvalidRequest, field, m.Role)
+			return p, nil, fmt.Errorf("%w: %s: unknown role %q", ErrInvalidRequest, fields.Message(i), m.Role)
 		}
 	}
 	flush()
@@ -179,11 +181,12 @@ func mapOptions(p *sdk.ChatCompletionNewParams, o *events.ModelOptions, tools bo
 // content. The media of the tool results are returned in carried (after
 // those of earlier tool messages of the same step), so that they follow
 // every tool message of the step; the message's own content joins them.
-func mapUserMessage(p *sdk.ChatCompletionNewParams, carried []sdk.ChatCompletionContentPartUnionParam, m events.Message, field string) ([]sdk.ChatCompletionContentPartUnionParam, error) {
+// field names part j of m in the request.
+func mapUserMessage(p *sdk.ChatCompletionNewParams, carried []sdk.ChatCompletionContentPartUnionParam, m events.Message, field func(j int) string) ([]sdk.ChatCompletionContentPartUnionParam, error) {
 	var own []sdk.ChatCompletionContentPartUnionParam
 	media, results := false, 0
 	for j, part := range m.Content {
-		f := field + ".content[" + strconv.Itoa(j) + "]"
+		f := field(j)
 		switch part.Type {
 		case events.PartText:
 			own = append(own, sdk.TextContentPart(part.Text))
@@ -279,11 +282,12 @@ func contentPart(part events.Part, field string) (sdk.ChatCompletionContentPartU
 }
 
 // mapAssistant maps an assistant message (nil when nothing of it can be
-// sent: a message of thinking only).
-func mapAssistant(m events.Message, field string) (*sdk.ChatCompletionMessageParamUnion, error) {
+// sent: a message of thinking only). It holds no media: buildParams moved
+// them to the user turn after it.
+func mapAssistant(m events.Message) (*sdk.ChatCompletionMessageParamUnion, error) {
 	var a sdk.ChatCompletionAssistantMessageParam
 	var text strings.Builder
-	for j, part := range m.Content {
+	for _, part := range m.Content {
 		switch part.Type {
 		case events.PartText:
 			text.WriteString(part.Text)
@@ -300,9 +304,6 @@ func mapAssistant(m events.Message, field string) (*sdk.ChatCompletionMessagePar
 					},
 				},
 			})
-		case events.PartImage, events.PartFile:
-			// An assistant message holds text and tool calls only.
-			return nil, Unsupported(Prefix, field+".content["+strconv.Itoa(j)+"]", part)
 		}
 		// thinking: Chat Completions cannot take reasoning back; dropped.
 	}

@@ -19,8 +19,17 @@
 //     holding the file between a line <file name="…" media_type="…"> and
 //     </file>, and one by URL is input_file with file_url. Audio cannot be
 //     sent (the API takes none): Stream refuses it with
-//     llm.UnsupportedContent (kind unsupported_content) before any request,
-//     as it does a media part in an assistant message.
+//     llm.UnsupportedContent (kind unsupported_content) before any request.
+//   - An assistant message holds output text only, so its images and files
+//     go in the user turn after it (llm.MoveAssistantMedia): an input_text
+//     "[images and files of the assistant's message above]" and the media,
+//     mapped as a user message's, at the start of the next user message,
+//     or in a user message right after the function_call_output items of
+//     the assistant's calls, or in a user message of their own when an
+//     assistant message follows. An assistant message of media only is the
+//     text "[the images and files of this message follow in a user
+//     message]". A part this API cannot take is refused as above, naming
+//     the request's field.
 //   - A tool result with images or files is a function_call_output whose
 //     output is an array of input_text, input_image and input_file items,
 //     mapped as above, in the result's order; a text-only result's output

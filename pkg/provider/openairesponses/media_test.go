@@ -100,6 +100,56 @@ func TestRequestToolResultMedia(t *testing.T) {
 	providertest.AssertJSON(t, srv.LastRequest().Body, want)
 }
 
+// An assistant message holds output text only: its images and files go
+// in the user message after it, led by a text saying whose they are,
+// before that message's own text; after the function_call_output of the
+// assistant's calls. An assistant message of media only says where they
+// went.
+func TestRequestAssistantMedia(t *testing.T) {
+	srv := providertest.NewServer(t, providertest.SSE(doneBody(t)))
+	req := &llm.Request{Model: "openai-responses:gpt-5", Messages: []events.Message{
+		events.UserText("Chart the sales"),
+		{Role: events.RoleAssistant, Content: []events.Part{
+			events.TextPart("Here is the chart."),
+			events.ImagePart("image/png", pngBytes),
+			events.FilePart("application/pdf", "sales.pdf", pdfBytes),
+		}},
+		events.UserText("Now in blue?"),
+		{Role: events.RoleAssistant, Content: []events.Part{
+			events.ToolUsePart("call_1", "render", nil),
+			events.ImagePart("image/png", pngBytes),
+		}},
+		{Role: events.RoleTool, Content: []events.Part{events.ToolResultPart("call_1", "rendered", false)}},
+		{Role: events.RoleAssistant, Content: []events.Part{events.FilePart("application/pdf", "", pdfBytes)}},
+	}}
+	providertest.MustRun(t, newProvider(t, srv), req)
+	want := fmt.Sprintf(`{
+	  "model": "gpt-5", "stream": true, "store": false,
+	  "input": [
+	    {"role": "user", "content": "Chart the sales"},
+	    {"role": "assistant", "content": "Here is the chart."},
+	    {"role": "user", "content": [
+	      {"type": "input_text", "text": "[images and files of the assistant's message above]"},
+	      {"type": "input_image", "image_url": "data:image/png;base64,%[1]s", "detail": "auto"},
+	      {"type": "input_file", "file_data": "data:application/pdf;base64,%[2]s", "filename": "sales.pdf"},
+	      {"type": "input_text", "text": "Now in blue?"}
+	    ]},
+	    {"type": "function_call", "call_id": "call_1", "name": "render", "arguments": "{}"},
+	    {"type": "function_call_output", "call_id": "call_1", "output": "rendered"},
+	    {"role": "user", "content": [
+	      {"type": "input_text", "text": "[images and files of the assistant's message above]"},
+	      {"type": "input_image", "image_url": "data:image/png;base64,%[1]s", "detail": "auto"}
+	    ]},
+	    {"role": "assistant", "content": "[the images and files of this message follow in a user message]"},
+	    {"role": "user", "content": [
+	      {"type": "input_text", "text": "[images and files of the assistant's message above]"},
+	      {"type": "input_file", "file_data": "data:application/pdf;base64,%[2]s", "filename": "document.pdf"}
+	    ]}
+	  ]
+	}`, b64(pngBytes), b64(pdfBytes))
+	providertest.AssertJSON(t, srv.LastRequest().Body, want)
+}
+
 // Audio, which the Responses API takes nowhere, is refused with
 // unsupported_content naming the part and the provider, before any
 // request is made.
@@ -112,8 +162,8 @@ func TestRequestUnsupportedContent(t *testing.T) {
 			events.TextPart("listen"), events.FilePart("audio/wav", "a.wav", wavBytes)}}, "messages[0].content[1]"},
 		"audio in a tool result": {events.Message{Role: events.RoleTool, Content: []events.Part{
 			events.ToolResultParts("call_1", []events.Part{events.TextPart("recorded"), events.FilePart("audio/wav", "", wavBytes)}, false)}}, "messages[0].content[0].content[1]"},
-		"image from the assistant": {events.Message{Role: events.RoleAssistant, Content: []events.Part{
-			events.ImagePart("image/png", pngBytes)}}, "messages[0].content[0]"},
+		"audio from the assistant": {events.Message{Role: events.RoleAssistant, Content: []events.Part{
+			events.TextPart("the recording"), events.FilePart("audio/wav", "", wavBytes)}}, "messages[0].content[1]"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			srv := providertest.NewServer(t, providertest.SSE(doneBody(t)))

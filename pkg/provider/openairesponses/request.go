@@ -31,9 +31,12 @@ func buildParams(req *llm.Request) (responses.ResponseNewParams, []events.Warnin
 		p.Instructions = param.NewOpt(req.System)
 	}
 	var items responses.ResponseInputParam
-	for i, m := range req.Messages {
+	// An assistant message holds output text only: its images and files
+	// join the user turn after it.
+	msgs, fields := llm.MoveAssistantMedia(req.Messages)
+	for i, m := range msgs {
 		var err error
-		if items, err = appendMessage(items, m, "messages["+strconv.Itoa(i)+"]"); err != nil {
+		if items, err = appendMessage(items, m, fields, i); err != nil {
 			return p, nil, err
 		}
 	}
@@ -172,13 +175,14 @@ func textMessage(role responses.EasyInputMessageRole, text string) responses.Res
 // appendMessage appends the input items of a message: for a user or tool
 // message, a function_call_output per tool_result (an array output when
 // the result has images or files) and a user message with the rest.
-func appendMessage(items responses.ResponseInputParam, m events.Message, field string) (responses.ResponseInputParam, error) {
+// fields names message i in the request.
+func appendMessage(items responses.ResponseInputParam, m events.Message, fields llm.Fields, i int) (responses.ResponseInputParam, error) {
 	switch m.Role {
 	case events.RoleUser, events.RoleTool:
 		var content responses.ResponseInputMessageContentListParam
 		media := false
 		for j, part := range m.Content {
-			f := field + ".content[" + strconv.Itoa(j) + "]"
+			f := fields.Part(i, j)
 			switch part.Type {
 			case events.PartText:
 				content = append(content, responses.ResponseInputContentUnionParam{OfInputText: &responses.ResponseInputTextParam{Text: part.Text}})
@@ -224,13 +228,11 @@ func appendMessage(items responses.ResponseInputParam, m events.Message, field s
 				text.Reset()
 			}
 		}
-		for j, part := range m.Content {
+		// It holds no media: buildParams moved them.
+		for _, part := range m.Content {
 			switch part.Type {
 			case events.PartText:
 				text.WriteString(part.Text)
-			case events.PartImage, events.PartFile:
-				// An assistant message holds output text only.
-				return nil, openai.Unsupported(Prefix, field+".content["+strconv.Itoa(j)+"]", part)
 			case events.PartThinking:
 				if data, ok := llm.NativeCompactionData(&part); ok {
 					// A compaction item this API produced goes back as
@@ -275,7 +277,7 @@ func appendMessage(items responses.ResponseInputParam, m events.Message, field s
 		}
 		flush()
 	default:
-		return nil, fmt.Errorf("%w: %s: unknown role %q", ErrInvalidRequest, field, m.Role)
+		return nil, fmt.Errorf("%w: %s: unknown role %q", ErrInvalidRequest, fields.Message(i), m.Role)
 	}
 	return items, nil
 }
