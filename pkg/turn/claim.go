@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/llmworker/llmworker/pkg/emit"
@@ -71,6 +72,29 @@ func (s *Service) takeOver(t *turnRun, st *State, rev uint64) answer {
 	return t.finish(res, err)
 }
 
+// emitClaimStarted publishes the claim's llmw.turn.started: resumed,
+// unless the turn has no events at all (the run that created its state
+// stopped before its start went out, or the create's acknowledgement
+// was lost and the create was stored): the turn starts here, and its
+// one start not resumed carries its input and parent as a first start
+// does.
+func (t *turnRun) emitClaimStarted(st *State, sc scanned) {
+	started := events.TurnStarted{TurnID: t.id, SessionID: t.session, Model: st.Request.Model, Resumed: sc.pos.StreamSeq != 0}
+	if !started.Resumed {
+		started = t.withParent(started)
+		if cp := st.Checkpoint; cp != nil {
+			// The checkpoint the turn was created with: the session's
+			// messages from its Base, then the request's.
+			started.Input = cp.Messages[min(max(st.SessionPrefix-cp.Base, 0), len(cp.Messages)):]
+		}
+		if _, err := t.emit(started); !errors.Is(err, nats.ErrMaxPayload) {
+			return
+		}
+		started.Input = nil
+	}
+	_, _ = t.emit(started)
+}
+
 // claimAttempts bounds how often a replica continuing a turn publishes its
 // claim again after a stale owner's event got in first.
 const claimAttempts = 10
@@ -105,7 +129,7 @@ func (s *Service) claimEvents(t *turnRun, st *State, sc scanned) (a answer, ok b
 		for _, a := range sc.open {
 			_, _ = t.emit(a)
 		}
-		_, _ = t.emit(events.TurnStarted{TurnID: t.id, SessionID: t.session, Model: st.Request.Model, Resumed: true})
+		t.emitClaimStarted(st, sc)
 		ctx, cancel := s.flushContext(s.root)
 		err := t.ep.Flush(ctx)
 		cancel()

@@ -66,3 +66,9 @@ func SetAfterChildWatch(t interface{ Cleanup(func()) }, f func(childID string, w
 func SetDispatchHook(t interface{ Cleanup(func()) }, f func(stage, turnID string, redelivered bool)) {
 	dispatchHook.set(t, f)
 }
+
+// SetAfterStateCreated has f fail, with the error it returns, each
+// create of a turn's state that was stored, until the test ends.
+func SetAfterStateCreated(t interface{ Cleanup(func()) }, f func(turnID string) error) {
+	afterStateCreated.set(t, f)
+}

@@ -568,3 +568,42 @@ func wait(c <-chan struct{}) {
 	case <-time.After(waitFor):
 	}
 }
+
+// A turn whose state create was stored but failed for its replica (its
+// acknowledgement lost while a node restarts) published nothing: the
+// replica that continues it when its request comes back starts it, with
+// one llmw.turn.started that is not resumed and carries the turn's
+// input, as a client following the turn from its first event expects.
+func TestTurnWhoseCreateFailedAfterItWasStoredStartsOnce(t *testing.T) {
+	e := newEnv(t)
+	e.scripted(llmtest.NewScripted(llmtest.TextStep("the answer")))
+	id := newID("lost-create")
+	var failed atomic.Bool
+	turn.SetAfterStateCreated(t, func(turnID string) error {
+		if turnID == id && failed.CompareAndSwap(false, true) {
+			return context.DeadlineExceeded
+		}
+		return nil
+	})
+	e.startTurn(turn.Config{Instance: "a", AckWait: 2 * time.Second})
+	w := e.watch(id)
+	e.submit(events.TurnRequest{TurnID: id, Model: "test:m", Messages: []events.Message{events.UserText("go")}})
+	if c := w.completed(); c.Messages[len(c.Messages)-1].Text() != "the answer" {
+		t.Fatalf("the turn completed with %q", c.Messages[len(c.Messages)-1].Text())
+	}
+	if !failed.Load() {
+		t.Fatal("no state create failed: the situation under test did not arise")
+	}
+	var starts []events.TurnStarted
+	for _, e := range w.events() {
+		if e.Type == events.TypeTurnStarted {
+			starts = append(starts, decode[events.TurnStarted](t, e))
+		}
+	}
+	if len(starts) != 1 || starts[0].Resumed {
+		t.Fatalf("llmw.turn.started events %+v; want one, not resumed", starts)
+	}
+	if in := starts[0].Input; len(in) != 1 || in[0].Text() != "go" {
+		t.Fatalf("the start's input %+v; want the request's message", in)
+	}
+}

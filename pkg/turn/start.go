@@ -107,6 +107,9 @@ func (s *Service) fresh(t *turnRun, req *events.TurnRequest, dg string) (a answe
 	kctx, cancel = kvContext(s.root)
 	rev, err := s.casState(kctx, t.id, b, 0, 0)
 	cancel()
+	if f, ok := afterStateCreated.load(); ok && err == nil {
+		err = f(t.id)
+	}
 	if isConflict(err) {
 		return leave, true
 	}

@@ -44,4 +44,9 @@ var (
 	// (dispatchArrived, dispatchRegistered, dispatchFoundRun) with the
 	// request's turn id and whether it was delivered before.
 	dispatchHook testHook[func(stage, turnID string, redelivered bool)]
+
+	// afterStateCreated may fail a turn's state create that was stored
+	// (start) with the error it returns, as a create whose
+	// acknowledgement is lost fails.
+	afterStateCreated testHook[func(turnID string) error]
 )
