@@ -64,7 +64,8 @@ type TurnStarted struct {
 	TurnID    string `json:"turn_id"`
 	SessionID string `json:"session_id,omitempty"`
 	Model     string `json:"model,omitempty"`
-	// Resumed is true when a replica picked the turn up from a checkpoint.
+	// Resumed is true when a replica picked the turn up from a checkpoint
+	// after the turn's events began (docs/protocol.md §8).
 	Resumed bool `json:"resumed,omitempty"`
 	// Input is what the turn request's messages added to the
 	// conversation (for a turn of a session, the messages after the

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/llmworker/llmworker/pkg/emit"
@@ -85,14 +84,10 @@ func (t *turnRun) emitClaimStarted(st *State, sc scanned) {
 		if cp := st.Checkpoint; cp != nil {
 			// The checkpoint the turn was created with: the session's
 			// messages from its Base, then the request's.
-			started.Input = cp.Messages[min(max(st.SessionPrefix-cp.Base, 0), len(cp.Messages)):]
+			started.Input = turnOwn(cp.Messages, cp.Base, st.SessionPrefix)
 		}
-		if _, err := t.emit(started); !errors.Is(err, nats.ErrMaxPayload) {
-			return
-		}
-		started.Input = nil
 	}
-	_, _ = t.emit(started)
+	_ = t.emitStarted(started)
 }
 
 // claimAttempts bounds how often a replica continuing a turn publishes its

@@ -15,9 +15,15 @@ import "github.com/llmworker/llmworker/pkg/events"
 // items [Base, SessionPrefix), then the turn's own.
 func (t *turnRun) ownMessages(d events.TurnCompleted) events.TurnCompleted {
 	base := t.tx.base
-	before := min(max(t.base.SessionPrefix-base, 0), len(d.Messages))
 	d.TranscriptLength = base + len(d.Messages)
-	d.Messages = d.Messages[before:]
+	d.Messages = turnOwn(d.Messages, base, t.base.SessionPrefix)
 	d.SessionID = t.session
 	return d
+}
+
+// turnOwn is the turn's own part of msgs, a transcript held from
+// position base on whose positions [0, sessionPrefix) are the
+// session's.
+func turnOwn(msgs []events.Message, base, sessionPrefix int) []events.Message {
+	return msgs[min(max(sessionPrefix-base, 0), len(msgs)):]
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/llmworker/llmworker/internal/leaf/natsutil"
 	"github.com/llmworker/llmworker/pkg/emit"
 	"github.com/llmworker/llmworker/pkg/worker"
 )
@@ -162,19 +163,7 @@ func transient(err error) bool {
 		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// jetstreamUnavailable reports a JetStream API error that passes: 503
-// (JetStream or its meta leader unavailable), 500 (a stream without
-// quorum), 408 (the server's own timeout). jetstream's KeyValue.Watch
-// creates its consumer through nats.go's older JetStream API, whose
-// refusals are *nats.APIError: a child's watch refused while a node
-// restarts is one.
-func jetstreamUnavailable(err error) bool {
-	var api *jetstream.APIError
-	if errors.As(err, &api) {
-		return passingAPICode(api.Code)
-	}
-	var old *nats.APIError
-	return errors.As(err, &old) && passingAPICode(old.Code)
-}
-
-func passingAPICode(code int) bool { return code == 503 || code == 500 || code == 408 }
+// jetstreamUnavailable reports a JetStream API refusal that passes
+// (natsutil.APIErrorPasses), of either of nats.go's JetStream APIs: a
+// child's KV watch refused while a node restarts is one.
+func jetstreamUnavailable(err error) bool { return natsutil.APIErrorPasses(err) }

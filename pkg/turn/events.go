@@ -111,23 +111,16 @@ func (t *turnRun) Observe(ev worker.Event) {
 	switch d := data.(type) {
 	case events.TurnStarted:
 		d = t.withParent(d)
-		data = d
 		if d.Resumed && t.obs.claimed {
 			return // published by claimEvents
 		}
-		if !d.Resumed && t.obs.input != nil {
+		if !d.Resumed {
 			d.Input = t.obs.input
-			if _, err := t.emit(d); !errors.Is(err, nats.ErrMaxPayload) {
-				if err != nil {
-					t.failed(d, err)
-				}
-				return
-			}
-			// The question is in the checkpoint and the session; the
-			// event goes out without it.
-			d.Input = nil
-			data = d
 		}
+		if err := t.emitStarted(d); err != nil {
+			t.failed(d, err)
+		}
+		return
 	case events.ToolStarted:
 		if t.obs.started[d.CallID] {
 			return
@@ -238,6 +231,18 @@ func (t *turnRun) publish(ev events.WorkerEvent) {
 	if _, err := t.emit(ev); err != nil {
 		t.failed(ev, err)
 	}
+}
+
+// emitStarted publishes a turn's llmw.turn.started; one whose input
+// makes it larger than the max payload goes out without it (the
+// question is in the checkpoint and the session).
+func (t *turnRun) emitStarted(d events.TurnStarted) error {
+	_, err := t.emit(d)
+	if errors.Is(err, nats.ErrMaxPayload) && d.Input != nil {
+		d.Input = nil
+		_, err = t.emit(d)
+	}
+	return err
 }
 
 // flushContext bounds a wait for events to be stored: the publisher's

@@ -348,22 +348,29 @@ func Retry(ctx context.Context, wait time.Duration, again func(error) bool, onRe
 	}
 }
 
-// Transient reports whether err is one that a JetStream cluster gives
-// while it elects a leader, a node restarts or the client reconnects:
-// the same request is worth repeating shortly. A service start retries
-// these instead of exiting.
-func Transient(err error) bool {
-	// 503: JetStream (or its meta leader) unavailable; 500: a stream or
-	// consumer without quorum; 408: the server's own timeout. A KV
-	// watch's consumer is created through nats.go's older JetStream
-	// API, whose refusals are *nats.APIError.
+// APIErrorPasses reports a JetStream API refusal that passes: 503
+// (JetStream or its meta leader unavailable), 500 (a stream or consumer
+// without quorum), 408 (the server's own timeout). A KV watch's consumer
+// is created through nats.go's older JetStream API, whose refusals are
+// *nats.APIError; the jetstream package's are *jetstream.APIError.
+func APIErrorPasses(err error) bool {
 	var api *jetstream.APIError
 	if errors.As(err, &api) {
 		return api.Code == 503 || api.Code == 500 || api.Code == 408
 	}
 	var old *nats.APIError
-	if errors.As(err, &old) {
-		return old.Code == 503 || old.Code == 500 || old.Code == 408
+	return errors.As(err, &old) && (old.Code == 503 || old.Code == 500 || old.Code == 408)
+}
+
+// Transient reports whether err is one that a JetStream cluster gives
+// while it elects a leader, a node restarts or the client reconnects:
+// the same request is worth repeating shortly. A service start retries
+// these instead of exiting.
+func Transient(err error) bool {
+	var api *jetstream.APIError
+	var old *nats.APIError
+	if errors.As(err, &api) || errors.As(err, &old) {
+		return APIErrorPasses(err)
 	}
 	return errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) ||
 		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrDisconnected) ||
